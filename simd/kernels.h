@@ -1,0 +1,85 @@
+// wte's hand-vectorized kernels. The SIMD versions use Highway with dynamic dispatch (the best target
+// this CPU supports is chosen at run time); each has a scalar reference with the same signature in
+// namespace wte::ref, templated on the float type so tests and gradient checks can run it in double.
+//
+// No Highway types appear here: callers never see SIMD.
+//
+// Shapes use GPT-2's letters: B batch, T time (sequence), C channels (d_model), V vocab_size;
+// N = B*T rows. All matrices are row-major and contiguous. Sizes are size_t, token ids int32_t.
+// No alignment is required of any pointer; no kernel reads or writes past the sizes it is given.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace wte {
+
+// ------------------------------------------------------------------------------------------------
+// Embedding forward: gather + position add.
+//   hidden_states[b,t,:] = wte[ids[b,t],:] + wpe[t,:]
+// hidden_states (B,T,C) out; ids (B,T); wte (V,C); wpe (>=T, C).
+// Precondition: every id in [0, V). Callers validate ids first (wte::check_token_ids); the kernel
+// does not re-check. Parallel over rows with OpenMP. Exact (one float add per element).
+void embedding_forward(float* hidden_states, const int32_t* ids, const float* wte, const float* wpe,
+                       size_t B, size_t T, size_t C);
+
+// ------------------------------------------------------------------------------------------------
+// Lookup backward of the token table: a sparse-row scatter-add.
+//   dwte[ids[n],:] += dhidden[n,:]   for n in [0, N); duplicate ids accumulate.
+// Only rows whose ids occur are read or written. Deterministic: ids are counting-sorted into
+// per-row segments (positions in increasing order), each touched row's upstream rows are summed
+// in that fixed order and added to dwte with one read-modify-write, in parallel over rows.
+// The result is bit-identical for any thread count.
+// dwte (V,C) accumulated; dhidden (N,C); ids (N), each in [0, V).
+// `workspace` holds the sort buffers between calls so no step allocates (may start empty).
+struct ScatterWorkspace {
+  std::vector<int32_t> row_start;  // (V+1) segment offsets, counting sort
+  std::vector<int32_t> order;      // (N) positions sorted by id, stable
+  std::vector<int32_t> touched;    // distinct ids, increasing
+};
+void embedding_backward_wte(float* dwte, const float* dhidden, const int32_t* ids, size_t N,
+                            size_t C, size_t V, ScatterWorkspace* workspace);
+
+// Position backward: dwpe[t,:] += sum_b dhidden[b,t,:], the sum over b in increasing order
+// (deterministic for any thread count; parallel over t).
+// dwpe (>=T, C) accumulated; dhidden (B,T,C).
+void embedding_backward_wpe(float* dwpe, const float* dhidden, size_t B, size_t T, size_t C);
+
+// ------------------------------------------------------------------------------------------------
+// Numerically stable softmax cross-entropy with its gradient, fused, in place.
+// For each row n:  m = max_v logits[n,v];  lse = m + log(sum_v exp(logits[n,v] - m))
+//   losses[n] = lse - logits[n, targets[n]]
+//   logits[n,v] <- grad_scale * (softmax(logits[n])[v] - [v == targets[n]])   (dlogits)
+// Subtracting the row max first keeps exp() in (0, 1]: no inf or NaN for any finite logits.
+// logits (N,V) in: logits, out: dlogits; targets (N), each in [0, V); losses (N) out.
+// grad_scale is usually 1/N for a mean loss. Parallel over rows.
+void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets, size_t N, size_t V,
+                           float grad_scale);
+
+// Forward only (evaluation): losses[n] as above; logits are not modified.
+void cross_entropy_loss(float* losses, const float* logits, const int32_t* targets, size_t N,
+                        size_t V);
+
+// ------------------------------------------------------------------------------------------------
+// AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization", Algorithm 2), as in
+// PyTorch's torch.optim.AdamW:
+//   m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g
+//   m_hat = m / (1 - beta1^step);  v_hat = v / (1 - beta2^step)
+//   param -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * param)
+// step counts from 1. params, grads, m, v: (n). Parallel over elements.
+struct AdamWParams {
+  float lr;
+  float beta1;
+  float beta2;
+  float eps;
+  float weight_decay;
+  int64_t step;  // 1-based
+};
+void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                  const AdamWParams& hp);
+
+// ------------------------------------------------------------------------------------------------
+// Scalar references: same math, plain loops, no OpenMP, templated on the float type.
+// Defined in simd/reference.h (header-only so double instantiations need no extra code).
+}  // namespace wte

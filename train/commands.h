@@ -1,0 +1,11 @@
+// The `wte` tool's subcommands. Each takes the arguments after its own name (argv[0] is the
+// subcommand name), prints its own --help, and returns the process exit code:
+// 0 success, 1 a failed check or a runtime error, 2 bad usage.
+#pragma once
+
+namespace wte::cli {
+
+int cmd_train(int argc, char** argv);     // train/cmd_train.cc
+int cmd_tokenize(int argc, char** argv);  // train/cmd_tokenize.cc
+
+}  // namespace wte::cli

@@ -1,0 +1,63 @@
+// `wte`: the command-line tool. Dispatches to one subcommand per verb (see train/commands.h).
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "src/error.h"
+#include "train/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"train", wte::cli::cmd_train, "train a GPT-2-style embedding model from an INI config"},
+    {"tokenize", wte::cli::cmd_tokenize, "print the BPE token ids and pieces of texts"},
+};
+
+void print_usage(FILE* out) {
+  std::fprintf(out,
+               "wte: trains GPT-2-style token embeddings (wte, wpe, ln_f, tied lm_head) on the CPU.\n\n"
+               "Usage: wte <command> [options]   (wte <command> --help for a command's options)\n\n"
+               "Commands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const std::string verb = argv[1];
+  if (verb == "--help" || verb == "-h" || verb == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  if (verb == "--version") {
+    std::printf("wte 0.1.0\n");
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (verb == c.name) {
+      try {
+        return c.run(argc - 1, argv + 1);
+      } catch (const wte::Error& e) {
+        std::fprintf(stderr, "wte %s: error: %s\n", c.name, e.what());
+        return 1;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "wte %s: internal error: %s\n", c.name, e.what());
+        return 1;
+      }
+    }
+  }
+  std::fprintf(stderr, "wte: unknown command '%s'\n\n", verb.c_str());
+  print_usage(stderr);
+  return 2;
+}
