@@ -1,0 +1,288 @@
+// INI + command-line configuration through Boost.Program_options.
+// Every key is registered as a string and parsed here, so that a bad value is reported with its key,
+// its source and the allowed range (Boost's own casts would, for example, wrap "-1" into a huge
+// unsigned number).
+#include "src/config.h"
+
+#include <boost/program_options.hpp>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "src/error.h"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace wte {
+namespace {
+
+// One configuration key: its INI name, meaning, how to read it from text and how to print it.
+struct Key {
+  std::string name;         // "section.key"
+  std::string help;
+  std::string allowed;      // shown in errors and --help
+  std::function<void(Config&, const std::string&)> set;   // throws std::invalid_argument(allowed)
+  std::function<std::string(const Config&)> get;
+  bool is_path = false;     // resolved against the config file's directory
+};
+
+[[noreturn]] void bad(const std::string& why) { throw std::invalid_argument(why); }
+
+uint64_t parse_uint(const std::string& s, uint64_t lo, uint64_t hi) {
+  uint64_t v = 0;
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, v);
+  if (s.empty() || ec != std::errc() || ptr != end) bad("not a whole number");
+  if (v < lo || v > hi) bad("out of range");
+  return v;
+}
+
+double parse_double(const std::string& s, double lo, double hi, bool lo_open = false) {
+  if (s.empty()) bad("not a number");
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !std::isfinite(v)) bad("not a finite number");
+  if (v < lo || v > hi || (lo_open && v == lo)) bad("out of range");
+  return v;
+}
+
+bool parse_bool(const std::string& s) {
+  if (s == "true" || s == "1" || s == "yes" || s == "on") return true;
+  if (s == "false" || s == "0" || s == "no" || s == "off") return false;
+  bad("not a boolean");
+}
+
+std::string fmt_double(double v) {
+  std::ostringstream os;
+  os.precision(9);
+  os << v;
+  return os.str();
+}
+
+// Builders for the table below: `get` reads the key's member of a Config, `put` writes it.
+Key make_uint(std::string name, std::string help, uint64_t lo, uint64_t hi,
+              std::function<uint64_t(const Config&)> get,
+              std::function<void(Config&, uint64_t)> put) {
+  std::string allowed = "a whole number in [" + std::to_string(lo) + ", " +
+                        (hi == std::numeric_limits<uint64_t>::max() ? std::string("2^64)")
+                                                                    : std::to_string(hi) + "]");
+  return Key{std::move(name), std::move(help), allowed,
+             [=](Config& c, const std::string& s) { put(c, parse_uint(s, lo, hi)); },
+             [=](const Config& c) { return std::to_string(get(c)); }};
+}
+
+Key make_float(std::string name, std::string help, double lo, double hi, bool lo_open,
+               std::function<double(const Config&)> get, std::function<void(Config&, double)> put) {
+  std::string allowed = std::string("a number in ") + (lo_open ? "(" : "[") + fmt_double(lo) +
+                        ", " + fmt_double(hi) + "]";
+  return Key{std::move(name), std::move(help), allowed,
+             [=](Config& c, const std::string& s) { put(c, parse_double(s, lo, hi, lo_open)); },
+             [=](const Config& c) { return fmt_double(get(c)); }};
+}
+
+Key make_bool(std::string name, std::string help, std::function<bool(const Config&)> get,
+              std::function<void(Config&, bool)> put) {
+  return Key{std::move(name), std::move(help), "true or false (also 1/0, yes/no, on/off)",
+             [=](Config& c, const std::string& s) { put(c, parse_bool(s)); },
+             [=](const Config& c) { return std::string(get(c) ? "true" : "false"); }};
+}
+
+Key make_string(std::string name, std::string help, std::string allowed, bool is_path,
+                std::function<std::string(const Config&)> get,
+                std::function<void(Config&, const std::string&)> put) {
+  Key k{std::move(name), std::move(help), std::move(allowed),
+        [=](Config& c, const std::string& s) {
+          if (s.empty()) bad("empty");
+          put(c, s);
+        },
+        std::move(get)};
+  k.is_path = is_path;
+  return k;
+}
+
+#define WTE_UINT(sec, key, lo, hi, help)                                                          \
+  make_uint(#sec "." #key, help, lo, hi, [](const Config& c) { return uint64_t(c.sec.key); }, \
+            [](Config& c, uint64_t v) { c.sec.key = static_cast<decltype(c.sec.key)>(v); })
+#define WTE_FLOAT(sec, key, lo, hi, lo_open, help)                                             \
+  make_float(#sec "." #key, help, lo, hi, lo_open,                                             \
+             [](const Config& c) { return double(c.sec.key); },                                \
+             [](Config& c, double v) { c.sec.key = static_cast<decltype(c.sec.key)>(v); })
+#define WTE_BOOL(sec, key, help)                                                      \
+  make_bool(#sec "." #key, help, [](const Config& c) { return bool(c.sec.key); }, \
+            [](Config& c, bool v) { c.sec.key = v; })
+
+constexpr uint64_t kMaxU = std::numeric_limits<uint64_t>::max();
+
+const std::vector<Key>& keys() {
+  static const std::vector<Key> table = {
+      WTE_UINT(model, vocab_size, 256, 1u << 24,
+               "V: rows of wte (>= 256, the byte tokens); must equal the tokenizer's size"),
+      WTE_UINT(model, d_model, 1, 1u << 16, "C: width of every embedding row"),
+      WTE_UINT(model, n_ctx, 1, 1u << 20, "number of position rows in wpe (max sequence length)"),
+      WTE_BOOL(model, ln_f, "apply the final LayerNorm ln_f before the tied unembedding"),
+      WTE_BOOL(model, tie_embeddings,
+               "logits = h · wteᵀ (GPT-2's tied lm_head); false is not implemented yet"),
+      WTE_FLOAT(model, wte_init_std, 0.0, 10.0, false, "std of wte's normal init (GPT-2: 0.02)"),
+      WTE_FLOAT(model, wpe_init_std, 0.0, 10.0, false, "std of wpe's normal init (GPT-2: 0.01)"),
+      WTE_FLOAT(model, ln_eps, 0.0, 1.0, true, "ln_f epsilon added to the variance"),
+      make_string("data.text", "UTF-8 corpus; documents separated by a blank line",
+                  "a path to a text file", true, [](const Config& c) { return c.data.text; },
+                  [](Config& c, const std::string& s) { c.data.text = s; }),
+      make_string("data.tokenizer",
+                  "'train' to train BPE on the train split, or a directory with GPT-2's "
+                  "encoder.json and vocab.bpe",
+                  "'train' or a directory path", false,
+                  [](const Config& c) { return c.data.tokenizer; },
+                  [](Config& c, const std::string& s) { c.data.tokenizer = s; }),
+      WTE_FLOAT(data, val_fraction, 0.0, 0.5, true,
+                "share of documents held out for validation, spread evenly through the corpus"),
+      WTE_UINT(data, seq_len, 1, 1u << 20, "T: tokens per training sequence (<= model.n_ctx)"),
+      WTE_UINT(train, batch_size, 1, 1u << 20, "B: sequences per step"),
+      WTE_UINT(train, steps, 1, kMaxU, "optimizer steps"),
+      WTE_UINT(train, seed, 0, kMaxU, "seed of the init and of the data order"),
+      WTE_UINT(train, threads, 0, 1024, "OpenMP threads (0: OMP_NUM_THREADS or all cores)"),
+      WTE_UINT(train, eval_interval, 0, kMaxU, "steps between validation losses (0: end only)"),
+      WTE_UINT(train, eval_tokens, 1, kMaxU,
+               "validation tokens per periodic evaluation (the final one uses the whole split)"),
+      WTE_UINT(train, log_interval, 1, kMaxU, "steps between progress lines"),
+      WTE_FLOAT(optim, lr, 0.0, 10.0, true, "peak learning rate"),
+      WTE_FLOAT(optim, min_lr, 0.0, 10.0, false, "learning rate at the end of the cosine decay"),
+      WTE_UINT(optim, warmup_steps, 0, kMaxU, "linear warmup steps"),
+      WTE_FLOAT(optim, beta1, 0.0, 1.0, false, "AdamW beta1 (< 1)"),
+      WTE_FLOAT(optim, beta2, 0.0, 1.0, false, "AdamW beta2 (< 1)"),
+      WTE_FLOAT(optim, eps, 0.0, 1.0, true, "AdamW epsilon"),
+      WTE_FLOAT(optim, weight_decay, 0.0, 10.0, false,
+                "decoupled weight decay on wte and wpe (never ln_f)"),
+      WTE_FLOAT(optim, grad_clip, 0.0, 1e6, false, "clip the global gradient norm (0: off)"),
+      WTE_UINT(checkpoint, interval, 0, kMaxU, "steps between checkpoints (0: at the end only)"),
+  };
+  return table;
+}
+
+po::options_description describe() {
+  po::options_description desc;
+  for (const Key& k : keys()) desc.add_options()(k.name.c_str(), po::value<std::string>(), "");
+  return desc;
+}
+
+// Cross-key checks, after every key is set.
+void validate(const Config& c, const std::string& origin) {
+  auto fail = [&](const std::string& msg) { throw Error(origin + ": " + msg); };
+  if (c.data.seq_len > c.model.n_ctx)
+    fail("data.seq_len = " + std::to_string(c.data.seq_len) + " exceeds model.n_ctx = " +
+         std::to_string(c.model.n_ctx) + "; a sequence may be at most n_ctx tokens long");
+  if (!c.model.tie_embeddings)
+    fail("model.tie_embeddings = false is not implemented yet; allowed: true");
+  if (c.optim.beta1 >= 1.0f) fail("optim.beta1 = " + fmt_double(c.optim.beta1) + " must be < 1");
+  if (c.optim.beta2 >= 1.0f) fail("optim.beta2 = " + fmt_double(c.optim.beta2) + " must be < 1");
+  if (c.optim.min_lr > c.optim.lr)
+    fail("optim.min_lr = " + fmt_double(c.optim.min_lr) + " exceeds optim.lr = " +
+         fmt_double(c.optim.lr));
+}
+
+// Applies every stored option of `vm` to `cfg`. `from_cli` holds keys given on the command line.
+void apply(Config& cfg, const po::variables_map& vm, const std::set<std::string>& from_cli,
+           const std::string& file_origin, const fs::path& file_dir) {
+  for (const Key& k : keys()) {
+    if (!vm.count(k.name)) continue;
+    std::string value = vm[k.name].as<std::string>();
+    const bool cli = from_cli.count(k.name) > 0;
+    const std::string where = cli ? "the command line (--" + k.name + ")" : file_origin;
+    try {
+      k.set(cfg, value);
+    } catch (const std::invalid_argument& e) {
+      throw Error(k.name + " = '" + value + "' from " + where + " is " + e.what() +
+                  "; allowed: " + k.allowed);
+    }
+    // Paths in a file are relative to that file; data.tokenizer is a path unless it is "train".
+    const bool path_like = k.is_path || (k.name == "data.tokenizer" && value != "train");
+    if (path_like && !cli && !file_dir.empty() && fs::path(value).is_relative()) {
+      const std::string resolved = (file_dir / value).lexically_normal().string();
+      k.set(cfg, resolved);
+    }
+  }
+}
+
+Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& file_dir,
+                  const std::vector<std::string>& overrides) {
+  const po::options_description desc = describe();
+  po::variables_map vm;
+  std::set<std::string> from_cli;
+  try {
+    // Command line first: Boost keeps the first stored value, so it wins over the file.
+    po::parsed_options cli = po::command_line_parser(overrides)
+                                 .options(desc)
+                                 .style(po::command_line_style::unix_style)
+                                 .run();
+    for (const auto& opt : cli.options) from_cli.insert(opt.string_key);
+    po::store(cli, vm);
+  } catch (const po::unknown_option& e) {
+    throw Error("unknown option '" + e.get_option_name() +
+                "' on the command line; keys are --section.key=value, see 'wte train --help'");
+  } catch (const po::error& e) {
+    throw Error(std::string("command line: ") + e.what());
+  }
+  try {
+    po::store(po::parse_config_file(ini, desc, /*allow_unregistered=*/false), vm);
+  } catch (const po::unknown_option& e) {
+    throw Error(origin + ": unknown key '" + e.get_option_name() +
+                "'; sections are [model], [data], [train], [optim], [checkpoint]; see "
+                "'wte train --help' for every key");
+  } catch (const po::error& e) {
+    throw Error(origin + ": " + e.what());
+  }
+  Config cfg;
+  apply(cfg, vm, from_cli, origin, file_dir);
+  validate(cfg, origin);
+  return cfg;
+}
+
+}  // namespace
+
+Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides) {
+  if (ini_path.empty()) {
+    std::istringstream empty;
+    return parse_impl(empty, "the defaults", {}, overrides);
+  }
+  std::ifstream in(ini_path);
+  if (!in) throw Error("cannot open config file '" + ini_path + "' (no such file or unreadable)");
+  return parse_impl(in, "config file '" + ini_path + "'", fs::path(ini_path).parent_path(),
+                    overrides);
+}
+
+Config parse_config(const std::string& ini_text, const std::string& origin) {
+  std::istringstream in(ini_text);
+  return parse_impl(in, origin, {}, {});
+}
+
+std::string Config::to_ini() const {
+  std::ostringstream os;
+  std::string section;
+  for (const Key& k : keys()) {
+    const std::string sec = k.name.substr(0, k.name.find('.'));
+    if (sec != section) {
+      os << (section.empty() ? "" : "\n") << "[" << sec << "]\n";
+      section = sec;
+    }
+    os << k.name.substr(k.name.find('.') + 1) << " = " << k.get(*this) << "\n";
+  }
+  return os.str();
+}
+
+std::string config_help() {
+  const Config defaults;
+  std::ostringstream os;
+  for (const Key& k : keys()) {
+    os << "  --" << k.name << "=" << k.get(defaults) << "\n      " << k.help << "\n      allowed: "
+       << k.allowed << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace wte

@@ -1,0 +1,84 @@
+// wte's run configuration: an INI file with sections [model], [data], [train], [optim],
+// [checkpoint], overridable from the command line as --section.key=value.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace wte {
+
+/// Model shapes. GPT-2 names: vocab_size V, d_model C, n_ctx the number of position rows.
+struct ModelConfig {
+  size_t vocab_size = 4096;
+  size_t d_model = 128;
+  size_t n_ctx = 128;
+  bool ln_f = true;             // final LayerNorm before the tied unembedding
+  bool tie_embeddings = true;   // logits = h · wteᵀ; only `true` is implemented so far
+  float wte_init_std = 0.02f;   // GPT-2 model.py: wte ~ N(0, 0.02²)
+  float wpe_init_std = 0.01f;   // GPT-2 model.py: wpe ~ N(0, 0.01²)
+  float ln_eps = 1e-5f;         // GPT-2 model.py norm(): epsilon 1e-5
+};
+
+struct DataConfig {
+  std::string text;             // UTF-8 corpus; documents separated by a blank line
+  std::string tokenizer = "train";  // "train" (BPE on the train split) or a dir with encoder.json + vocab.bpe
+  double val_fraction = 0.1;    // share of documents in the validation split (spread evenly)
+  size_t seq_len = 64;          // T, tokens per training sequence (<= model.n_ctx)
+};
+
+struct TrainConfig {
+  size_t batch_size = 32;       // B
+  size_t steps = 1000;
+  uint64_t seed = 1337;
+  size_t threads = 0;           // 0: OpenMP's default (OMP_NUM_THREADS or all cores)
+  size_t eval_interval = 100;   // steps between validation losses (0: only at the end)
+  size_t eval_tokens = 32768;   // tokens of the validation split used by periodic evaluation
+  size_t log_interval = 10;     // steps between progress lines
+};
+
+struct OptimConfig {
+  float lr = 3e-3f;             // peak learning rate
+  float min_lr = 3e-4f;         // end of the cosine decay
+  size_t warmup_steps = 50;     // linear warmup from lr/warmup_steps
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;    // decoupled (AdamW); applies to wte and wpe, never to ln_f
+  float grad_clip = 1.0f;       // clip the global gradient L2 norm to this (0: off)
+};
+
+struct CheckpointConfig {
+  size_t interval = 0;          // steps between checkpoints (0: only at the end)
+};
+
+/// The whole resolved configuration.
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  OptimConfig optim;
+  CheckpointConfig checkpoint;
+
+  /// The resolved configuration as INI text (every key, with its value); parse_config of this text
+  /// gives back the same Config.
+  std::string to_ini() const;
+};
+
+/// Builds a Config from an INI file (may be empty: defaults only) and `--section.key=value`
+/// overrides; the command line wins over the file. Relative paths in the file (data.text,
+/// data.tokenizer) are resolved against the file's directory; on the command line, against the
+/// current directory.
+/// Throws wte::Error, before any work, for: a missing or unreadable file (names the path); an
+/// unknown section or key (names it and where it came from); a value that does not parse or is out
+/// of range (names the key, the value and what is allowed); data.seq_len > model.n_ctx.
+Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides);
+
+/// Same, from INI text already in memory (a checkpoint's stored config); `origin` names it in errors.
+Config parse_config(const std::string& ini_text, const std::string& origin);
+
+/// The help text listing every key with its default and meaning (for `wte train --help`).
+std::string config_help();
+
+}  // namespace wte

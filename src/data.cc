@@ -1,0 +1,155 @@
+#include "src/data.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "src/error.h"
+
+namespace fs = std::filesystem;
+
+namespace wte {
+
+void check_token_ids(const int32_t* ids, size_t n, size_t vocab_size, const std::string& where) {
+  for (size_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || static_cast<size_t>(ids[i]) >= vocab_size) {
+      throw Error("token id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                  " of " + where + " is outside [0, vocab_size=" + std::to_string(vocab_size) +
+                  ") (a tokenizer/config mismatch or a corrupt token file?)");
+    }
+  }
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error("error reading '" + path + "'");
+  return bytes;
+}
+
+namespace {
+void fsync_path(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags);
+  if (fd < 0) throw Error("cannot open '" + path + "' to fsync: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw Error("fsync of '" + path + "' failed: " + std::strerror(errno));
+}
+}  // namespace
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error("cannot create '" + tmp + "': " + std::strerror(errno));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw Error("error writing '" + tmp + "' (disk full?)");
+    }
+  }
+  commit_file(tmp, path);
+}
+
+void commit_file(const std::string& tmp, const std::string& path) {
+  fsync_path(tmp, O_RDONLY);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  const fs::path dir = fs::path(path).parent_path();
+  fsync_path(dir.empty() ? "." : dir.string(), O_RDONLY | O_DIRECTORY);
+}
+
+std::vector<int32_t> read_token_file(const std::string& path) {
+  const std::string bytes = read_text_file(path);
+  if (bytes.size() % sizeof(int32_t) != 0)
+    throw Error("token file '" + path + "' has " + std::to_string(bytes.size()) +
+                " bytes, not a multiple of 4: it is not raw int32 ids");
+  std::vector<int32_t> ids(bytes.size() / sizeof(int32_t));
+  std::memcpy(ids.data(), bytes.data(), bytes.size());  // x86-64 and the file are little-endian
+  return ids;
+}
+
+void write_token_file(const std::string& path, const std::vector<int32_t>& ids) {
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(ids.data()),
+                                           ids.size() * sizeof(int32_t)));
+}
+
+TextSplit split_documents(std::string_view text, double val_fraction) {
+  // Documents: maximal runs of text between blank lines.
+  std::vector<std::string_view> docs;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    while (pos < text.size() && text[pos] == '\n') ++pos;  // skip separators
+    if (pos >= text.size()) break;
+    size_t end = text.find("\n\n", pos);
+    if (end == std::string_view::npos) end = text.size();
+    docs.push_back(text.substr(pos, end - pos));
+    pos = end;
+  }
+  TextSplit split;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const bool val = std::floor((i + 1) * val_fraction) > std::floor(i * val_fraction);
+    std::string& dst = val ? split.val : split.train;
+    if (!dst.empty()) dst += "\n\n";
+    dst.append(docs[i]);
+    (val ? split.val_documents : split.train_documents) += 1;
+  }
+  if (split.train_documents == 0 || split.val_documents == 0)
+    throw Error("the corpus has " + std::to_string(docs.size()) +
+                " documents (separated by blank lines); with data.val_fraction = " +
+                std::to_string(val_fraction) + " the " +
+                (split.val_documents == 0 ? "validation" : "train") +
+                " split is empty: use a larger corpus or another val_fraction");
+  return split;
+}
+
+double unigram_cross_entropy(const std::vector<int32_t>& train, const std::vector<int32_t>& val,
+                             size_t vocab_size) {
+  std::vector<uint64_t> counts(vocab_size, 0);
+  for (int32_t id : train) counts[static_cast<size_t>(id)] += 1;
+  const double denom = static_cast<double>(train.size() + vocab_size);
+  double total = 0.0;
+  for (int32_t id : val) total -= std::log((counts[static_cast<size_t>(id)] + 1) / denom);
+  return val.empty() ? 0.0 : total / static_cast<double>(val.size());
+}
+
+BatchLoader::BatchLoader(const std::vector<int32_t>* tokens, size_t T, bool shuffle, uint64_t seed)
+    : tokens_(tokens), T_(T), shuffle_(shuffle), rng_(seed) {
+  if (tokens_->size() < T + 1)
+    throw Error("the token stream has " + std::to_string(tokens_->size()) +
+                " tokens, fewer than seq_len + 1 = " + std::to_string(T + 1));
+  num_samples_ = (tokens_->size() - 1) / T;
+  order_.resize(num_samples_);
+  start_epoch();
+  epoch_ = 0;
+}
+
+void BatchLoader::start_epoch() {
+  for (size_t i = 0; i < num_samples_; ++i) order_[i] = static_cast<uint32_t>(i);
+  if (shuffle_) {
+    for (size_t i = num_samples_ - 1; i > 0; --i) std::swap(order_[i], order_[rng_.below(i + 1)]);
+  }
+  cursor_ = 0;
+}
+
+void BatchLoader::next_batch(int32_t* inputs, int32_t* targets, size_t B) {
+  for (size_t b = 0; b < B; ++b) {
+    if (cursor_ == num_samples_) {
+      ++epoch_;
+      start_epoch();
+    }
+    const int32_t* window = tokens_->data() + static_cast<size_t>(order_[cursor_++]) * T_;
+    std::memcpy(inputs + b * T_, window, T_ * sizeof(int32_t));
+    std::memcpy(targets + b * T_, window + 1, T_ * sizeof(int32_t));
+  }
+}
+
+}  // namespace wte

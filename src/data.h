@@ -1,0 +1,83 @@
+// Token data: validation of ids, int32 token files, the train/validation split, batches.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/rng.h"
+
+namespace wte {
+
+/// Throws wte::Error naming the first id outside [0, vocab_size), its position and `where`
+/// ("token id -1 at position 7 of val split is outside [0, vocab_size=4096)"). O(n); call it once
+/// before any compute so no kernel ever reads out of bounds.
+void check_token_ids(const int32_t* ids, size_t n, size_t vocab_size, const std::string& where);
+
+/// Reads a token file: raw little-endian int32 ids, no header. Throws wte::Error naming the path if
+/// it is missing, unreadable, or its size is not a multiple of 4 bytes. Ids are NOT range-checked
+/// here (the vocabulary is not known yet): call check_token_ids.
+std::vector<int32_t> read_token_file(const std::string& path);
+/// Writes ids as raw little-endian int32, atomically (temporary file, fsync, rename).
+void write_token_file(const std::string& path, const std::vector<int32_t>& ids);
+
+/// Makes a finished temporary file durable under its final name: fsync(tmp), rename(tmp, path),
+/// fsync(directory). tmp must be in path's directory. Throws wte::Error naming both paths.
+void commit_file(const std::string& tmp, const std::string& path);
+
+/// Reads a whole file as bytes. Throws wte::Error naming the path.
+std::string read_text_file(const std::string& path);
+/// Writes bytes atomically: PATH.tmp in the same directory, fsync, rename over PATH, fsync the dir.
+/// A crash at any moment leaves either the old file or the new one, never a partial file at PATH.
+void write_file_atomic(const std::string& path, std::string_view bytes);
+
+/// Splits a corpus into documents at blank lines ("\n\n"), then deals them into train and
+/// validation: document i (0-based) goes to validation when floor((i+1)·f) > floor(i·f), which
+/// picks round(count·f) documents spread evenly through the corpus. Deterministic; no RNG.
+/// Each split is its documents joined with "\n\n". Throws wte::Error if either split is empty.
+struct TextSplit {
+  std::string train;
+  std::string val;
+  size_t train_documents = 0;
+  size_t val_documents = 0;
+};
+TextSplit split_documents(std::string_view text, double val_fraction);
+
+/// Cross-entropy in nats per token of `val` under the unigram distribution counted on `train`,
+/// with add-one (Laplace) smoothing over all vocab_size ids so unseen tokens have finite cost:
+///   p(v) = (count_train(v) + 1) / (N_train + vocab_size);  H = -mean_{x in val} ln p(x).
+/// The baseline a model must beat: it is what predicting by frequency alone achieves.
+double unigram_cross_entropy(const std::vector<int32_t>& train, const std::vector<int32_t>& val,
+                             size_t vocab_size);
+
+/// Serves (B,T) input/target batches from one token stream. Sample k is the window
+/// tokens[k·T, k·T + T + 1): inputs its first T tokens, targets the last T (next-token). Windows do
+/// not overlap, so an epoch visits each sample exactly once; with shuffle on, the sample order of
+/// each epoch is a Fisher-Yates permutation drawn from the loader's own Rng.
+class BatchLoader {
+ public:
+  /// Throws wte::Error if the stream has fewer than T + 1 tokens.
+  BatchLoader(const std::vector<int32_t>* tokens, size_t T, bool shuffle, uint64_t seed);
+
+  /// Fills inputs and targets (B,T) with the next B samples, starting a new epoch when needed.
+  void next_batch(int32_t* inputs, int32_t* targets, size_t B);
+
+  size_t num_samples() const { return num_samples_; }
+  size_t epoch() const { return epoch_; }
+  size_t cursor() const { return cursor_; }   // samples of this epoch already served
+
+ private:
+  void start_epoch();
+  const std::vector<int32_t>* tokens_;
+  size_t T_;
+  bool shuffle_;
+  Rng rng_;
+  size_t num_samples_;
+  std::vector<uint32_t> order_;
+  size_t epoch_ = 0;
+  size_t cursor_ = 0;
+};
+
+}  // namespace wte

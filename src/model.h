@@ -1,0 +1,112 @@
+// The embedding model: GPT-2 with no transformer blocks yet.
+//
+//   hidden_states[0] = wte[x] + wpe[t]          (B,T,C)  lookup + position     (simd kernel)
+//   h'               = ln_f(hidden_states[0])   (B,T,C)  optional final norm   (oneDNN)
+//   logits           = h' · wteᵀ                (B,T,V)  tied lm_head          (oneDNN matmul)
+//   loss             = mean cross-entropy of logits against the next tokens    (simd kernel)
+//
+// Source: GPT-2's model.py (Radford et al. 2019): model(), norm(), the tied `tf.matmul(h_flat, wte,
+// transpose_b=True)`; initialisation from the same file.
+//
+// wte's gradient has two paths that add into ONE buffer, grads.wte: the unembedding GEMM
+// (dlogitsᵀ · h', dense, written first with beta = 0, so no V×C zero-fill is needed) and the lookup
+// backward (a sparse-row scatter-add of dhidden into the rows whose ids are in the batch).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/config.h"
+
+namespace wte {
+
+/// Named views into one parameter arena (or the gradient arena, same layout).
+struct ParameterTensors {
+  float* wte;     // (V, C)      token embedding, also the (tied) lm_head
+  float* wpe;     // (n_ctx, C)  position embedding
+  float* ln_f_g;  // (C)         ln_f gain   (GPT-2's name: model/ln_f/g)
+  float* ln_f_b;  // (C)         ln_f bias   (GPT-2's name: model/ln_f/b)
+};
+
+/// One tensor of the arena: its name (also its HDF5 dataset name), shape, offset and size in floats.
+struct TensorSpec {
+  std::string name;            // "wte", "wpe", "ln_f/g", "ln_f/b"
+  std::vector<size_t> shape;
+  size_t offset;
+  size_t size;
+  bool weight_decay;           // AdamW decays the embedding tables, never ln_f
+};
+
+/// The model: parameters, gradients and activations, each in one 64-byte-aligned arena, plus the
+/// oneDNN primitives (created once per batch shape and reused).
+/// Not thread-safe; the kernels inside run in parallel with OpenMP.
+class Model {
+ public:
+  /// Allocates zeroed parameters. Throws wte::Error if a shape is 0 or tie_embeddings is false.
+  explicit Model(const ModelConfig& config);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  /// GPT-2 init: wte ~ N(0, wte_init_std²), wpe ~ N(0, wpe_init_std²), ln_f g = 1, b = 0, drawn in
+  /// that order from wte::Rng(seed): identical on every machine and thread count.
+  void init_weights(uint64_t seed);
+
+  /// Training forward: fills activations, returns the mean loss over the B·T targets, and leaves
+  /// the loss gradient dlogits (already divided by B·T) where the logits were, ready for backward().
+  /// inputs, targets: (B,T) ids. Throws wte::Error before any compute if T > n_ctx, or if an input
+  /// or target id is outside [0, vocab_size) (names the id, its position and vocab_size).
+  float forward(const int32_t* inputs, const int32_t* targets, size_t B, size_t T);
+
+  /// Gradients of the loss of the last forward() into grads(): every gradient is overwritten, so
+  /// no zero_grad is needed. Order: unembedding GEMM writes grads.wte, the ln_f backward writes
+  /// dhidden and grads.ln_f, the scatter adds into grads.wte, dwpe is zeroed and accumulated.
+  void backward();
+
+  /// Inference forward: returns the logits (B,T,V), valid until the next call; if targets is not
+  /// null, also writes the per-token losses (B·T) into `losses`. Same checks as forward().
+  const float* forward_logits(const int32_t* inputs, size_t B, size_t T,
+                              const int32_t* targets = nullptr, float* losses = nullptr);
+
+  /// hidden_states[0] = wte[x] + wpe[t] (B,T,C) of the last forward.
+  const float* hidden_states() const;
+
+  const ModelConfig& config() const { return config_; }
+  const std::vector<TensorSpec>& tensors() const { return tensors_; }
+  size_t num_parameters() const { return num_parameters_; }
+  float* param_data() { return params_memory_.get(); }
+  const float* param_data() const { return params_memory_.get(); }
+  float* grad_data() { return grads_memory_.get(); }
+  const float* grad_data() const { return grads_memory_.get(); }
+  ParameterTensors& params() { return params_; }
+  const ParameterTensors& params() const { return params_; }
+  ParameterTensors& grads() { return grads_; }
+  const ParameterTensors& grads() const { return grads_; }
+
+  struct Deleter {
+    void operator()(float* p) const;
+  };
+  using Buffer = std::unique_ptr<float[], Deleter>;
+
+ private:
+  struct Impl;  // activations and oneDNN objects, hidden from callers
+  void check_batch(const int32_t* inputs, const int32_t* targets, size_t B, size_t T) const;
+  void run_forward(const int32_t* inputs, size_t B, size_t T);
+
+  ModelConfig config_;
+  std::vector<TensorSpec> tensors_;
+  size_t num_parameters_ = 0;
+  Buffer params_memory_;
+  Buffer grads_memory_;
+  ParameterTensors params_{};
+  ParameterTensors grads_{};
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Allocates n floats, 64-byte aligned, zeroed.
+Model::Buffer allocate_floats(size_t n);
+
+}  // namespace wte

@@ -1,0 +1,45 @@
+// AdamW over the model's parameter arena, global-norm gradient clipping and the learning-rate
+// schedule.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/config.h"
+#include "src/model.h"
+
+namespace wte {
+
+/// AdamW state: first and second moments m, v in the parameter arena's layout, and the step count.
+/// The update is wte::adamw_update (simd/kernels.h) applied per tensor, so weight decay applies to
+/// the tensors whose TensorSpec::weight_decay is set (wte, wpe) and never to ln_f.
+class AdamW {
+ public:
+  explicit AdamW(const Model& model);
+  /// One update with learning rate `lr`; increments step() first (bias correction uses 1, 2, ...).
+  void update(Model& model, float lr, const OptimConfig& hp);
+  int64_t step() const { return step_; }
+  void set_step(int64_t s) { step_ = s; }
+  float* m() { return m_.get(); }
+  float* v() { return v_.get(); }
+  const float* m() const { return m_.get(); }
+  const float* v() const { return v_.get(); }
+  size_t size() const { return n_; }
+
+ private:
+  size_t n_;
+  Model::Buffer m_, v_;
+  int64_t step_ = 0;
+};
+
+/// L2 norm of the whole gradient arena, summed in double in fixed blocks (bit-identical for any
+/// thread count). If max_norm > 0 and the norm exceeds it, scales every gradient by max_norm / norm.
+/// Returns the norm before clipping.
+double clip_grad_norm(Model& model, double max_norm);
+
+/// Learning rate at 0-based `step` of `total_steps`: linear warmup to optim.lr over warmup_steps
+/// (lr·(step+1)/warmup_steps), then cosine decay to optim.min_lr at the last step
+/// (Loshchilov & Hutter 2017, SGDR, without restarts).
+float learning_rate(size_t step, size_t total_steps, const OptimConfig& optim);
+
+}  // namespace wte
