@@ -32,7 +32,8 @@ void embedding_forward(float* hidden_states, const int32_t* ids, const float* wt
 // in that fixed order and added to dwte with one read-modify-write, in parallel over rows.
 // The result is bit-identical for any thread count.
 // dwte (V,C) accumulated; dhidden (N,C); ids (N), each in [0, V).
-// `workspace` holds the sort buffers between calls so no step allocates (may start empty).
+// `workspace` holds the sort buffers between calls so no step allocates (may start empty); they
+// grow when too small and are never shrunk. N must be below 2^31 (positions are stored as int32_t).
 struct ScatterWorkspace {
   std::vector<int32_t> row_start;  // (V+1) segment offsets, counting sort
   std::vector<int32_t> order;      // (N) positions sorted by id, stable
@@ -54,6 +55,9 @@ void embedding_backward_wpe(float* dwpe, const float* dhidden, size_t B, size_t 
 // Subtracting the row max first keeps exp() in (0, 1]: no inf or NaN for any finite logits.
 // logits (N,V) in: logits, out: dlogits; targets (N), each in [0, V); losses (N) out.
 // grad_scale is usually 1/N for a mean loss. Parallel over rows.
+// Accuracy: not bit-identical to the reference (Highway's Exp is within 1 ulp of exp, the row sum
+// is taken lane-wise); the loss is formed as (m - logits[n,target]) + log(sum), which is exact for
+// ties such as [1000, 1000] -> ln 2. Worst-case error bound: tests/test_simd_kernels.cc.
 void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets, size_t N, size_t V,
                            float grad_scale);
 
@@ -68,6 +72,7 @@ void cross_entropy_loss(float* losses, const float* logits, const int32_t* targe
 //   m_hat = m / (1 - beta1^step);  v_hat = v / (1 - beta2^step)
 //   param -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * param)
 // step counts from 1. params, grads, m, v: (n). Parallel over elements.
+// Bit-identical to ref::adamw_update<float> on every target (same operations in the same order).
 struct AdamWParams {
   float lr;
   float beta1;
@@ -78,6 +83,12 @@ struct AdamWParams {
 };
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                   const AdamWParams& hp);
+
+// ------------------------------------------------------------------------------------------------
+// The Highway target (an HWY_* bit such as HWY_AVX3; int64_t, never 32 bits) that dynamic dispatch
+// currently picks for these kernels. For tests that force each target and for logs; name it with
+// hwy::TargetName from hwy/targets.h.
+int64_t simd_dispatch_target();
 
 // ------------------------------------------------------------------------------------------------
 // Scalar references: same math, plain loops, no OpenMP, templated on the float type.
