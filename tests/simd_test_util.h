@@ -1,0 +1,94 @@
+// Helpers for testing the Highway kernels (tests/test_simd_kernels.cc): guarded, misaligned buffers
+// with NaN padding, inputs that are exact in binary, and messages that name the first difference.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace wte::test {
+
+// A float array of `size` elements that starts 1 float past a 64-byte boundary (so no kernel can
+// assume alignment) and is surrounded by `kPad` guard floats on each side holding a quiet NaN with
+// a recognizable payload. A kernel that reads the guard turns its output into NaN; one that writes
+// it changes the payload. `guards_intact()` checks the bits.
+class GuardedBuffer {
+ public:
+  static constexpr size_t kPad = 67;  // more than one AVX-512 vector plus a bit, odd on purpose
+  static constexpr uint32_t kGuardBits = 0x7FC0BEEFu;  // quiet NaN, payload 0xBEEF
+
+  explicit GuardedBuffer(size_t size) : size_(size), storage_(size + 2 * kPad + 16 + 1) {
+    // Offset so data() is 4 bytes past a 64-byte boundary (storage is at least 16-byte aligned).
+    const uintptr_t base = reinterpret_cast<uintptr_t>(storage_.data()) + kPad * sizeof(float);
+    const size_t to_boundary = ((64 - base % 64) % 64) / sizeof(float);
+    begin_ = kPad + to_boundary + 1;
+    for (float& x : storage_) x = guard_value();
+  }
+
+  float* data() { return storage_.data() + begin_; }
+  const float* data() const { return storage_.data() + begin_; }
+  size_t size() const { return size_; }
+  float& operator[](size_t i) { return data()[i]; }
+  float operator[](size_t i) const { return data()[i]; }
+
+  static float guard_value() { return std::bit_cast<float>(kGuardBits); }
+
+  // True if every float outside [data(), data() + size) still has the guard bits.
+  bool guards_intact() const {
+    for (size_t i = 0; i < storage_.size(); ++i) {
+      if (i >= begin_ && i < begin_ + size_) continue;
+      if (std::bit_cast<uint32_t>(storage_[i]) != kGuardBits) return false;
+    }
+    return true;
+  }
+
+  std::vector<float> to_vector() const { return std::vector<float>(data(), data() + size_); }
+
+ private:
+  size_t size_;
+  size_t begin_ = 0;
+  std::vector<float> storage_;
+};
+
+// Multiples of 1/64 in [lo, hi]: exact in binary, and sums of up to ~2^17 of them with |x| <= 64
+// stay exact in float (24-bit significand: 6 fraction bits + 7 integer bits + 11 bits of growth),
+// so any summation order gives the same bits.
+inline void fill_exact(float* x, size_t n, std::mt19937& rng, int lo = -4, int hi = 4) {
+  std::uniform_int_distribution<int> dist(lo * 64, hi * 64);
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(dist(rng)) / 64.0f;
+}
+
+// General floats (not exact in binary, mixed magnitudes): sums depend on order, so a bit-identical
+// result proves the kernel adds in the reference's order.
+inline void fill_general(float* x, size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  for (size_t i = 0; i < n; ++i) x[i] = dist(rng);
+}
+
+// Index of the first element whose bits differ, or n if all n are bit-identical (NaN == NaN when
+// the bits agree, +0 != -0).
+inline size_t first_bit_difference(const float* a, const float* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) return i;
+  }
+  return n;
+}
+
+// "index 12: got 1.5 (0x3fc00000), want 1.25 (0x3fa00000)" for failure messages.
+inline std::string describe_difference(const float* got, const float* want, size_t i) {
+  std::ostringstream os;
+  os.precision(9);
+  os << "index " << i << ": got " << got[i] << " (0x" << std::hex << std::bit_cast<uint32_t>(got[i])
+     << std::dec << "), want " << want[i] << " (0x" << std::hex << std::bit_cast<uint32_t>(want[i])
+     << std::dec << ")";
+  return os.str();
+}
+
+}  // namespace wte::test
