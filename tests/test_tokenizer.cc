@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -319,6 +320,65 @@ TEST(Train, ExactSizeDeterministicAndSaveLoadRoundTrip) {
   for (const std::string& s : random_texts(2000, 4)) ASSERT_EQ(c.decode(c.encode(s)), s);
   // Encoding compresses the text it was trained on.
   EXPECT_LT(a.encode(text).size(), text.size() / 2);
+}
+
+// The definition, written the slow way: recount every pair over the whole word table before each
+// merge. Returns the merges as (left bytes, right bytes).
+std::vector<std::pair<std::string, std::string>> naive_train(const std::string& text,
+                                                             size_t merges) {
+  const Tokenizer bytes;
+  std::map<std::string, int64_t> count;
+  for (auto p : Tokenizer::pretokenize(text)) ++count[std::string(p)];
+  std::vector<std::vector<int32_t>> words;
+  std::vector<int64_t> n;
+  for (const auto& [w, c] : count) {
+    words.emplace_back();
+    for (char ch : w) words.back().push_back(bytes.id_of(std::string(1, ch)));
+    n.push_back(c);
+  }
+  std::vector<std::string> piece;
+  for (int32_t i = 0; i < 256; ++i) piece.push_back(bytes.piece(i));
+  std::vector<std::pair<std::string, std::string>> out;
+  while (out.size() < merges) {
+    std::map<std::pair<int32_t, int32_t>, int64_t> pairs;  // ordered: ties -> smallest first
+    for (size_t w = 0; w < words.size(); ++w)
+      for (size_t i = 0; i + 1 < words[w].size(); ++i) pairs[{words[w][i], words[w][i + 1]}] += n[w];
+    if (pairs.empty()) break;
+    auto best = pairs.begin();
+    for (auto it = pairs.begin(); it != pairs.end(); ++it)
+      if (it->second > best->second) best = it;
+    const auto [a, b] = best->first;
+    out.emplace_back(piece[a], piece[b]);
+    const int32_t c = static_cast<int32_t>(piece.size());
+    piece.push_back(piece[a] + piece[b]);
+    for (auto& word : words) {
+      std::vector<int32_t> merged;
+      for (size_t i = 0; i < word.size();) {
+        if (i + 1 < word.size() && word[i] == a && word[i + 1] == b) {
+          merged.push_back(c);
+          i += 2;
+        } else {
+          merged.push_back(word[i++]);
+        }
+      }
+      word = merged;
+    }
+  }
+  return out;
+}
+
+TEST(Train, MatchesNaiveDefinition) {
+  std::string text = corpus().substr(0, 20000);
+  for (const std::string& t : random_texts(100, 5)) text += t;  // plus odd bytes and ties
+  const size_t merges = 300;
+  const auto want = naive_train(text, merges);
+  const Tokenizer tok = Tokenizer::train(text, 256 + merges);
+  ASSERT_EQ(tok.num_merges(), want.size());
+  for (size_t r = 0; r < want.size(); ++r) {
+    const auto [l, rr] = tok.merge(r);
+    ASSERT_EQ(tok.piece(l), want[r].first) << "merge " << r;
+    ASSERT_EQ(tok.piece(rr), want[r].second) << "merge " << r;
+  }
 }
 
 TEST(Train, ByteIdsAgreeWithGpt2) {
