@@ -134,6 +134,14 @@ const std::vector<Key>& keys() {
       make_string("data.text", "UTF-8 corpus; documents separated by a blank line",
                   "a path to a text file", true, [](const Config& c) { return c.data.text; },
                   [](Config& c, const std::string& s) { c.data.text = s; }),
+      make_string("data.train_tokens",
+                  "raw little-endian int32 token ids for training, used instead of data.text "
+                  "(e.g. a run's train.bin)",
+                  "a path to a token file", true, [](const Config& c) { return c.data.train_tokens; },
+                  [](Config& c, const std::string& s) { c.data.train_tokens = s; }),
+      make_string("data.val_tokens", "int32 token ids for validation (with data.train_tokens)",
+                  "a path to a token file", true, [](const Config& c) { return c.data.val_tokens; },
+                  [](Config& c, const std::string& s) { c.data.val_tokens = s; }),
       make_string("data.tokenizer",
                   "'train' to train BPE on the train split, or a directory with GPT-2's "
                   "encoder.json and vocab.bpe",
@@ -177,6 +185,11 @@ void validate(const Config& c, const std::string& origin) {
   if (c.data.seq_len > c.model.n_ctx)
     fail("data.seq_len = " + std::to_string(c.data.seq_len) + " exceeds model.n_ctx = " +
          std::to_string(c.model.n_ctx) + "; a sequence may be at most n_ctx tokens long");
+  if (c.data.train_tokens.empty() != c.data.val_tokens.empty())
+    fail("data.train_tokens and data.val_tokens must be given together");
+  if (!c.data.train_tokens.empty() && c.data.tokenizer == "train")
+    fail("data.train_tokens needs data.tokenizer = a directory with encoder.json and vocab.bpe "
+         "(the tokenizer those ids came from), not 'train'");
   if (!c.model.tie_embeddings)
     fail("model.tie_embeddings = false is not implemented yet; allowed: true");
   if (c.optim.beta1 >= 1.0f) fail("optim.beta1 = " + fmt_double(c.optim.beta1) + " must be < 1");

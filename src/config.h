@@ -23,6 +23,8 @@ struct ModelConfig {
 
 struct DataConfig {
   std::string text;             // UTF-8 corpus; documents separated by a blank line
+  std::string train_tokens;     // optional: int32 token files used instead of `text`
+  std::string val_tokens;       //   (both or neither; needs a tokenizer directory)
   std::string tokenizer = "train";  // "train" (BPE on the train split) or a dir with encoder.json + vocab.bpe
   double val_fraction = 0.1;    // share of documents in the validation split (spread evenly)
   size_t seq_len = 64;          // T, tokens per training sequence (<= model.n_ctx)

@@ -43,9 +43,14 @@ struct TensorSpec {
 /// The model: parameters, gradients and activations, each in one 64-byte-aligned arena, plus the
 /// oneDNN primitives (created once per batch shape and reused).
 /// Not thread-safe; the kernels inside run in parallel with OpenMP.
+/// Reproducibility: the same inputs give bit-identical results for the same OpenMP thread count.
+/// oneDNN fixes its GEMM and ln_f partitioning when a primitive is created (first use of a batch
+/// shape), so keep the thread count fixed for a model's lifetime. The lookup kernels are
+/// bit-identical for any thread count.
 class Model {
  public:
-  /// Allocates zeroed parameters. Throws wte::Error if a shape is 0 or tie_embeddings is false.
+  /// Allocates the arenas: wte and wpe zero, ln_f g = 1 and b = 0 (call init_weights for noise).
+  /// Throws wte::Error if a shape is 0 or tie_embeddings is false.
   explicit Model(const ModelConfig& config);
   ~Model();
   Model(const Model&) = delete;

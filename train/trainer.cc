@@ -72,20 +72,28 @@ std::string checkpoint_path(const std::string& dir, size_t step) {
 
 RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   // --- Checks that need no work: every missing path is reported before anything is computed.
-  if (cfg.data.text.empty())
+  const bool from_token_files = !cfg.data.train_tokens.empty();
+  auto require_file = [](const std::string& key, const std::string& path, const char* hint) {
+    if (!fs::is_regular_file(path))
+      throw Error(key + ": file '" + path + "' does not exist" + hint);
+  };
+  if (from_token_files) {
+    require_file("data.train_tokens", cfg.data.train_tokens, "");
+    require_file("data.val_tokens", cfg.data.val_tokens, "");
+  } else if (cfg.data.text.empty()) {
     throw Error("data.text is not set: give the corpus path in the config's [data] section or as "
                 "--data.text=PATH");
-  if (!fs::is_regular_file(cfg.data.text))
-    throw Error("data.text: corpus file '" + cfg.data.text + "' does not exist" +
-                (cfg.data.text.find("kjv") != std::string::npos
+  } else {
+    require_file("data.text", cfg.data.text,
+                 cfg.data.text.find("kjv") != std::string::npos
                      ? " (make it with datasets/make_kjv.sh)"
-                     : ""));
+                     : "");
+  }
   if (cfg.data.tokenizer != "train") {
     for (const char* f : {"encoder.json", "vocab.bpe"})
-      if (!fs::is_regular_file(fs::path(cfg.data.tokenizer) / f))
-        throw Error("data.tokenizer: '" + (fs::path(cfg.data.tokenizer) / f).string() +
-                    "' does not exist (a tokenizer directory holds GPT-2's encoder.json and "
-                    "vocab.bpe; or set data.tokenizer = train)");
+      require_file("data.tokenizer", (fs::path(cfg.data.tokenizer) / f).string(),
+                   " (a tokenizer directory holds GPT-2's encoder.json and vocab.bpe; or set "
+                   "data.tokenizer = train)");
   }
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
   const size_t B = cfg.train.batch_size, T = cfg.data.seq_len, V = cfg.model.vocab_size;
@@ -96,28 +104,45 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     }
   };
 
-  // --- Data: split, tokenizer, ids.
+  // --- Data: split, tokenizer, ids. Every id is checked before any compute.
   const auto t_prep = Clock::now();
-  const std::string text = read_text_file(cfg.data.text);
-  const TextSplit split = split_documents(text, cfg.data.val_fraction);
-  say("data: %s, %zu bytes, %zu train / %zu validation documents\n", cfg.data.text.c_str(),
-      text.size(), split.train_documents, split.val_documents);
   Tokenizer tokenizer;
-  if (cfg.data.tokenizer == "train") {
-    say("tokenizer: training byte-level BPE to vocab_size %zu on the train split...\n", V);
-    tokenizer = Tokenizer::train(split.train, V);
-  } else {
+  std::vector<int32_t> train_ids, val_ids;
+  size_t train_bytes = 0;
+  if (from_token_files) {
     tokenizer = Tokenizer::load(cfg.data.tokenizer);
+    train_ids = read_token_file(cfg.data.train_tokens);
+    val_ids = read_token_file(cfg.data.val_tokens);
+    say("data: %zu train tokens from %s, %zu validation tokens from %s\n", train_ids.size(),
+        cfg.data.train_tokens.c_str(), val_ids.size(), cfg.data.val_tokens.c_str());
+  } else {
+    const std::string text = read_text_file(cfg.data.text);
+    const TextSplit split = split_documents(text, cfg.data.val_fraction);
+    say("data: %s, %zu bytes, %zu train / %zu validation documents\n", cfg.data.text.c_str(),
+        text.size(), split.train_documents, split.val_documents);
+    if (cfg.data.tokenizer == "train") {
+      say("tokenizer: training byte-level BPE to vocab_size %zu on the train split...\n", V);
+      tokenizer = Tokenizer::train(split.train, V);
+    } else {
+      tokenizer = Tokenizer::load(cfg.data.tokenizer);
+    }
+    train_bytes = split.train.size();
+    if (tokenizer.size() == V) {
+      train_ids = tokenizer.encode(split.train);
+      val_ids = tokenizer.encode(split.val);
+    }
   }
   if (tokenizer.size() != V)
     throw Error("the tokenizer has " + std::to_string(tokenizer.size()) +
                 " tokens but model.vocab_size = " + std::to_string(V) +
                 "; they must be equal (set model.vocab_size = " +
                 std::to_string(tokenizer.size()) + ")");
-  const std::vector<int32_t> train_ids = tokenizer.encode(split.train);
-  const std::vector<int32_t> val_ids = tokenizer.encode(split.val);
-  check_token_ids(train_ids.data(), train_ids.size(), V, "the encoded train split");
-  check_token_ids(val_ids.data(), val_ids.size(), V, "the encoded validation split");
+  check_token_ids(train_ids.data(), train_ids.size(), V,
+                  from_token_files ? "data.train_tokens '" + cfg.data.train_tokens + "'"
+                                   : std::string("the encoded train split"));
+  check_token_ids(val_ids.data(), val_ids.size(), V,
+                  from_token_files ? "data.val_tokens '" + cfg.data.val_tokens + "'"
+                                   : std::string("the encoded validation split"));
   if (val_ids.size() < T + 1)
     throw Error("the validation split has " + std::to_string(val_ids.size()) +
                 " tokens, fewer than data.seq_len + 1 = " + std::to_string(T + 1));
@@ -125,7 +150,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   say("tokens: %zu train, %zu validation (%.2f bytes/token); %zu train sequences of %zu; "
       "prepared in %.1f s\n",
       train_ids.size(), val_ids.size(),
-      static_cast<double>(split.train.size()) / static_cast<double>(train_ids.size()),
+      static_cast<double>(train_bytes) / static_cast<double>(train_ids.size()),
       loader.num_samples(), T, seconds_since(t_prep));
 
   // --- Outputs: everything a later tool needs to read this run.
