@@ -93,12 +93,13 @@ Key make_bool(std::string name, std::string help, std::function<bool(const Confi
              [=](const Config& c) { return std::string(get(c) ? "true" : "false"); }};
 }
 
+// A string key. `optional` keys may be empty (unset); the rest must not be.
 Key make_string(std::string name, std::string help, std::string allowed, bool is_path,
-                std::function<std::string(const Config&)> get,
+                bool optional, std::function<std::string(const Config&)> get,
                 std::function<void(Config&, const std::string&)> put) {
   Key k{std::move(name), std::move(help), std::move(allowed),
         [=](Config& c, const std::string& s) {
-          if (s.empty()) bad("empty");
+          if (s.empty() && !optional) bad("empty");
           put(c, s);
         },
         std::move(get)};
@@ -132,20 +133,22 @@ const std::vector<Key>& keys() {
       WTE_FLOAT(model, wpe_init_std, 0.0, 10.0, false, "std of wpe's normal init (GPT-2: 0.01)"),
       WTE_FLOAT(model, ln_eps, 0.0, 1.0, true, "ln_f epsilon added to the variance"),
       make_string("data.text", "UTF-8 corpus; documents separated by a blank line",
-                  "a path to a text file", true, [](const Config& c) { return c.data.text; },
+                  "a path to a text file", true, true, [](const Config& c) { return c.data.text; },
                   [](Config& c, const std::string& s) { c.data.text = s; }),
       make_string("data.train_tokens",
                   "raw little-endian int32 token ids for training, used instead of data.text "
                   "(e.g. a run's train.bin)",
-                  "a path to a token file", true, [](const Config& c) { return c.data.train_tokens; },
+                  "a path to a token file", true, true,
+                  [](const Config& c) { return c.data.train_tokens; },
                   [](Config& c, const std::string& s) { c.data.train_tokens = s; }),
       make_string("data.val_tokens", "int32 token ids for validation (with data.train_tokens)",
-                  "a path to a token file", true, [](const Config& c) { return c.data.val_tokens; },
+                  "a path to a token file", true, true,
+                  [](const Config& c) { return c.data.val_tokens; },
                   [](Config& c, const std::string& s) { c.data.val_tokens = s; }),
       make_string("data.tokenizer",
                   "'train' to train BPE on the train split, or a directory with GPT-2's "
                   "encoder.json and vocab.bpe",
-                  "'train' or a directory path", false,
+                  "'train' or a directory path", false, false,
                   [](const Config& c) { return c.data.tokenizer; },
                   [](Config& c, const std::string& s) { c.data.tokenizer = s; }),
       WTE_FLOAT(data, val_fraction, 0.0, 0.5, true,
@@ -213,11 +216,14 @@ void apply(Config& cfg, const po::variables_map& vm, const std::set<std::string>
       throw Error(k.name + " = '" + value + "' from " + where + " is " + e.what() +
                   "; allowed: " + k.allowed);
     }
-    // Paths in a file are relative to that file; data.tokenizer is a path unless it is "train".
+    // Paths are stored absolute, so a resolved config (config.ini, a checkpoint's) means the same
+    // wherever it is read: relative to the file's directory when they come from a file, to the
+    // current directory when they come from the command line. data.tokenizer is a path unless it
+    // is "train".
     const bool path_like = k.is_path || (k.name == "data.tokenizer" && value != "train");
-    if (path_like && !cli && !file_dir.empty() && fs::path(value).is_relative()) {
-      const std::string resolved = (file_dir / value).lexically_normal().string();
-      k.set(cfg, resolved);
+    if (path_like && !value.empty() && fs::path(value).is_relative()) {
+      const fs::path base = (cli || file_dir.empty()) ? fs::current_path() : fs::absolute(file_dir);
+      k.set(cfg, (base / value).lexically_normal().string());
     }
   }
 }

@@ -69,9 +69,9 @@ struct Config {
 };
 
 /// Builds a Config from an INI file (may be empty: defaults only) and `--section.key=value`
-/// overrides; the command line wins over the file. Relative paths in the file (data.text,
-/// data.tokenizer) are resolved against the file's directory; on the command line, against the
-/// current directory.
+/// overrides; the command line wins over the file. Paths (data.text, data.train_tokens,
+/// data.val_tokens, a data.tokenizer directory) are made absolute: relative paths in the file
+/// against the file's directory, on the command line against the current directory.
 /// Throws wte::Error, before any work, for: a missing or unreadable file (names the path); an
 /// unknown section or key (names it and where it came from); a value that does not parse or is out
 /// of range (names the key, the value and what is allowed); data.seq_len > model.n_ctx.

@@ -1,0 +1,459 @@
+// Tests of the configuration, data pipeline, optimizer schedule, checkpoints and the `wte train`
+// command as a user runs it (through the built binary, WTE_CLI).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "src/checkpoint.h"
+#include "src/config.h"
+#include "src/data.h"
+#include "src/error.h"
+#include "src/model.h"
+#include "src/optimizer.h"
+#include "src/rng.h"
+#include "src/tokenizer.h"
+
+namespace fs = std::filesystem;
+using wte::Config;
+using wte::Error;
+
+namespace {
+
+// A fresh, empty directory under the build tree for one test.
+fs::path temp_dir(const std::string& name) {
+  const fs::path dir = fs::path(WTE_BINARY_DIR) / "test_tmp" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void write(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs a shell command; returns its exit code, with stdout+stderr in *output.
+int run(const std::string& cmd, std::string* output) {
+  const fs::path log = fs::path(WTE_BINARY_DIR) / "test_tmp" / "last_command.log";
+  fs::create_directories(log.parent_path());
+  const int status = std::system((cmd + " > '" + log.string() + "' 2>&1").c_str());
+  *output = slurp(log);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Message of the wte::Error that f throws ("" if none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A small synthetic English-like corpus: 80 documents of sentences drawn from a fixed word list.
+std::string tiny_corpus() {
+  const std::vector<std::string> words = {
+      "the", "king", "said", "unto", "them", "and", "people", "went", "into", "city",
+      "bank", "river", "money", "water", "land", "house", "of", "lord", "came", "day"};
+  wte::Rng rng(7);
+  std::string text;
+  for (int doc = 0; doc < 80; ++doc) {
+    if (doc) text += "\n\n";
+    for (int line = 0; line < 4; ++line) {
+      std::string s;
+      for (int w = 0; w < 12; ++w) {
+        std::string word = words[rng.below(words.size())];
+        if (w == 0) word[0] = static_cast<char>(std::toupper(word[0]));
+        s += (w ? " " : "") + word;
+      }
+      text += s + ".\n";
+    }
+  }
+  return text;
+}
+
+std::string tiny_config(const fs::path& corpus) {
+  return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\n"
+         "[data]\ntext = " + corpus.string() + "\nseq_len = 16\nval_fraction = 0.1\n"
+         "[train]\nbatch_size = 4\nsteps = 30\neval_interval = 10\neval_tokens = 256\n"
+         "log_interval = 10\n[optim]\nlr = 0.01\nmin_lr = 0.001\nwarmup_steps = 5\n"
+         "[checkpoint]\ninterval = 20\n";
+}
+
+const std::string kCli = WTE_CLI;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Configuration
+
+TEST(Config, DefaultsRoundTripThroughIni) {
+  const Config a = wte::load_config("", {});
+  const Config b = wte::parse_config(a.to_ini(), "round trip");
+  EXPECT_EQ(a.to_ini(), b.to_ini());
+  EXPECT_NE(a.to_ini().find("[model]\nvocab_size = 4096"), std::string::npos) << a.to_ini();
+}
+
+TEST(Config, CommandLineOverridesFileAndPathsResolveAgainstTheFile) {
+  const fs::path dir = temp_dir("config_override");
+  write(dir / "c.ini", "[model]\nd_model = 32\n[data]\ntext = corpus.txt\n");
+  const Config cfg = wte::load_config((dir / "c.ini").string(), {"--model.d_model=48"});
+  EXPECT_EQ(cfg.model.d_model, 48u);
+  EXPECT_EQ(cfg.data.text, (fs::absolute(dir) / "corpus.txt").lexically_normal().string());
+  const Config cli = wte::load_config((dir / "c.ini").string(), {"--data.text=rel.txt"});
+  EXPECT_EQ(cli.data.text, (fs::current_path() / "rel.txt").string());  // relative to the cwd
+}
+
+TEST(Config, UnknownKeyInFileNamesKeyAndFile) {
+  const fs::path dir = temp_dir("config_unknown");
+  write(dir / "c.ini", "[model]\nd_modle = 32\n");
+  const std::string msg = error_of([&] { wte::load_config((dir / "c.ini").string(), {}); });
+  EXPECT_NE(msg.find("model.d_modle"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("c.ini"), std::string::npos) << msg;
+}
+
+TEST(Config, UnknownKeyOnCommandLineIsNamed) {
+  const std::string msg = error_of([] { wte::load_config("", {"--train.stepz=3"}); });
+  EXPECT_NE(msg.find("train.stepz"), std::string::npos) << msg;
+}
+
+TEST(Config, BadValuesNameKeyValueSourceAndAllowed) {
+  struct Case {
+    std::string arg, key, value;
+  };
+  for (const Case& c : std::vector<Case>{{"--model.d_model=abc", "model.d_model", "abc"},
+                                        {"--model.vocab_size=-1", "model.vocab_size", "-1"},
+                                        {"--model.vocab_size=100", "model.vocab_size", "100"},
+                                        {"--optim.lr=nan", "optim.lr", "nan"},
+                                        {"--optim.lr=0", "optim.lr", "0"},
+                                        {"--model.ln_f=maybe", "model.ln_f", "maybe"},
+                                        {"--train.steps=0", "train.steps", "0"},
+                                        {"--data.val_fraction=0.9", "data.val_fraction", "0.9"}}) {
+    const std::string msg = error_of([&] { wte::load_config("", {c.arg}); });
+    EXPECT_NE(msg.find(c.key), std::string::npos) << c.arg << ": " << msg;
+    EXPECT_NE(msg.find("'" + c.value + "'"), std::string::npos) << c.arg << ": " << msg;
+    EXPECT_NE(msg.find("command line"), std::string::npos) << c.arg << ": " << msg;
+    EXPECT_NE(msg.find("allowed"), std::string::npos) << c.arg << ": " << msg;
+  }
+}
+
+TEST(Config, ContextLongerThanNCtxIsRejectedAtStartUp) {
+  const std::string msg =
+      error_of([] { wte::load_config("", {"--data.seq_len=65", "--model.n_ctx=64"}); });
+  EXPECT_NE(msg.find("seq_len = 65"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("n_ctx = 64"), std::string::npos) << msg;
+}
+
+TEST(Config, MissingFileIsNamed) {
+  const std::string msg = error_of([] { wte::load_config("/nonexistent/wte.ini", {}); });
+  EXPECT_NE(msg.find("/nonexistent/wte.ini"), std::string::npos) << msg;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data and schedule
+
+TEST(Data, SplitIsDeterministicAndSpreadsValidationEvenly) {
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += (i ? "\n\n" : "") + std::string("doc") + std::to_string(i);
+  const wte::TextSplit s = wte::split_documents(text, 0.1);
+  EXPECT_EQ(s.val_documents, 2u);
+  EXPECT_EQ(s.train_documents, 18u);
+  // floor((i+1)/10) > floor(i/10) at i = 9 and 19.
+  EXPECT_EQ(s.val, "doc9\n\ndoc19");
+  EXPECT_EQ(wte::split_documents(text, 0.1).train, s.train);
+}
+
+TEST(Data, UnigramBaselineExactValue) {
+  // p(0) = (2 + 1) / (3 + 2) = 0.6 with add-one smoothing over V = 2.
+  EXPECT_NEAR(wte::unigram_cross_entropy({0, 0, 1}, {0}, 2), -std::log(0.6), 1e-15);
+  // Unseen id 2 of V = 3: p = 1 / (3 + 3).
+  EXPECT_NEAR(wte::unigram_cross_entropy({0, 0, 1}, {2}, 3), std::log(6.0), 1e-15);
+}
+
+TEST(Data, LoaderServesEverySampleOncePerEpoch) {
+  std::vector<int32_t> tokens(1 + 10 * 4);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i);
+  wte::BatchLoader loader(&tokens, 4, /*shuffle=*/true, 99);
+  ASSERT_EQ(loader.num_samples(), 10u);
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    std::set<int32_t> starts;
+    for (int k = 0; k < 5; ++k) {
+      int32_t x[8], y[8];
+      loader.next_batch(x, y, 2);
+      for (int b = 0; b < 2; ++b) {
+        starts.insert(x[b * 4]);
+        for (int t = 0; t < 4; ++t) EXPECT_EQ(y[b * 4 + t], x[b * 4 + t] + 1);  // next token
+      }
+    }
+    EXPECT_EQ(starts.size(), 10u) << "epoch " << epoch;
+  }
+}
+
+TEST(Data, TokenFileRoundTripAndBadSize) {
+  const fs::path dir = temp_dir("token_file");
+  const std::vector<int32_t> ids = {0, 5, -1, 2147483647};
+  wte::write_token_file((dir / "t.bin").string(), ids);
+  EXPECT_EQ(wte::read_token_file((dir / "t.bin").string()), ids);
+  EXPECT_FALSE(fs::exists(dir / "t.bin.tmp"));
+  write(dir / "odd.bin", "abcde");
+  const std::string msg = error_of([&] { wte::read_token_file((dir / "odd.bin").string()); });
+  EXPECT_NE(msg.find("odd.bin"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("5 bytes"), std::string::npos) << msg;
+}
+
+TEST(Schedule, WarmupThenCosineToMinLr) {
+  wte::OptimConfig o;
+  o.lr = 1.0f;
+  o.min_lr = 0.1f;
+  o.warmup_steps = 4;
+  EXPECT_FLOAT_EQ(wte::learning_rate(0, 14, o), 0.25f);
+  EXPECT_FLOAT_EQ(wte::learning_rate(3, 14, o), 1.0f);
+  EXPECT_FLOAT_EQ(wte::learning_rate(4, 14, o), 1.0f);   // cosine starts at the peak
+  EXPECT_FLOAT_EQ(wte::learning_rate(13, 14, o), 0.1f);  // and ends at min_lr on the last step
+  EXPECT_NEAR(wte::learning_rate(4 + 9 / 2, 14, o), 0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 4 / 9.0)),
+              1e-6);
+}
+
+TEST(Optimizer, ClipGradNormScalesToMaxNorm) {
+  wte::ModelConfig mc;
+  mc.vocab_size = 256;
+  mc.d_model = 2;
+  mc.n_ctx = 1;
+  wte::Model model(mc);
+  model.grads().wte[0] = 3.0f;
+  model.grads().wte[1] = 4.0f;
+  EXPECT_DOUBLE_EQ(wte::clip_grad_norm(model, 1.0), 5.0);
+  EXPECT_FLOAT_EQ(model.grads().wte[0], 0.6f);
+  EXPECT_FLOAT_EQ(model.grads().wte[1], 0.8f);
+  EXPECT_NEAR(wte::clip_grad_norm(model, 0.0), 1.0, 1e-7);  // 0: measure only
+  EXPECT_FLOAT_EQ(model.grads().wte[0], 0.6f);                // and nothing changes
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoints
+
+TEST(Checkpoint, RoundTripsParametersOptimizerTokenizerAndConfig) {
+  const fs::path dir = temp_dir("checkpoint_round_trip");
+  Config cfg = wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8",
+                                     "--model.n_ctx=4", "--data.seq_len=4"});
+  const wte::Tokenizer tok = wte::Tokenizer::train(tiny_corpus(), 300);
+  wte::Model model(cfg.model);
+  model.init_weights(3);
+  wte::AdamW opt(model);
+  for (size_t i = 0; i < opt.size(); ++i) {
+    opt.m()[i] = 0.5f * static_cast<float>(i);
+    opt.v()[i] = 0.25f * static_cast<float>(i);
+  }
+  opt.set_step(7);
+  const std::string path = (dir / "c.h5").string();
+  wte::save_checkpoint(path, model, &opt, tok, cfg, 42);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+
+  const wte::CheckpointInfo info = wte::read_checkpoint_info(path);
+  EXPECT_EQ(info.step, 42);
+  EXPECT_EQ(info.format_version, wte::kCheckpointVersion);
+  EXPECT_EQ(info.config_ini, cfg.to_ini());
+  EXPECT_EQ(info.encoder_json, tok.encoder_json());
+  EXPECT_EQ(info.vocab_bpe, tok.vocab_bpe());
+
+  wte::Model loaded(cfg.model);
+  wte::AdamW loaded_opt(loaded);
+  wte::load_checkpoint(path, loaded, &loaded_opt);
+  EXPECT_EQ(0, std::memcmp(loaded.param_data(), model.param_data(),
+                           model.num_parameters() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(loaded_opt.m(), opt.m(), opt.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(loaded_opt.v(), opt.v(), opt.size() * sizeof(float)));
+  EXPECT_EQ(loaded_opt.step(), 7);
+}
+
+TEST(Checkpoint, BadFilesFailLoudlyAndLeaveTheModelUntouched) {
+  const fs::path dir = temp_dir("checkpoint_bad");
+  Config cfg = wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8",
+                                     "--model.n_ctx=4", "--data.seq_len=4"});
+  const wte::Tokenizer tok = wte::Tokenizer::train(tiny_corpus(), 300);
+  wte::Model model(cfg.model);
+  model.init_weights(3);
+  const std::string good = (dir / "good.h5").string();
+  wte::save_checkpoint(good, model, nullptr, tok, cfg, 1);
+
+  write(dir / "text.h5", "this is not HDF5\n");
+  const std::string good_bytes = slurp(good);
+  write(dir / "truncated.h5", good_bytes.substr(0, good_bytes.size() / 2));
+
+  wte::Model other(cfg.model);
+  other.init_weights(4);
+  const std::vector<float> before(other.param_data(), other.param_data() + other.num_parameters());
+  for (const char* name : {"text.h5", "truncated.h5", "missing.h5"}) {
+    const std::string path = (dir / name).string();
+    const std::string msg = error_of([&] { wte::load_checkpoint(path, other, nullptr); });
+    EXPECT_NE(msg.find(path), std::string::npos) << name << ": " << msg;
+    EXPECT_EQ(0, std::memcmp(before.data(), other.param_data(), before.size() * sizeof(float)))
+        << name;
+  }
+  // A model of another shape: the error names the tensor and both shapes.
+  Config wide = cfg;
+  wide.model.d_model = 9;
+  wte::Model wrong(wide.model);
+  const std::string msg = error_of([&] { wte::load_checkpoint(good, wrong, nullptr); });
+  EXPECT_NE(msg.find("'wte'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(300, 8)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(300, 9)"), std::string::npos) << msg;
+}
+
+// ---------------------------------------------------------------------------------------------
+// `wte train` as a user runs it
+
+class TrainCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    write(dir_ / "corpus.txt", tiny_corpus());
+    write(dir_ / "tiny.ini", tiny_config(dir_ / "corpus.txt"));
+  }
+  std::string train(const std::string& out, const std::string& extra, int* code) {
+    std::string output;
+    *code = run(kCli + " train --config '" + (dir_ / "tiny.ini").string() + "' --out '" +
+                    (dir_ / out).string() + "' --train.threads=2 " + extra,
+                &output);
+    return output;
+  }
+  fs::path dir_;
+};
+
+TEST_F(TrainCli, TrainsWritesMetricsCheckpointsAndBeatsTheUnigramBaseline) {
+  int code = 0;
+  const std::string out = train("run", "", &code);
+  ASSERT_EQ(code, 0) << out;
+  // Progress lines and the final comparison.
+  EXPECT_NE(out.find("tok/s"), std::string::npos) << out;
+  EXPECT_NE(out.find("ETA"), std::string::npos) << out;
+  double val = 0, base = 0;
+  const size_t at = out.find("final validation loss ");
+  ASSERT_NE(at, std::string::npos) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + at, "final validation loss %lf", &val), 1);
+  const size_t bat = out.find("unigram baseline ", at);
+  ASSERT_NE(bat, std::string::npos) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + bat, "unigram baseline %lf", &base), 1);
+  EXPECT_LT(val, base) << out;
+
+  // metrics.csv: header with step, train_loss, val_loss; one row per step.
+  std::ifstream metrics(dir_ / "run" / "metrics.csv");
+  std::string header, line;
+  std::getline(metrics, header);
+  EXPECT_EQ(header.rfind("step,train_loss,val_loss,", 0), 0u) << header;
+  int rows = 0;
+  while (std::getline(metrics, line)) ++rows;
+  EXPECT_EQ(rows, 30);
+
+  // Checkpoints at step 20 and at the end; the last one holds wte (V, C) and loads.
+  for (const char* name : {"checkpoint_00000020.h5", "checkpoint_00000030.h5", "config.ini",
+                           "tokenizer/encoder.json", "tokenizer/vocab.bpe", "train.bin",
+                           "val.bin"})
+    EXPECT_TRUE(fs::exists(dir_ / "run" / name)) << name;
+  const std::string ckpt = (dir_ / "run" / "checkpoint_00000030.h5").string();
+  EXPECT_EQ(wte::read_checkpoint_info(ckpt).step, 30);
+  if (std::system("command -v h5ls > /dev/null 2>&1") == 0) {
+    std::string listing;
+    ASSERT_EQ(run("h5ls '" + ckpt + "'", &listing), 0) << listing;
+    EXPECT_NE(listing.find("wte                      Dataset {300, 16}"), std::string::npos)
+        << listing;
+  }
+}
+
+TEST_F(TrainCli, SameConfigSeedAndThreadsGiveIdenticalCheckpoints) {
+  int code_a = 0, code_b = 0;
+  const std::string out_a = train("a", "--train.steps=12 --checkpoint.interval=0", &code_a);
+  const std::string out_b = train("b", "--train.steps=12 --checkpoint.interval=0", &code_b);
+  ASSERT_EQ(code_a, 0) << out_a;
+  ASSERT_EQ(code_b, 0) << out_b;
+  Config cfg = wte::load_config((dir_ / "a" / "config.ini").string(), {});
+  wte::Model a(cfg.model), b(cfg.model);
+  wte::load_checkpoint((dir_ / "a" / "checkpoint_00000012.h5").string(), a, nullptr);
+  wte::load_checkpoint((dir_ / "b" / "checkpoint_00000012.h5").string(), b, nullptr);
+  EXPECT_EQ(0, std::memcmp(a.param_data(), b.param_data(), a.num_parameters() * sizeof(float)));
+  // Different seed: different parameters.
+  int code_c = 0;
+  const std::string out_c =
+      train("c", "--train.steps=12 --checkpoint.interval=0 --train.seed=2", &code_c);
+  ASSERT_EQ(code_c, 0) << out_c;
+  wte::Model c(cfg.model);
+  wte::load_checkpoint((dir_ / "c" / "checkpoint_00000012.h5").string(), c, nullptr);
+  EXPECT_NE(0, std::memcmp(a.param_data(), c.param_data(), a.num_parameters() * sizeof(float)));
+}
+
+TEST_F(TrainCli, BadTokenIdsStopBeforeAnyComputeAndWriteNothing) {
+  int code = 0;
+  const std::string prep = train("prep", "--train.steps=1", &code);
+  ASSERT_EQ(code, 0) << prep;
+  const std::vector<int32_t> train_ids = wte::read_token_file((dir_ / "prep" / "train.bin").string());
+  for (int32_t bad : {300, -1}) {
+    std::vector<int32_t> corrupt = train_ids;
+    corrupt[17] = bad;
+    const fs::path tokens = dir_ / ("corrupt_" + std::to_string(bad) + ".bin");
+    wte::write_token_file(tokens.string(), corrupt);
+    const std::string out_name = "out_" + std::to_string(bad);
+    const std::string out = train(
+        out_name,
+        "--data.train_tokens='" + tokens.string() + "' --data.val_tokens='" +
+            (dir_ / "prep" / "val.bin").string() + "' --data.tokenizer='" +
+            (dir_ / "prep" / "tokenizer").string() + "'",
+        &code);
+    EXPECT_NE(code, 0) << out;
+    EXPECT_NE(out.find("token id " + std::to_string(bad) + " at position 17"), std::string::npos)
+        << out;
+    EXPECT_NE(out.find("vocab_size=300"), std::string::npos) << out;
+    EXPECT_NE(out.find(tokens.string()), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(dir_ / out_name)) << "nothing may be written: " << out;
+  }
+  // A tokenizer/config mismatch names both sizes.
+  const std::string out = train("mismatch",
+                                "--model.vocab_size=512 --data.tokenizer='" +
+                                    (dir_ / "prep" / "tokenizer").string() + "'",
+                                &code);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("tokenizer has 300 tokens but model.vocab_size = 512"), std::string::npos)
+      << out;
+  EXPECT_FALSE(fs::exists(dir_ / "mismatch"));
+}
+
+TEST_F(TrainCli, UserErrorsAreNamedAndWriteNothing) {
+  struct Case {
+    std::string args, expect;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--data.text=/nonexistent/corpus.txt", "/nonexistent/corpus.txt"},
+           {"--model.bogus=1", "model.bogus"},
+           {"--data.seq_len=17", "n_ctx = 16"},
+           {"--data.tokenizer=/nonexistent/vocab", "/nonexistent/vocab/encoder.json"}}) {
+    int code = 0;
+    const std::string out = train("never", c.args, &code);
+    EXPECT_NE(code, 0) << c.args << ": " << out;
+    EXPECT_NE(out.find(c.expect), std::string::npos) << c.args << ": " << out;
+    EXPECT_FALSE(fs::exists(dir_ / "never")) << c.args;
+  }
+  std::string out;
+  EXPECT_EQ(run(kCli + " train --config /nonexistent.ini", &out), 1);
+  EXPECT_NE(out.find("/nonexistent.ini"), std::string::npos) << out;
+  EXPECT_EQ(run(kCli + " train --help", &out), 0);
+  EXPECT_NE(out.find("--model.vocab_size"), std::string::npos) << out;
+  EXPECT_NE(out.find("allowed"), std::string::npos) << out;
+}
