@@ -36,7 +36,7 @@ struct TrainConfig {
   uint64_t seed = 1337;
   size_t threads = 0;           // 0: OpenMP's default (OMP_NUM_THREADS or all cores)
   size_t eval_interval = 100;   // steps between validation losses (0: only at the end)
-  size_t eval_tokens = 32768;   // tokens of the validation split used by periodic evaluation
+  size_t eval_tokens = 0;       // validation tokens per periodic evaluation (0: the whole split)
   size_t log_interval = 10;     // steps between progress lines
 };
 

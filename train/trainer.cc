@@ -174,7 +174,8 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
       model.num_parameters(), omp_get_max_threads());
 
   const size_t val_windows_all = (val_ids.size() - 1) / T;
-  const size_t val_windows_periodic = std::max<size_t>(1, cfg.train.eval_tokens / T);
+  const size_t val_windows_periodic =
+      cfg.train.eval_tokens == 0 ? val_windows_all : std::max<size_t>(1, cfg.train.eval_tokens / T);
   std::vector<int32_t> inputs(B * T), targets(B * T);
   RunSummary summary;
   double step_seconds = 0.0;
