@@ -5,9 +5,13 @@
 // float additions in the same order (SIMD only runs across C, where elements are independent), so
 // results are bit-identical on every target and for every OpenMP thread count.
 
+#include <omp.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "simd/kernels.h"
 
@@ -30,7 +34,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 int64_t DispatchTarget() { return HWY_TARGET; }
 
 // dst[0, C) = a[0, C) + b[0, C). Full vectors, then a one-lane tail (1.0.3 has no LoadN/StoreN).
-HWY_INLINE void AddRows(float* HWY_RESTRICT dst, const float* HWY_RESTRICT a,
+HWY_INLINE void AddRows(float* dst, const float* a,
                         const float* HWY_RESTRICT b, size_t C) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
@@ -42,20 +46,21 @@ HWY_INLINE void AddRows(float* HWY_RESTRICT dst, const float* HWY_RESTRICT a,
 }
 
 // Sums one column block [c, c + Lanes(d)) of `count` >= 1 source rows, row(0) first, in increasing
-// k, then adds the sum to dst with one read-modify-write:
-//   acc = row(0)[c..];  acc += row(k)[c..] for k = 1..count-1;  dst[c..] += acc.
+// k, then adds the sum to dst with one read-modify-write (kAdd) or stores it (!kAdd):
+//   acc = row(0)[c..];  acc += row(k)[c..] for k = 1..count-1;  dst[c..] += acc  (or = acc).
 // This is the per-element order of ref::embedding_backward_{wte,wpe}.
-template <class D, class RowPtr>
+template <bool kAdd, class D, class RowPtr>
 HWY_INLINE void AccumulateBlock(D d, float* HWY_RESTRICT dst, size_t count, const RowPtr& row,
                                 size_t c) {
   auto acc = hn::LoadU(d, row(0) + c);
   for (size_t k = 1; k < count; ++k) acc = hn::Add(acc, hn::LoadU(d, row(k) + c));
-  hn::StoreU(hn::Add(hn::LoadU(d, dst + c), acc), d, dst + c);
+  if (kAdd) acc = hn::Add(hn::LoadU(d, dst + c), acc);
+  hn::StoreU(acc, d, dst + c);
 }
 
 // Same for a 4-vector block: four independent accumulators per source row, so one pass over the
 // segment's rows moves 4 vectors (256 bytes on AVX3) and the adds pipeline. Same order per element.
-template <class D, class RowPtr>
+template <bool kAdd, class D, class RowPtr>
 HWY_INLINE void AccumulateBlock4(D d, float* HWY_RESTRICT dst, size_t count, const RowPtr& row,
                                  size_t c) {
   const size_t L = hn::Lanes(d);
@@ -72,34 +77,55 @@ HWY_INLINE void AccumulateBlock4(D d, float* HWY_RESTRICT dst, size_t count, con
     acc3 = hn::Add(acc3, hn::LoadU(d, src + 3 * L));
   }
   float* out = dst + c;
-  hn::StoreU(hn::Add(hn::LoadU(d, out), acc0), d, out);
-  hn::StoreU(hn::Add(hn::LoadU(d, out + L), acc1), d, out + L);
-  hn::StoreU(hn::Add(hn::LoadU(d, out + 2 * L), acc2), d, out + 2 * L);
-  hn::StoreU(hn::Add(hn::LoadU(d, out + 3 * L), acc3), d, out + 3 * L);
+  if (kAdd) {
+    acc0 = hn::Add(hn::LoadU(d, out), acc0);
+    acc1 = hn::Add(hn::LoadU(d, out + L), acc1);
+    acc2 = hn::Add(hn::LoadU(d, out + 2 * L), acc2);
+    acc3 = hn::Add(hn::LoadU(d, out + 3 * L), acc3);
+  }
+  hn::StoreU(acc0, d, out);
+  hn::StoreU(acc1, d, out + L);
+  hn::StoreU(acc2, d, out + 2 * L);
+  hn::StoreU(acc3, d, out + 3 * L);
 }
 
-// dst[0, C) += sum_{k < count} row(k)[0, C), summed in increasing k (see AccumulateBlock).
-template <class RowPtr>
-HWY_INLINE void AccumulateRows(float* HWY_RESTRICT dst, size_t count, const RowPtr& row, size_t C) {
+// dst[c0, c1) += (or =) sum_{k < count} row(k)[c0, c1), summed in increasing k (AccumulateBlock).
+template <bool kAdd = true, class RowPtr>
+HWY_INLINE void AccumulateRange(float* HWY_RESTRICT dst, size_t count, const RowPtr& row, size_t c0,
+                                size_t c1) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
-  size_t c = 0;
-  for (; c + 4 * L <= C; c += 4 * L) AccumulateBlock4(d, dst, count, row, c);
-  for (; c + L <= C; c += L) AccumulateBlock(d, dst, count, row, c);
+  size_t c = c0;
+  for (; c + 4 * L <= c1; c += 4 * L) AccumulateBlock4<kAdd>(d, dst, count, row, c);
+  for (; c + L <= c1; c += L) AccumulateBlock<kAdd>(d, dst, count, row, c);
   const hn::CappedTag<float, 1> d1;
-  for (; c < C; ++c) AccumulateBlock(d1, dst, count, row, c);
+  for (; c < c1; ++c) AccumulateBlock<kAdd>(d1, dst, count, row, c);
 }
+
+template <class RowPtr>
+HWY_INLINE void AccumulateRows(float* HWY_RESTRICT dst, size_t count, const RowPtr& row, size_t C) {
+  AccumulateRange<true>(dst, count, row, 0, C);
+}
+
+// dst[0, C) += src[0, C): one row read-modify-write (the serial and row-range strategies).
+HWY_INLINE void AddRowInPlace(float* HWY_RESTRICT dst, const float* HWY_RESTRICT src, size_t C) {
+  AddRows(dst, dst, src, C);
+}
+
+// Rows of the gather prefetched ahead of the one being copied: enough to cover a DRAM miss
+// (~100 ns) at a row copy of ~70 ns (C=768 at 18 GB/s), a small win over 1 (wte profile gather).
+constexpr size_t kPrefetchRows = 4;
 
 void EmbeddingForward(float* HWY_RESTRICT hidden_states, const int32_t* HWY_RESTRICT ids,
                       const float* HWY_RESTRICT wte, const float* HWY_RESTRICT wpe, size_t B,
                       size_t T, size_t C) {
   const size_t N = B * T;
-  // Static schedule: each thread walks a contiguous run of rows, so prefetching row n+1's table
-  // row (a random gather) while adding row n hides part of the miss latency.
+  // Static schedule: each thread walks a contiguous run of rows, so prefetching the table row
+  // kPrefetchRows ahead (a random gather) while adding row n hides the miss latency.
 #pragma omp parallel for schedule(static)
   for (size_t n = 0; n < N; ++n) {
-    if (n + 1 < N) {
-      const float* next = wte + static_cast<size_t>(ids[n + 1]) * C;
+    if (n + kPrefetchRows < N) {
+      const float* next = wte + static_cast<size_t>(ids[n + kPrefetchRows]) * C;
       for (size_t c = 0; c < C; c += 64 / sizeof(float)) hwy::Prefetch(next + c);
     }
     const size_t t = n % T;
@@ -107,25 +133,29 @@ void EmbeddingForward(float* HWY_RESTRICT hidden_states, const int32_t* HWY_REST
   }
 }
 
-void EmbeddingBackwardWte(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
-                          const int32_t* HWY_RESTRICT ids, size_t N, size_t C, size_t V,
-                          ScatterWorkspace* workspace) {
-  if (N == 0 || C == 0) return;
+// Counting sort of positions by id (stable: positions stay in increasing order within a row).
+// Fills row_start (V+1 segment offsets), order (N), touched (distinct ids, increasing) and hot
+// (touched rows with >= kScatterHotCount positions, most positions first, ties by id).
+// O(N + V) serial work on ints; the float work that follows is O(N * C). Returns #touched.
+size_t SortById(const int32_t* HWY_RESTRICT ids, size_t N, size_t V, ScatterWorkspace* ws) {
   // Grow the buffers only when they are too small: a training loop reuses them every step.
-  std::vector<int32_t>& row_start = workspace->row_start;
-  std::vector<int32_t>& order = workspace->order;
-  std::vector<int32_t>& touched = workspace->touched;
+  std::vector<int32_t>& row_start = ws->row_start;
+  std::vector<int32_t>& order = ws->order;
+  std::vector<int32_t>& touched = ws->touched;
   if (row_start.size() < V + 1) row_start.resize(V + 1);
   if (order.size() < N) order.resize(N);
   if (touched.size() < std::min(N, V)) touched.resize(std::min(N, V));
+  ws->hot.clear();
 
-  // Counting sort of positions by id (stable: positions stay in increasing order within a row).
-  // O(N + V) serial work on ints; the float work below is O(N * C).
   std::fill(row_start.begin(), row_start.begin() + static_cast<ptrdiff_t>(V + 1), 0);
   for (size_t n = 0; n < N; ++n) ++row_start[static_cast<size_t>(ids[n]) + 1];
   size_t num_touched = 0;
   for (size_t v = 0; v < V; ++v) {
-    if (row_start[v + 1] != 0) touched[num_touched++] = static_cast<int32_t>(v);
+    const int32_t count = row_start[v + 1];
+    if (count != 0) {
+      touched[num_touched++] = static_cast<int32_t>(v);
+      if (static_cast<size_t>(count) >= kScatterHotCount) ws->hot.push_back(static_cast<int32_t>(v));
+    }
     row_start[v + 1] += row_start[v];  // now row_start[v] = first slot of row v
   }
   for (size_t n = 0; n < N; ++n)
@@ -134,20 +164,237 @@ void EmbeddingBackwardWte(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dh
   std::copy_backward(row_start.begin(), row_start.begin() + static_cast<ptrdiff_t>(V),
                      row_start.begin() + static_cast<ptrdiff_t>(V + 1));
   row_start[0] = 0;
+  const int32_t* rs = row_start.data();
+  std::sort(ws->hot.begin(), ws->hot.end(), [rs](int32_t a, int32_t b) {
+    const int32_t ca = rs[a + 1] - rs[a], cb = rs[b + 1] - rs[b];
+    return ca != cb ? ca > cb : a < b;
+  });
+  return num_touched;
+}
 
-  // One task per touched row: rows are disjoint, each row's summation order is fixed by the
-  // sort, so the schedule (dynamic, to balance Zipf-heavy rows) cannot change any bit.
-  const int32_t* HWY_RESTRICT order_ptr = order.data();
-  const int32_t* HWY_RESTRICT row_start_ptr = row_start.data();
-  const int32_t* HWY_RESTRICT touched_ptr = touched.data();
+// Hot rows are split into column blocks of this many floats (1 KiB: 4 AVX3 4-vector blocks), so a
+// row holding most of the positions (Zipf's "the") is reduced by every thread at once.
+constexpr size_t kColumnBlock = 256;
+
+// Runs body(v, segment, count, c0, c1) once per (touched row, column range) so that every touched
+// row's columns [0, C) are covered exactly once: hot rows as column blocks, largest rows first
+// (dynamic, one task at a time), then the cold rows (dynamic, chunks of 8). Rows are disjoint
+// and each element's work is independent of the schedule, so no bit depends on the thread count.
+template <class Body>
+void ForEachRowTask(const ScatterWorkspace& ws, size_t num_touched, size_t C, const Body& body) {
+  const int32_t* HWY_RESTRICT order = ws.order.data();
+  const int32_t* HWY_RESTRICT row_start = ws.row_start.data();
+  const int32_t* HWY_RESTRICT touched = ws.touched.data();
+  const int32_t* HWY_RESTRICT hot = ws.hot.data();
+  const size_t num_hot = ws.hot.size();
+  const size_t blocks = (C + kColumnBlock - 1) / kColumnBlock;
+  const auto run = [&](size_t v, size_t c0, size_t c1) {
+    const int32_t* segment = order + row_start[v];
+    const size_t count = static_cast<size_t>(row_start[v + 1] - row_start[v]);
+    body(v, segment, count, c0, c1);
+  };
+#pragma omp parallel
+  {
+#pragma omp for schedule(dynamic, 1) nowait
+    for (size_t j = 0; j < num_hot * blocks; ++j) {
+      const size_t c0 = (j % blocks) * kColumnBlock;
+      run(static_cast<size_t>(hot[j / blocks]), c0, std::min(C, c0 + kColumnBlock));
+    }
+#pragma omp for schedule(dynamic, 8)
+    for (size_t k = 0; k < num_touched; ++k) {
+      const size_t v = static_cast<size_t>(touched[k]);
+      if (static_cast<size_t>(row_start[v + 1] - row_start[v]) >= kScatterHotCount) continue;
+      run(v, 0, C);
+    }
+  }
+}
+
+void EmbeddingBackwardWte(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
+                          const int32_t* HWY_RESTRICT ids, size_t N, size_t C, size_t V,
+                          ScatterWorkspace* workspace) {
+  if (N == 0 || C == 0) return;
+  const size_t num_touched = SortById(ids, N, V, workspace);
+  ForEachRowTask(*workspace, num_touched, C,
+                 [=](size_t v, const int32_t* segment, size_t count, size_t c0, size_t c1) {
+                   const auto row = [=](size_t j) {
+                     return dhidden + static_cast<size_t>(segment[j]) * C;
+                   };
+                   AccumulateRange<true>(dwte + v * C, count, row, c0, c1);
+                 });
+}
+
+// kSerial: one thread, dwte[ids[n]] += dhidden[n] in increasing n.
+void ScatterSerial(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
+                   const int32_t* HWY_RESTRICT ids, size_t N, size_t C) {
+  for (size_t n = 0; n < N; ++n)
+    AddRowInPlace(dwte + static_cast<size_t>(ids[n]) * C, dhidden + n * C, C);
+}
+
+// kRowRange: thread t of P owns rows [t*V/P, (t+1)*V/P) and adds its own positions in increasing n.
+void ScatterRowRange(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
+                     const int32_t* HWY_RESTRICT ids, size_t N, size_t C, size_t V) {
+#pragma omp parallel
+  {
+    const size_t P = static_cast<size_t>(omp_get_num_threads());
+    const size_t t = static_cast<size_t>(omp_get_thread_num());
+    const size_t lo = t * V / P, hi = (t + 1) * V / P;
+    for (size_t n = 0; n < N; ++n) {
+      const size_t v = static_cast<size_t>(ids[n]);
+      if (v >= lo && v < hi) AddRowInPlace(dwte + v * C, dhidden + n * C, C);
+    }
+  }
+}
+
+// kPrivateHot: cold rows as kSorted; each hot row's segment is cut into P contiguous chunks, thread
+// t sums chunk t into its private buffer, then the buffers are added to the row in thread order.
+void ScatterPrivateHot(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
+                       const int32_t* HWY_RESTRICT ids, size_t N, size_t C, size_t V,
+                       ScatterWorkspace* ws) {
+  if (N == 0 || C == 0) return;
+  const size_t num_touched = SortById(ids, N, V, ws);
+  const size_t num_hot = ws->hot.size();
+  const size_t P = static_cast<size_t>(omp_get_max_threads());
+  if (ws->scratch.size() < P * num_hot * C) ws->scratch.resize(P * num_hot * C);
+  float* HWY_RESTRICT scratch = ws->scratch.data();
+  const int32_t* HWY_RESTRICT order = ws->order.data();
+  const int32_t* HWY_RESTRICT row_start = ws->row_start.data();
+  const int32_t* HWY_RESTRICT touched = ws->touched.data();
+  const int32_t* HWY_RESTRICT hot = ws->hot.data();
+#pragma omp parallel
+  {
+    const size_t threads = static_cast<size_t>(omp_get_num_threads());
+    const size_t t = static_cast<size_t>(omp_get_thread_num());
+    // Private partial sums of every hot row (an empty chunk writes zeros).
+    for (size_t h = 0; h < num_hot; ++h) {
+      const size_t v = static_cast<size_t>(hot[h]);
+      const size_t count = static_cast<size_t>(row_start[v + 1] - row_start[v]);
+      const size_t k0 = t * count / threads, k1 = (t + 1) * count / threads;
+      float* mine = scratch + (t * num_hot + h) * C;
+      const int32_t* segment = order + row_start[v] + k0;
+      const auto row = [=](size_t j) { return dhidden + static_cast<size_t>(segment[j]) * C; };
+      if (k1 > k0)
+        AccumulateRange<false>(mine, k1 - k0, row, 0, C);
+      else
+        std::fill(mine, mine + C, 0.0f);
+    }
+#pragma omp for schedule(dynamic, 8) nowait
+    for (size_t k = 0; k < num_touched; ++k) {
+      const size_t v = static_cast<size_t>(touched[k]);
+      const size_t count = static_cast<size_t>(row_start[v + 1] - row_start[v]);
+      if (count >= kScatterHotCount) continue;
+      const int32_t* segment = order + row_start[v];
+      const auto row = [=](size_t j) { return dhidden + static_cast<size_t>(segment[j]) * C; };
+      AccumulateRange<true>(dwte + v * C, count, row, 0, C);
+    }
+#pragma omp barrier
+    // Combine: row h gets its P partial sums, thread 0's first (the P-dependent grouping).
+#pragma omp for schedule(static)
+    for (size_t h = 0; h < num_hot; ++h) {
+      const auto part = [=](size_t j) { return scratch + (j * num_hot + h) * C; };
+      AccumulateRange<true>(dwte + static_cast<size_t>(hot[h]) * C, threads, part, 0, C);
+    }
+  }
+}
+
+// Scalar constants of one AdamW step, computed once in float exactly as ref::adamw_update.
+struct LazyAdamWConstants {
+  float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay, bias1, bias2;
+  explicit LazyAdamWConstants(const AdamWParams& hp)
+      : lr(hp.lr), beta1(hp.beta1), beta2(hp.beta2), one_minus_beta1(1.0f - hp.beta1),
+        one_minus_beta2(1.0f - hp.beta2), eps(hp.eps), weight_decay(hp.weight_decay),
+        bias1(1.0f - std::pow(hp.beta1, static_cast<float>(hp.step))),
+        bias2(1.0f - std::pow(hp.beta2, static_cast<float>(hp.step))) {}
+};
+
+// AdamW on elements [i, i + Lanes(d)) of one row: the operations of simd/adamw.cc's AdamWStep in
+// the same order (this file is built with -ffp-contract=off, so nothing is fused behind our back).
+template <class D>
+HWY_INLINE void LazyAdamWStep(D d, float* HWY_RESTRICT params, const float* HWY_RESTRICT grads,
+                              float* HWY_RESTRICT m, float* HWY_RESTRICT v, size_t i,
+                              const LazyAdamWConstants& k) {
+  const auto g = hn::LoadU(d, grads + i);
+  const auto m_new = hn::Add(hn::Mul(hn::Set(d, k.beta1), hn::LoadU(d, m + i)),
+                             hn::Mul(hn::Set(d, k.one_minus_beta1), g));
+  const auto v_new = hn::Add(hn::Mul(hn::Set(d, k.beta2), hn::LoadU(d, v + i)),
+                             hn::Mul(hn::Mul(hn::Set(d, k.one_minus_beta2), g), g));
+  hn::StoreU(m_new, d, m + i);
+  hn::StoreU(v_new, d, v + i);
+  const auto m_hat = hn::Div(m_new, hn::Set(d, k.bias1));
+  const auto v_hat = hn::Div(v_new, hn::Set(d, k.bias2));
+  const auto p = hn::LoadU(d, params + i);
+  const auto update = hn::Add(hn::Div(m_hat, hn::Add(hn::Sqrt(v_hat), hn::Set(d, k.eps))),
+                              hn::Mul(hn::Set(d, k.weight_decay), p));
+  hn::StoreU(hn::Sub(p, hn::Mul(hn::Set(d, k.lr), update)), d, params + i);
+}
+
+// AdamW on columns [c0, c1) of one row; grads indexed by the same columns.
+HWY_INLINE void LazyAdamWRange(float* HWY_RESTRICT params, const float* HWY_RESTRICT grads,
+                               float* HWY_RESTRICT m, float* HWY_RESTRICT v, size_t c0, size_t c1,
+                               const LazyAdamWConstants& k) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  size_t c = c0;
+  for (; c + L <= c1; c += L) LazyAdamWStep(d, params, grads, m, v, c, k);
+  const hn::CappedTag<float, 1> d1;
+  for (; c < c1; ++c) LazyAdamWStep(d1, params, grads, m, v, c, k);
+}
+
+void EmbeddingBackwardRows(float* HWY_RESTRICT grad_rows, int32_t* HWY_RESTRICT touched_out,
+                           size_t* num_touched_out, const float* HWY_RESTRICT dhidden,
+                           const int32_t* HWY_RESTRICT ids, size_t N, size_t C, size_t V,
+                           ScatterWorkspace* ws) {
+  *num_touched_out = 0;
+  if (N == 0) return;
+  const size_t num_touched = SortById(ids, N, V, ws);
+  // slot[v] = k for touched row v: row_start is still needed, so index through touched instead.
+  std::copy(ws->touched.begin(), ws->touched.begin() + static_cast<ptrdiff_t>(num_touched),
+            touched_out);
+  *num_touched_out = num_touched;
+  if (C == 0) return;
+  const int32_t* HWY_RESTRICT touched = ws->touched.data();
+  const int32_t* HWY_RESTRICT order = ws->order.data();
+  const int32_t* HWY_RESTRICT row_start = ws->row_start.data();
 #pragma omp parallel for schedule(dynamic, 8)
   for (size_t k = 0; k < num_touched; ++k) {
-    const size_t v = static_cast<size_t>(touched_ptr[k]);
-    const int32_t* segment = order_ptr + row_start_ptr[v];
-    const size_t count = static_cast<size_t>(row_start_ptr[v + 1] - row_start_ptr[v]);
+    const size_t v = static_cast<size_t>(touched[k]);
+    const int32_t* segment = order + row_start[v];
+    const size_t count = static_cast<size_t>(row_start[v + 1] - row_start[v]);
     const auto row = [=](size_t j) { return dhidden + static_cast<size_t>(segment[j]) * C; };
-    AccumulateRows(dwte + v * C, count, row, C);
+    AccumulateRange<false>(grad_rows + k * C, count, row, 0, C);
   }
+}
+
+void AdamWUpdateRows(float* HWY_RESTRICT params, float* HWY_RESTRICT m, float* HWY_RESTRICT v,
+                     const float* HWY_RESTRICT grad_rows, const int32_t* HWY_RESTRICT touched,
+                     size_t num_touched, size_t C, const AdamWParams& hp) {
+  const LazyAdamWConstants k(hp);
+#pragma omp parallel for schedule(static)
+  for (size_t j = 0; j < num_touched; ++j) {
+    const size_t r = static_cast<size_t>(touched[j]) * C;
+    LazyAdamWRange(params + r, grad_rows + j * C, m + r, v + r, 0, C, k);
+  }
+}
+
+void EmbeddingBackwardAdamWLazy(float* HWY_RESTRICT params, float* HWY_RESTRICT m,
+                                float* HWY_RESTRICT v, const float* HWY_RESTRICT dhidden,
+                                const int32_t* HWY_RESTRICT ids, size_t N, size_t C, size_t V,
+                                const AdamWParams& hp, ScatterWorkspace* ws) {
+  if (N == 0 || C == 0) return;
+  const size_t num_touched = SortById(ids, N, V, ws);
+  const LazyAdamWConstants k(hp);
+  const size_t P = static_cast<size_t>(omp_get_max_threads());
+  if (ws->scratch.size() < P * C) ws->scratch.resize(P * C);
+  float* scratch = ws->scratch.data();
+  ForEachRowTask(*ws, num_touched, C,
+                 [=, &k](size_t r, const int32_t* segment, size_t count, size_t c0, size_t c1) {
+                   // The gradient of columns [c0, c1) lives at scratch[c0, c1) of this thread.
+                   float* g = scratch + static_cast<size_t>(omp_get_thread_num()) * C;
+                   const auto row = [=](size_t j) {
+                     return dhidden + static_cast<size_t>(segment[j]) * C;
+                   };
+                   AccumulateRange<false>(g, count, row, c0, c1);
+                   LazyAdamWRange(params + r * C, g, m + r * C, v + r * C, c0, c1, k);
+                 });
 }
 
 void EmbeddingBackwardWpe(float* HWY_RESTRICT dwpe, const float* HWY_RESTRICT dhidden, size_t B,
@@ -187,6 +434,95 @@ void embedding_backward_wte(float* dwte, const float* dhidden, const int32_t* id
 
 void embedding_backward_wpe(float* dwpe, const float* dhidden, size_t B, size_t T, size_t C) {
   HWY_DYNAMIC_DISPATCH(EmbeddingBackwardWpe)(dwpe, dhidden, B, T, C);
+}
+
+HWY_EXPORT(ScatterSerial);
+HWY_EXPORT(ScatterRowRange);
+HWY_EXPORT(ScatterPrivateHot);
+HWY_EXPORT(EmbeddingBackwardRows);
+HWY_EXPORT(AdamWUpdateRows);
+HWY_EXPORT(EmbeddingBackwardAdamWLazy);
+
+namespace {
+constexpr struct {
+  ScatterStrategy strategy;
+  const char* name;
+  bool deterministic;
+} kStrategies[] = {{ScatterStrategy::kAuto, "auto", true},
+                   {ScatterStrategy::kSerial, "serial", true},
+                   {ScatterStrategy::kSorted, "sorted", true},
+                   {ScatterStrategy::kRowRange, "row-range", true},
+                   {ScatterStrategy::kPrivateHot, "private-hot", false}};
+}  // namespace
+
+const char* scatter_strategy_name(ScatterStrategy s) {
+  for (const auto& e : kStrategies)
+    if (e.strategy == s) return e.name;
+  return "?";
+}
+
+bool parse_scatter_strategy(const char* name, ScatterStrategy* out) {
+  for (const auto& e : kStrategies) {
+    if (std::string_view(name) == e.name) {
+      *out = e.strategy;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool scatter_strategy_deterministic(ScatterStrategy s) {
+  for (const auto& e : kStrategies)
+    if (e.strategy == s) return e.deterministic;
+  return false;
+}
+
+ScatterStrategy choose_scatter_strategy(const int32_t* ids, size_t N, size_t C, size_t V) {
+  (void)ids;  // kSorted balances any distribution (hot rows are split by columns)
+  (void)V;
+  if (N * C < 16384) return ScatterStrategy::kSerial;
+  return ScatterStrategy::kSorted;
+}
+
+void embedding_backward_wte_strategy(ScatterStrategy strategy, float* dwte, const float* dhidden,
+                                     const int32_t* ids, size_t N, size_t C, size_t V,
+                                     ScatterWorkspace* workspace) {
+  if (strategy == ScatterStrategy::kAuto)
+    strategy = choose_scatter_strategy(ids, N, C, V);
+  switch (strategy) {
+    case ScatterStrategy::kSerial:
+      HWY_DYNAMIC_DISPATCH(ScatterSerial)(dwte, dhidden, ids, N, C);
+      return;
+    case ScatterStrategy::kRowRange:
+      HWY_DYNAMIC_DISPATCH(ScatterRowRange)(dwte, dhidden, ids, N, C, V);
+      return;
+    case ScatterStrategy::kPrivateHot:
+      HWY_DYNAMIC_DISPATCH(ScatterPrivateHot)(dwte, dhidden, ids, N, C, V, workspace);
+      return;
+    case ScatterStrategy::kSorted:
+    case ScatterStrategy::kAuto:
+      HWY_DYNAMIC_DISPATCH(EmbeddingBackwardWte)(dwte, dhidden, ids, N, C, V, workspace);
+      return;
+  }
+}
+
+void embedding_backward_rows(float* grad_rows, int32_t* touched, size_t* num_touched,
+                             const float* dhidden, const int32_t* ids, size_t N, size_t C, size_t V,
+                             ScatterWorkspace* workspace) {
+  HWY_DYNAMIC_DISPATCH(EmbeddingBackwardRows)(grad_rows, touched, num_touched, dhidden, ids, N, C,
+                                              V, workspace);
+}
+
+void adamw_update_rows(float* params, float* m, float* v, const float* grad_rows,
+                       const int32_t* touched, size_t num_touched, size_t C, const AdamWParams& hp) {
+  HWY_DYNAMIC_DISPATCH(AdamWUpdateRows)(params, m, v, grad_rows, touched, num_touched, C, hp);
+}
+
+void embedding_backward_adamw_lazy(float* params, float* m, float* v, const float* dhidden,
+                                   const int32_t* ids, size_t N, size_t C, size_t V,
+                                   const AdamWParams& hp, ScatterWorkspace* workspace) {
+  HWY_DYNAMIC_DISPATCH(EmbeddingBackwardAdamWLazy)(params, m, v, dhidden, ids, N, C, V, hp,
+                                                   workspace);
 }
 
 }  // namespace wte

@@ -38,9 +38,73 @@ struct ScatterWorkspace {
   std::vector<int32_t> row_start;  // (V+1) segment offsets, counting sort
   std::vector<int32_t> order;      // (N) positions sorted by id, stable
   std::vector<int32_t> touched;    // distinct ids, increasing
+  std::vector<int32_t> hot;        // touched rows with >= kScatterHotCount positions, largest first
+  std::vector<float> scratch;      // per-thread partial sums (kPrivateHot, the fused lazy AdamW)
 };
 void embedding_backward_wte(float* dwte, const float* dhidden, const int32_t* ids, size_t N,
                             size_t C, size_t V, ScatterWorkspace* workspace);
+
+// ------------------------------------------------------------------------------------------------
+// Scatter strategies for the same lookup backward (dwte[ids[n],:] += dhidden[n,:]); `wte profile
+// scatter` compares them. Every strategy gives the reference's result exactly when the sums are
+// exact (tests use multiples of 1/64); with general floats they differ only in rounding order:
+//   kSerial      one thread, n in increasing order: dwte[ids[n]] += dhidden[n] (a row RMW per n).
+//                Deterministic.
+//   kSorted      embedding_backward_wte: counting sort into per-row segments, one reduction and
+//                one RMW per touched row, parallel over rows; hot rows (>= kScatterHotCount
+//                positions) are split into column blocks and scheduled first, largest first.
+//                Bit-identical to ref::embedding_backward_wte for any thread count.
+//   kRowRange    thread t of P owns rows [t*V/P, (t+1)*V/P): every thread scans all ids and adds
+//                the positions of its own rows in increasing n. Same bits as kSerial for any P.
+//   kPrivateHot  like kSorted for cold rows; each hot row's positions are split into P chunks
+//                summed by P threads into private buffers, then combined in thread order. The
+//                grouping depends on P: deterministic for a fixed thread count only.
+//   kAuto        training's choice: choose_scatter_strategy().
+// Same arguments and preconditions as embedding_backward_wte.
+struct AdamWParams;  // below
+enum class ScatterStrategy { kAuto, kSerial, kSorted, kRowRange, kPrivateHot };
+inline constexpr size_t kScatterHotCount = 16;  // positions that make a row "hot"
+
+/// "auto", "serial", "sorted", "row-range", "private-hot".
+const char* scatter_strategy_name(ScatterStrategy s);
+/// The strategy named `name` (as scatter_strategy_name); returns false if there is none.
+bool parse_scatter_strategy(const char* name, ScatterStrategy* out);
+/// True if the strategy's bits do not depend on the thread count.
+bool scatter_strategy_deterministic(ScatterStrategy s);
+/// The automatic choice, from the shape and the ids, never from the thread count (the result's bits
+/// must not depend on it, and kSerial and kSorted round differently): kSerial when the work is tiny
+/// (N*C < 16384: the O(V) sort set-up would dominate), otherwise kSorted (balanced by hot-row column
+/// blocks for any id distribution). Never kAuto.
+ScatterStrategy choose_scatter_strategy(const int32_t* ids, size_t N, size_t C, size_t V);
+void embedding_backward_wte_strategy(ScatterStrategy strategy, float* dwte, const float* dhidden,
+                                     const int32_t* ids, size_t N, size_t C, size_t V,
+                                     ScatterWorkspace* workspace);
+
+// ------------------------------------------------------------------------------------------------
+// Row-sparse lookup backward for an untied wte (no V×C gradient exists): the touched rows' sums.
+//   touched[k] = k-th distinct id (increasing), k < *num_touched <= min(N, V)
+//   grad_rows[k,:] = sum_{n: ids[n] == touched[k]} dhidden[n,:]   (increasing n, as the reference)
+// grad_rows (>= min(N,V), C) out; touched (>= min(N,V)) out. Bit-identical for any thread count.
+void embedding_backward_rows(float* grad_rows, int32_t* touched, size_t* num_touched,
+                             const float* dhidden, const int32_t* ids, size_t N, size_t C, size_t V,
+                             ScatterWorkspace* workspace);
+
+// Lazy AdamW on the rows of a (V,C) table that a step touched (the row-sparse update of an untied
+// wte). For k < num_touched and row r = touched[k], exactly adamw_update on that row:
+//   adamw_update(params + r*C, grad_rows + k*C, m + r*C, v + r*C, C, hp)
+// Rows not in `touched` are not read or written: their m and v do not decay and weight decay does
+// not shrink them that step (semantics of PyTorch's SparseAdam, plus AdamW's decoupled decay on
+// touched rows only). Bias correction uses the global step hp.step, not a per-row count.
+// params, m, v (V,C); grad_rows (num_touched, C); touched distinct ids in [0, V). Parallel over rows.
+void adamw_update_rows(float* params, float* m, float* v, const float* grad_rows,
+                       const int32_t* touched, size_t num_touched, size_t C, const AdamWParams& hp);
+
+// The two above fused: each touched row's gradient is summed into a per-thread C-float scratch and
+// the row is updated at once, so the gradient is never stored. Same bits as embedding_backward_rows
+// followed by adamw_update_rows. params, m, v (V,C); dhidden (N,C); ids (N) in [0, V).
+void embedding_backward_adamw_lazy(float* params, float* m, float* v, const float* dhidden,
+                                   const int32_t* ids, size_t N, size_t C, size_t V,
+                                   const AdamWParams& hp, ScatterWorkspace* workspace);
 
 // Position backward: dwpe[t,:] += sum_b dhidden[b,t,:], the sum over b in increasing order
 // (deterministic for any thread count; parallel over t).

@@ -128,7 +128,8 @@ const std::vector<Key>& keys() {
       WTE_UINT(model, n_ctx, 1, 1u << 20, "number of position rows in wpe (max sequence length)"),
       WTE_BOOL(model, ln_f, "apply the final LayerNorm ln_f before the tied unembedding"),
       WTE_BOOL(model, tie_embeddings,
-               "logits = h · wteᵀ (GPT-2's tied lm_head); false is not implemented yet"),
+               "true: logits = h · wteᵀ (GPT-2's tied lm_head); false: a separate lm_head (V, C) and a "
+               "row-sparse lazy AdamW for wte (only the rows a step looks up are updated)"),
       WTE_FLOAT(model, wte_init_std, 0.0, 10.0, false, "std of wte's normal init (GPT-2: 0.02)"),
       WTE_FLOAT(model, wpe_init_std, 0.0, 10.0, false, "std of wpe's normal init (GPT-2: 0.01)"),
       WTE_FLOAT(model, ln_eps, 0.0, 1.0, true, "ln_f epsilon added to the variance"),
@@ -193,8 +194,6 @@ void validate(const Config& c, const std::string& origin) {
   if (!c.data.train_tokens.empty() && c.data.tokenizer == "train")
     fail("data.train_tokens needs data.tokenizer = a directory with encoder.json and vocab.bpe "
          "(the tokenizer those ids came from), not 'train'");
-  if (!c.model.tie_embeddings)
-    fail("model.tie_embeddings = false is not implemented yet; allowed: true");
   if (c.optim.beta1 >= 1.0f) fail("optim.beta1 = " + fmt_double(c.optim.beta1) + " must be < 1");
   if (c.optim.beta2 >= 1.0f) fail("optim.beta2 = " + fmt_double(c.optim.beta2) + " must be < 1");
   if (c.optim.min_lr > c.optim.lr)

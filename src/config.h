@@ -15,7 +15,7 @@ struct ModelConfig {
   size_t d_model = 128;
   size_t n_ctx = 128;
   bool ln_f = true;             // final LayerNorm before the tied unembedding
-  bool tie_embeddings = true;   // logits = h · wteᵀ; only `true` is implemented so far
+  bool tie_embeddings = true;   // true: logits = h · wteᵀ; false: separate lm_head (V,C)
   float wte_init_std = 0.02f;   // GPT-2 model.py: wte ~ N(0, 0.02²)
   float wpe_init_std = 0.01f;   // GPT-2 model.py: wpe ~ N(0, 0.01²)
   float ln_eps = 1e-5f;         // GPT-2 model.py norm(): epsilon 1e-5

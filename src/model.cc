@@ -1,5 +1,6 @@
 #include "src/model.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -110,6 +111,23 @@ struct Model::Impl {
   size_t B = 0, T = 0;
   bool has_dlogits = false;
   ScatterWorkspace scatter;
+  Buffer wte_rows;                    // (N, C) untied: wte's gradient rows (only the first count used)
+  std::vector<int32_t> wte_touched;   // (N)    untied: their ids
+  size_t wte_touched_count = 0;
+
+  // Per-part timing (Model::set_step_times): each mark waits for the stream, then charges the time
+  // since the previous mark to one field.
+  std::chrono::steady_clock::time_point last_mark;
+  void start(StepTimes* t) {
+    if (t != nullptr) last_mark = std::chrono::steady_clock::now();
+  }
+  void mark(StepTimes* t, double StepTimes::*field) {
+    if (t == nullptr) return;
+    stream.wait();
+    const auto now = std::chrono::steady_clock::now();
+    t->*field = std::chrono::duration<double>(now - last_mark).count();
+    last_mark = now;
+  }
 
   // Primitives for one N, created on first use.
   struct Prims {
@@ -131,6 +149,8 @@ struct Model::Impl {
     logits = allocate_floats(N * V);
     losses = allocate_floats(N);
     inputs.resize(N);
+    wte_rows = allocate_floats(N * C);
+    wte_touched.resize(N);
     capacity_rows = N;
   }
 
@@ -153,8 +173,6 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
   if (V == 0 || C == 0 || P == 0)
     throw Error("model shapes must be positive: vocab_size=" + std::to_string(V) +
                 ", d_model=" + std::to_string(C) + ", n_ctx=" + std::to_string(P));
-  if (!config.tie_embeddings)
-    throw Error("model.tie_embeddings = false is not implemented yet; allowed: true");
   auto add = [&](const char* name, std::vector<size_t> shape, bool decay) {
     size_t size = 1;
     for (size_t d : shape) size *= d;
@@ -165,11 +183,16 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
   add("wpe", {P, C}, true);
   add("ln_f/g", {C}, false);
   add("ln_f/b", {C}, false);
+  if (!config.tie_embeddings) {
+    tensors_[0].sparse_grad = true;  // wte: lazy row-sparse gradient (wte_grad_rows)
+    add("lm_head", {V, C}, true);
+  }
   params_memory_ = allocate_floats(num_parameters_);
   grads_memory_ = allocate_floats(num_parameters_);
   auto views = [&](float* base) {
     return ParameterTensors{base + tensors_[0].offset, base + tensors_[1].offset,
-                            base + tensors_[2].offset, base + tensors_[3].offset};
+                            base + tensors_[2].offset, base + tensors_[3].offset,
+                            tensors_.size() > 4 ? base + tensors_[4].offset : nullptr};
   };
   params_ = views(params_memory_.get());
   grads_ = views(grads_memory_.get());
@@ -189,6 +212,15 @@ void Model::init_weights(uint64_t seed) {
     params_.ln_f_g[c] = 1.0f;
     params_.ln_f_b[c] = 0.0f;
   }
+  if (params_.lm_head != nullptr)
+    for (size_t i = 0; i < config_.vocab_size * C; ++i)
+      params_.lm_head[i] = static_cast<float>(rng.normal() * config_.wte_init_std);
+}
+
+SparseRowGrad Model::wte_grad_rows() {
+  if (config_.tie_embeddings) return {};
+  return SparseRowGrad{impl_->wte_rows.get(), impl_->wte_touched.data(), impl_->wte_touched_count,
+                       config_.d_model};
 }
 
 void Model::check_batch(const int32_t* inputs, const int32_t* targets, size_t B, size_t T) const {
@@ -209,9 +241,11 @@ void Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
   std::memcpy(m.inputs.data(), inputs, N * sizeof(int32_t));
   m.B = B;
   m.T = T;
+  m.start(times_);
 
   // hidden_states[0] = wte[x] + wpe[t]
   embedding_forward(m.hidden.get(), inputs, params_.wte, params_.wpe, B, T, C);
+  m.mark(times_, &StepTimes::lookup);
   // h' = ln_f(hidden_states[0])
   const float* h = m.hidden.get();
   if (config_.ln_f) {
@@ -229,10 +263,12 @@ void Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
                               {DNNL_ARG_SCALE, ln.scale},
                               {DNNL_ARG_SHIFT, ln.shift}});
     h = m.ln_out.get();
+    m.mark(times_, &StepTimes::ln_f_fwd);
   }
-  // logits = h' · wteᵀ   (N,C) x (C,V): wteᵀ is wte (V,C) read with strides {1, C}
-  p.logits->run(m.stream, h, params_.wte, m.logits.get());
+  // logits = h' · lm_headᵀ   (N,C) x (C,V): lm_head (V,C) = wte when tied, read with strides {1, C}
+  p.logits->run(m.stream, h, lm_head(), m.logits.get());
   m.stream.wait();
+  m.mark(times_, &StepTimes::logits_gemm);
 }
 
 float Model::forward(const int32_t* inputs, const int32_t* targets, size_t B, size_t T) {
@@ -243,6 +279,7 @@ float Model::forward(const int32_t* inputs, const int32_t* targets, size_t B, si
   // loss = mean_n CE(logits[n], targets[n]); dlogits = (softmax - onehot) / N, in place
   softmax_cross_entropy(m.logits.get(), m.losses.get(), targets, N, V, 1.0f / static_cast<float>(N));
   m.has_dlogits = true;
+  m.mark(times_, &StepTimes::cross_entropy);
   double total = 0.0;  // fixed order: the same bits for any thread count
   for (size_t n = 0; n < N; ++n) total += m.losses[n];
   return static_cast<float>(total / static_cast<double>(N));
@@ -267,12 +304,16 @@ void Model::backward() {
   Impl::Prims& p = m.get(N, C, V, config_.ln_f, config_.ln_eps);
   const float* h = config_.ln_f ? m.ln_out.get() : m.hidden.get();
   const float* dlogits = m.logits.get();
+  m.start(times_);
 
-  // logits = h' · wteᵀ  =>  dwte = dlogitsᵀ · h'  (V,N)x(N,C), written (beta 0): the first writer
-  p.dwte->run(m.stream, dlogits, h, grads_.wte);
-  //                     =>  dh' = dlogits · wte  (N,V)x(V,C)
+  // logits = h' · lm_headᵀ  =>  dlm_head = dlogitsᵀ · h'  (V,N)x(N,C), written (beta 0). Tied:
+  // lm_head is wte and this is the first writer of grads.wte, so no V×C zero-fill is needed.
+  p.dwte->run(m.stream, dlogits, h, config_.tie_embeddings ? grads_.wte : grads_.lm_head);
+  m.mark(times_, &StepTimes::dlm_head_gemm);
+  //                         =>  dh' = dlogits · lm_head  (N,V)x(V,C)
   float* dh = config_.ln_f ? m.dln_out.get() : m.dhidden.get();
-  p.dh->run(m.stream, dlogits, params_.wte, dh);
+  p.dh->run(m.stream, dlogits, lm_head(), dh);
+  m.mark(times_, &StepTimes::dh_gemm);
   // h' = ln_f(hidden)  =>  dhidden, dg, db (oneDNN writes, does not accumulate)
   if (config_.ln_f) {
     LayerNorm& ln = *p.ln;
@@ -299,10 +340,19 @@ void Model::backward() {
     std::memset(grads_.ln_f_b, 0, config_.d_model * sizeof(float));
   }
   m.stream.wait();
+  m.mark(times_, &StepTimes::ln_f_bwd);
   // hidden_states[0] = wte[x] + wpe[t]  =>  dwte[x] += dhidden (scatter), dwpe[t] = sum_b dhidden
-  embedding_backward_wte(grads_.wte, m.dhidden.get(), m.inputs.data(), N, C, V, &m.scatter);
+  if (config_.tie_embeddings) {
+    embedding_backward_wte(grads_.wte, m.dhidden.get(), m.inputs.data(), N, C, V, &m.scatter);
+  } else {
+    // Untied: only the touched rows' sums, for the optimizer's lazy row update.
+    embedding_backward_rows(m.wte_rows.get(), m.wte_touched.data(), &m.wte_touched_count,
+                            m.dhidden.get(), m.inputs.data(), N, C, V, &m.scatter);
+  }
+  m.mark(times_, &StepTimes::scatter);
   std::memset(grads_.wpe, 0, config_.n_ctx * C * sizeof(float));
   embedding_backward_wpe(grads_.wpe, m.dhidden.get(), B, T, C);
+  m.mark(times_, &StepTimes::dwpe);
   m.has_dlogits = false;
 }
 

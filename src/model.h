@@ -11,6 +11,11 @@
 // wte's gradient has two paths that add into ONE buffer, grads.wte: the unembedding GEMM
 // (dlogitsᵀ · h', dense, written first with beta = 0, so no V×C zero-fill is needed) and the lookup
 // backward (a sparse-row scatter-add of dhidden into the rows whose ids are in the batch).
+//
+// Untied (model.tie_embeddings = false): logits = h' · lm_headᵀ with a separate lm_head (V,C) whose
+// gradient is dense (the GEMM); wte's gradient is row-sparse and never stored as (V,C): backward
+// leaves the touched rows' sums in wte_grad_rows() and the optimizer applies a lazy AdamW to those
+// rows only (src/optimizer.h). grads().wte is then unused (zero).
 #pragma once
 
 #include <cstddef>
@@ -29,6 +34,22 @@ struct ParameterTensors {
   float* wpe;     // (n_ctx, C)  position embedding
   float* ln_f_g;  // (C)         ln_f gain   (GPT-2's name: model/ln_f/g)
   float* ln_f_b;  // (C)         ln_f bias   (GPT-2's name: model/ln_f/b)
+  float* lm_head; // (V, C)      untied lm_head; nullptr when tie_embeddings (wte is the lm_head)
+};
+
+/// wte's row-sparse gradient of an untied model (see Model::wte_grad_rows).
+struct SparseRowGrad {
+  float* rows = nullptr;          // (count, C) gradient rows
+  const int32_t* ids = nullptr;   // (count) their row ids in wte, distinct, increasing
+  size_t count = 0;
+  size_t C = 0;
+};
+
+/// Wall-clock seconds of each part of the last forward()/backward(), when a StepTimes is attached
+/// with Model::set_step_times (each part then ends with a stream wait, so parts do not overlap).
+struct StepTimes {
+  double lookup = 0, ln_f_fwd = 0, logits_gemm = 0, cross_entropy = 0, dlm_head_gemm = 0,
+         dh_gemm = 0, ln_f_bwd = 0, scatter = 0, dwpe = 0;
 };
 
 /// One tensor of the arena: its name (also its HDF5 dataset name), shape, offset and size in floats.
@@ -37,7 +58,8 @@ struct TensorSpec {
   std::vector<size_t> shape;
   size_t offset;
   size_t size;
-  bool weight_decay;           // AdamW decays the embedding tables, never ln_f
+  bool weight_decay;           // AdamW decays the embedding tables and lm_head, never ln_f
+  bool sparse_grad = false;    // gradient is row-sparse (Model::wte_grad_rows), not in the arena
 };
 
 /// The model: parameters, gradients and activations, each in one 64-byte-aligned arena, plus the
@@ -50,14 +72,16 @@ struct TensorSpec {
 class Model {
  public:
   /// Allocates the arenas: wte and wpe zero, ln_f g = 1 and b = 0 (call init_weights for noise).
-  /// Throws wte::Error if a shape is 0 or tie_embeddings is false.
+  /// Tensors in arena order: wte, wpe, ln_f/g, ln_f/b, then lm_head (V,C) if untied (zero until
+  /// init_weights). Throws wte::Error if a shape is 0.
   explicit Model(const ModelConfig& config);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  /// GPT-2 init: wte ~ N(0, wte_init_std²), wpe ~ N(0, wpe_init_std²), ln_f g = 1, b = 0, drawn in
-  /// that order from wte::Rng(seed): identical on every machine and thread count.
+  /// GPT-2 init: wte ~ N(0, wte_init_std²), wpe ~ N(0, wpe_init_std²), ln_f g = 1, b = 0, then an
+  /// untied lm_head ~ N(0, wte_init_std²), drawn in that order from wte::Rng(seed): identical on
+  /// every machine and thread count (a tied model draws exactly what it drew before lm_head existed).
   void init_weights(uint64_t seed);
 
   /// Training forward: fills activations, returns the mean loss over the B·T targets, and leaves
@@ -75,6 +99,13 @@ class Model {
   /// null, also writes the per-token losses (B·T) into `losses`. Same checks as forward().
   const float* forward_logits(const int32_t* inputs, size_t B, size_t T,
                               const int32_t* targets = nullptr, float* losses = nullptr);
+
+  /// Untied models: wte's gradient of the last backward() as touched rows (valid until the next
+  /// backward). Tied models: count 0 (wte's gradient is dense in grads().wte).
+  SparseRowGrad wte_grad_rows();
+
+  /// Attach (or detach with nullptr) per-part timing of forward()/backward() (`wte profile step`).
+  void set_step_times(StepTimes* times) { times_ = times; }
 
   /// hidden_states[0] = wte[x] + wpe[t] (B,T,C) of the last forward.
   const float* hidden_states() const;
@@ -100,6 +131,9 @@ class Model {
   struct Impl;  // activations and oneDNN objects, hidden from callers
   void check_batch(const int32_t* inputs, const int32_t* targets, size_t B, size_t T) const;
   void run_forward(const int32_t* inputs, size_t B, size_t T);
+  const float* lm_head() const {
+    return config_.tie_embeddings ? params_.wte : params_.lm_head;
+  }
 
   ModelConfig config_;
   std::vector<TensorSpec> tensors_;
@@ -109,6 +143,7 @@ class Model {
   ParameterTensors params_{};
   ParameterTensors grads_{};
   std::unique_ptr<Impl> impl_;
+  StepTimes* times_ = nullptr;
 };
 
 /// Allocates n floats, 64-byte aligned, zeroed.

@@ -16,18 +16,25 @@ void AdamW::update(Model& model, float lr, const OptimConfig& hp) {
   for (const TensorSpec& t : model.tensors()) {
     const AdamWParams p{lr, hp.beta1, hp.beta2, hp.eps, t.weight_decay ? hp.weight_decay : 0.0f,
                         step_};
+    if (t.sparse_grad) {  // untied wte: lazy AdamW on the rows the step touched
+      const SparseRowGrad g = model.wte_grad_rows();
+      adamw_update_rows(model.param_data() + t.offset, m_.get() + t.offset, v_.get() + t.offset,
+                        g.rows, g.ids, g.count, g.C, p);
+      continue;
+    }
     adamw_update(model.param_data() + t.offset, model.grad_data() + t.offset, m_.get() + t.offset,
                  v_.get() + t.offset, t.size, p);
   }
 }
 
-double clip_grad_norm(Model& model, double max_norm) {
-  // Fixed blocks, independent of the thread count; partial sums combined in block order.
+namespace {
+
+// Sum of squares of g[0, n) in double, in fixed blocks independent of the thread count, partial sums
+// combined in block order.
+double sum_of_squares(const float* g, size_t n) {
   constexpr size_t kBlock = 1 << 16;
-  const size_t n = model.num_parameters();
   const size_t blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(blocks, 0.0);
-  const float* g = model.grad_data();
 #pragma omp parallel for schedule(static)
   for (size_t b = 0; b < blocks; ++b) {
     double s = 0.0;
@@ -37,12 +44,30 @@ double clip_grad_norm(Model& model, double max_norm) {
   }
   double total = 0.0;
   for (double s : partial) total += s;
+  return total;
+}
+
+void scale_all(float* g, size_t n, float scale) {
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) g[i] *= scale;
+}
+
+}  // namespace
+
+double clip_grad_norm(Model& model, double max_norm) {
+  // The gradient is the arena, minus a row-sparse tensor's (unused) slot, plus its rows. Only an
+  // untied wte is sparse, and it is tensor 0: the dense part is then [wte's end, n).
+  const size_t n = model.num_parameters();
+  const TensorSpec& first = model.tensors().front();
+  const size_t dense_begin = first.sparse_grad ? first.offset + first.size : 0;
+  const SparseRowGrad sparse = model.wte_grad_rows();
+  double total = sum_of_squares(model.grad_data() + dense_begin, n - dense_begin);
+  if (sparse.count > 0) total += sum_of_squares(sparse.rows, sparse.count * sparse.C);
   const double norm = std::sqrt(total);
   if (max_norm > 0.0 && norm > max_norm) {
     const float scale = static_cast<float>(max_norm / norm);
-    float* gm = model.grad_data();
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; ++i) gm[i] *= scale;
+    scale_all(model.grad_data() + dense_begin, n - dense_begin, scale);
+    if (sparse.count > 0) scale_all(sparse.rows, sparse.count * sparse.C, scale);
   }
   return norm;
 }

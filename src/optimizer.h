@@ -12,7 +12,12 @@ namespace wte {
 
 /// AdamW state: first and second moments m, v in the parameter arena's layout, and the step count.
 /// The update is wte::adamw_update (simd/kernels.h) applied per tensor, so weight decay applies to
-/// the tensors whose TensorSpec::weight_decay is set (wte, wpe) and never to ln_f.
+/// the tensors whose TensorSpec::weight_decay is set (wte, wpe, lm_head) and never to ln_f.
+/// A row-sparse tensor (an untied wte, TensorSpec::sparse_grad) gets a lazy AdamW instead
+/// (wte::adamw_update_rows): only the rows the step looked up are read or written; the others'
+/// m and v do not decay and weight decay does not shrink them that step; bias correction uses the
+/// global step. E.g. one row, lr 0.1, betas (0.9, 0.999), eps 1e-8, no decay, gradients 1, then
+/// not looked up twice: dense AdamW gives -0.1, -0.167006, -0.218802; lazy gives -0.1, -0.1, -0.1.
 class AdamW {
  public:
   explicit AdamW(const Model& model);
@@ -32,7 +37,7 @@ class AdamW {
   int64_t step_ = 0;
 };
 
-/// L2 norm of the whole gradient arena, summed in double in fixed blocks (bit-identical for any
+/// L2 norm of the whole gradient (the arena, with a row-sparse tensor's rows in place of its slot), summed in double in fixed blocks (bit-identical for any
 /// thread count). If max_norm > 0 and the norm exceeds it, scales every gradient by max_norm / norm.
 /// Returns the norm before clipping.
 double clip_grad_norm(Model& model, double max_norm);

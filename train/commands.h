@@ -7,5 +7,6 @@ namespace wte::cli {
 
 int cmd_train(int argc, char** argv);     // train/cmd_train.cc
 int cmd_tokenize(int argc, char** argv);  // train/cmd_tokenize.cc
+int cmd_profile(int argc, char** argv);   // train/cmd_profile.cc
 
 }  // namespace wte::cli

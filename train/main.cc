@@ -18,6 +18,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"train", wte::cli::cmd_train, "train a GPT-2-style embedding model from an INI config"},
     {"tokenize", wte::cli::cmd_tokenize, "print the BPE token ids and pieces of texts"},
+    {"profile", wte::cli::cmd_profile, "time the embedding gather, scatter strategies and a training step"},
 };
 
 void print_usage(FILE* out) {

@@ -1,0 +1,130 @@
+#include "src/profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "src/data.h"
+#include "src/error.h"
+
+namespace wte::profile {
+
+IdDistribution parse_distribution(const std::string& text) {
+  IdDistribution d;
+  d.label = text;
+  if (text == "uniform") {
+    d.kind = IdDistribution::Kind::kUniform;
+  } else if (text == "same") {
+    d.kind = IdDistribution::Kind::kSame;
+  } else if (text == "sequential") {
+    d.kind = IdDistribution::Kind::kSequential;
+  } else if (text.rfind("zipf:", 0) == 0) {
+    d.kind = IdDistribution::Kind::kZipf;
+    char* end = nullptr;
+    d.s = std::strtod(text.c_str() + 5, &end);
+    if (end == text.c_str() + 5 || *end != '\0' || !(d.s > 0.0) || !std::isfinite(d.s))
+      throw Error("--dist '" + text + "': the Zipf exponent must be a number > 0, e.g. zipf:1.1");
+  } else if (text.rfind("file:", 0) == 0 && text.size() > 5) {
+    d.kind = IdDistribution::Kind::kFile;
+    d.path = text.substr(5);
+  } else {
+    throw Error("--dist '" + text +
+                "' is not a distribution; allowed: uniform, zipf:S (S > 0), same, sequential, "
+                "file:PATH (raw int32 token ids)");
+  }
+  return d;
+}
+
+std::vector<int32_t> make_ids(const IdDistribution& dist, size_t N, size_t V, uint64_t seed) {
+  std::vector<int32_t> ids(N);
+  std::mt19937_64 rng(seed);
+  switch (dist.kind) {
+    case IdDistribution::Kind::kUniform: {
+      std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V - 1));
+      for (int32_t& id : ids) id = pick(rng);
+      break;
+    }
+    case IdDistribution::Kind::kZipf: {
+      std::vector<double> cdf(V);
+      double total = 0.0;
+      for (size_t r = 0; r < V; ++r) cdf[r] = total += 1.0 / std::pow(static_cast<double>(r + 1), dist.s);
+      std::vector<int32_t> perm(V);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::uniform_real_distribution<double> u(0.0, total);
+      for (int32_t& id : ids) {
+        const size_t r = static_cast<size_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin());
+        id = perm[std::min(r, V - 1)];
+      }
+      break;
+    }
+    case IdDistribution::Kind::kSame:
+      std::fill(ids.begin(), ids.end(), static_cast<int32_t>(V / 2));
+      break;
+    case IdDistribution::Kind::kSequential:
+      for (size_t n = 0; n < N; ++n) ids[n] = static_cast<int32_t>(n % V);
+      break;
+    case IdDistribution::Kind::kFile: {
+      const std::vector<int32_t> file = read_token_file(dist.path);
+      if (file.empty()) throw Error("--dist file:" + dist.path + ": the file holds no token ids");
+      check_token_ids(file.data(), std::min(file.size(), N), V, "--dist file:" + dist.path);
+      for (size_t n = 0; n < N; ++n) ids[n] = file[n % file.size()];
+      break;
+    }
+  }
+  return ids;
+}
+
+size_t count_distinct(const std::vector<int32_t>& ids, size_t V) {
+  std::vector<char> seen(V, 0);
+  size_t u = 0;
+  for (int32_t id : ids) u += seen[static_cast<size_t>(id)] ? 0 : (seen[static_cast<size_t>(id)] = 1);
+  return u;
+}
+
+void flush_caches() {
+  static std::vector<char> buffer(64u << 20);
+  static char value = 0;
+  ++value;
+  std::memset(buffer.data(), value, buffer.size());
+  asm volatile("" : : "r"(buffer.data()) : "memory");
+}
+
+double median_seconds(const std::function<void()>& fn, size_t repeat, bool flush) {
+  using Clock = std::chrono::steady_clock;
+  if (flush) flush_caches();
+  fn();  // warm-up: first-touch faults, thread pool start, oneDNN JIT
+  std::vector<double> times;
+  times.reserve(repeat);
+  for (size_t r = 0; r < std::max<size_t>(repeat, 1); ++r) {
+    if (flush) flush_caches();
+    const auto t0 = Clock::now();
+    fn();
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::nth_element(times.begin(), times.begin() + static_cast<ptrdiff_t>(times.size() / 2), times.end());
+  return times[times.size() / 2];
+}
+
+CopyProbe::CopyProbe(size_t b) : bytes(b), src(b, 1), dst(b, 0) {}
+
+void CopyProbe::run() {
+  char* d = dst.data();
+  const char* s = src.data();
+  const size_t chunk = 1u << 20;
+  const size_t chunks = (bytes + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static)
+  for (size_t k = 0; k < chunks; ++k)
+    std::memcpy(d + k * chunk, s + k * chunk, std::min(chunk, bytes - k * chunk));
+}
+
+void copy_rows(float* dst, const float* table, const int32_t* ids, size_t N, size_t C) {
+#pragma omp parallel for schedule(static)
+  for (size_t n = 0; n < N; ++n)
+    std::memcpy(dst + n * C, table + static_cast<size_t>(ids[n]) * C, C * sizeof(float));
+}
+
+}  // namespace wte::profile

@@ -1,0 +1,60 @@
+// Building blocks of `wte profile`: token id distributions, a median-of-repeats timer that can flush
+// the caches between repeats, and the machine's memory limits measured in the same process.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace wte::profile {
+
+/// A token id distribution, parsed from `uniform`, `zipf:S` (S > 0), `same`, `sequential` or
+/// `file:PATH` (raw int32 ids, e.g. a run's train.bin). Throws wte::Error naming the text and the
+/// allowed forms.
+struct IdDistribution {
+  enum class Kind { kUniform, kZipf, kSame, kSequential, kFile } kind = Kind::kUniform;
+  double s = 0.0;     // Zipf exponent
+  std::string path;   // file:
+  std::string label;  // as given, e.g. "zipf:1.1"
+};
+IdDistribution parse_distribution(const std::string& text);
+
+/// N ids in [0, V) drawn from `dist` with a fixed seed (same ids on every run and machine):
+///   uniform     each id uniform in [0, V)
+///   zipf:S      rank r in [0, V) with probability ∝ 1/(r+1)^S, then mapped through a fixed random
+///               permutation of [0, V) so the hot rows are scattered over the table as in real
+///               vocabularies (token frequencies follow Zipf's law)
+///   same        every id V/2 (one row takes every position: the worst case for row parallelism)
+///   sequential  n mod V
+///   file:PATH   the file's first N ids, cycled if it holds fewer; every id checked against V
+/// Throws wte::Error for an unreadable file or an id outside [0, V) (names the id and position).
+std::vector<int32_t> make_ids(const IdDistribution& dist, size_t N, size_t V, uint64_t seed);
+
+/// Number of distinct ids (U, the rows a scatter must read and write).
+size_t count_distinct(const std::vector<int32_t>& ids, size_t V);
+
+/// Median wall time in seconds of `repeat` runs of fn() after one untimed warm-up run. If `flush`,
+/// a buffer twice the size of the last-level cache (64 MiB) is written before every run (untimed),
+/// so fn starts with cold caches.
+double median_seconds(const std::function<void()>& fn, size_t repeat, bool flush);
+
+/// Writes 64 MiB (more than the 32 MiB L3), evicting earlier data from every cache level.
+void flush_caches();
+
+/// Streaming copy of `bytes` bytes (src and dst each that large, parallel over the OpenMP threads in
+/// contiguous chunks). Returns the buffers' owner so a caller can time copy_run repeatedly.
+struct CopyProbe {
+  explicit CopyProbe(size_t bytes);
+  void run();                 // dst = src
+  size_t bytes_moved() const { return 2 * bytes; }  // read + written
+  size_t bytes;
+  std::vector<char> src, dst;
+};
+
+/// memcpy of the rows ids[0, N) of a (V, C) float table into an (N, C) buffer: the gather's bound
+/// (no arithmetic, same rows, same order, same parallel split as wte::embedding_forward).
+void copy_rows(float* dst, const float* table, const int32_t* ids, size_t N, size_t C);
+
+}  // namespace wte::profile

@@ -1,0 +1,425 @@
+// `wte profile scatter|gather|step|all`: how fast the embedding lookup (gather), its backward
+// (scatter, every strategy) and a whole training step run on this machine, beside the machine's
+// memory limits measured in the same run.
+#include <omp.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "simd/kernels.h"
+#include "src/config.h"
+#include "src/error.h"
+#include "src/model.h"
+#include "src/optimizer.h"
+#include "src/profile.h"
+#include "train/commands.h"
+
+namespace po = boost::program_options;
+
+namespace wte::cli {
+namespace {
+
+using profile::median_seconds;
+
+// One measured line of the table.
+struct Row {
+  int threads = 1;
+  std::string dist, kernel, strategy, cache;
+  double seconds = 0, bytes = 0;
+  double copy_gbs = 0, rows_gbs = 0;  // the limits measured in the same run (same threads, cache)
+  std::string note;
+  double gbs() const { return bytes / seconds / 1e9; }
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// FNV-1a of the bytes of the given rows of a (V, C) table: equal hashes <=> (almost surely) equal bits.
+uint64_t hash_rows(const float* table, const std::vector<int32_t>& rows, size_t C) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int32_t r : rows) {
+    const auto* p = reinterpret_cast<const unsigned char*>(table + static_cast<size_t>(r) * C);
+    for (size_t i = 0; i < C * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  }
+  return h;
+}
+
+void progress(const char* fmt, auto... args) {
+  std::fprintf(stderr, "\r\033[K");
+  std::fprintf(stderr, fmt, args...);
+  std::fflush(stderr);
+}
+
+std::string svg_chart(const std::vector<Row>& rows) {
+  // Warm scatter and gather results as bars (GB/s); each thread count's streaming copy bandwidth as
+  // a dashed line across that thread count's bars.
+  std::vector<const Row*> bars;
+  for (const Row& r : rows)
+    if (r.cache == "warm" && (r.kernel == "scatter" || r.kernel == "gather" || r.kernel == "lazy-adamw"))
+      bars.push_back(&r);
+  double ymax = 1;
+  for (const Row* r : bars) ymax = std::max({ymax, r->gbs(), r->copy_gbs, r->rows_gbs});
+  ymax *= 1.1;
+  const double bw = 22, gap = 6, left = 60, top = 30, h = 300, bottom = 170;
+  const double width = left + bars.size() * (bw + gap) + 40;
+  std::ostringstream s;
+  s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << top + h + bottom
+    << "' font-family='sans-serif' font-size='10'>\n<rect width='100%' height='100%' fill='white'/>\n"
+    << "<text x='" << left << "' y='18' font-size='13'>wte profile: GB/s per kernel, strategy and "
+       "distribution (warm); dashed: streaming copy limit, dotted: random-row memcpy</text>\n";
+  for (int k = 0; k <= 5; ++k) {
+    const double v = ymax * k / 5, y = top + h - h * v / ymax;
+    s << "<line x1='" << left << "' x2='" << width - 20 << "' y1='" << y << "' y2='" << y
+      << "' stroke='#ddd'/><text x='" << left - 5 << "' y='" << y + 3 << "' text-anchor='end'>"
+      << static_cast<int>(v) << "</text>\n";
+  }
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const Row& r = *bars[i];
+    const double x = left + i * (bw + gap), y = top + h - h * r.gbs() / ymax;
+    const char* color = r.kernel == "gather" ? "#4e79a7" : r.kernel == "scatter" ? "#f28e2b" : "#59a14f";
+    s << "<rect x='" << x << "' y='" << y << "' width='" << bw << "' height='" << top + h - y
+      << "' fill='" << color << "'><title>" << r.kernel << " " << r.strategy << " " << r.dist << " "
+      << r.threads << " thr: " << r.gbs() << " GB/s</title></rect>\n";
+    const double ly = top + h - h * r.copy_gbs / ymax;
+    s << "<line x1='" << x - gap / 2 << "' x2='" << x + bw + gap / 2 << "' y1='" << ly << "' y2='" << ly
+      << "' stroke='black' stroke-dasharray='4,2'/>\n";
+    if (r.kernel == "gather") {
+      const double ry = top + h - h * r.rows_gbs / ymax;
+      s << "<line x1='" << x - gap / 2 << "' x2='" << x + bw + gap / 2 << "' y1='" << ry << "' y2='"
+        << ry << "' stroke='red' stroke-dasharray='1,2'/>\n";
+    }
+    s << "<text transform='translate(" << x + bw / 2 + 3 << "," << top + h + 6
+      << ") rotate(60)'>" << r.threads << "t " << r.dist << " " << r.kernel << " " << r.strategy
+      << "</text>\n";
+  }
+  s << "<text x='14' y='" << top + h / 2 << "' transform='rotate(-90 14," << top + h / 2
+    << ")'>GB/s</text>\n</svg>\n";
+  return s.str();
+}
+
+}  // namespace
+
+int cmd_profile(int argc, char** argv) {
+  po::options_description desc("Options");
+  desc.add_options()("help,h", "print this help")(
+      "vocab", po::value<size_t>()->default_value(50257), "V: rows of the table")(
+      "d-model", po::value<size_t>()->default_value(768), "C: floats per row")(
+      "tokens", po::value<size_t>()->default_value(8192), "N: ids per step (B*T)")(
+      "dist", po::value<std::string>()->default_value("uniform,zipf:1.1"),
+      "comma-separated id distributions: uniform, zipf:S, same, sequential, file:PATH (int32 ids)")(
+      "threads", po::value<std::string>()->default_value("1,2"), "comma-separated thread counts")(
+      "strategy", po::value<std::string>()->default_value("all"),
+      "scatter strategy: all, auto, serial, sorted, row-range, private-hot")(
+      "repeat", po::value<size_t>()->default_value(15), "timed repeats per measurement (median)")(
+      "config", po::value<std::string>(), "config for `step` (default: the built-in defaults)")(
+      "json", po::value<std::string>(), "also write every measurement to this JSON file")(
+      "chart", po::value<std::string>(), "draw GB/s per strategy and distribution as SVG")(
+      "quick", "small repeat counts and buffers: finishes in well under 30 s")(
+      "seed", po::value<uint64_t>()->default_value(1234), "seed of the generated ids");
+  po::positional_options_description pos;
+  pos.add("what", 1);
+  po::options_description all(desc);
+  all.add_options()("what", po::value<std::string>()->default_value("all"));
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "wte profile: %s (see wte profile --help)\n", e.what());
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << "Usage: wte profile [scatter|gather|step|all] [options]\n\n"
+                 "Times the embedding gather (wte[ids] + wpe), every scatter strategy of its\n"
+                 "backward, the untied backward fused with lazy AdamW, and (step) one whole\n"
+                 "training step split into its parts, beside this machine's memory limits measured\n"
+                 "in the same run: streaming copy bandwidth and a memcpy of the same random rows.\n"
+                 "Each kernel is reported warm and with caches flushed (64 MiB written first), as\n"
+                 "median time, GB/s of the bytes it must move, and fractions of those limits.\n\n"
+              << desc
+              << "\nBytes each kernel must move (f32): gather 2*N*C*4 (rows read + hidden written);\n"
+                 "scatter (N + 2U)*C*4 + 4N (dhidden read, U touched rows read and written, ids);\n"
+                 "lazy-adamw (N + 6U)*C*4 + 4N (dhidden; param, m, v of U rows read and written).\n"
+                 "\nExample:\n  wte profile scatter --dist zipf:1.1,uniform --threads 1,2 --chart s.svg\n";
+    return 0;
+  }
+  const std::string what = vm["what"].as<std::string>();
+  if (what != "scatter" && what != "gather" && what != "step" && what != "all") {
+    std::fprintf(stderr, "wte profile: unknown part '%s'; allowed: scatter, gather, step, all\n",
+                 what.c_str());
+    return 2;
+  }
+  const bool quick = vm.count("quick") > 0;
+  const size_t V = vm["vocab"].as<size_t>(), C = vm["d-model"].as<size_t>(),
+               N = vm["tokens"].as<size_t>();
+  const size_t repeat = quick ? 3 : vm["repeat"].as<size_t>();
+  if (V == 0 || C == 0 || N == 0 || N >= (size_t{1} << 31))
+    throw Error("--vocab, --d-model and --tokens must be positive (and --tokens < 2^31); got " +
+                std::to_string(V) + ", " + std::to_string(C) + ", " + std::to_string(N));
+  std::vector<profile::IdDistribution> dists;
+  for (const std::string& d : split_list(vm["dist"].as<std::string>()))
+    dists.push_back(profile::parse_distribution(d));
+  std::vector<int> thread_counts;
+  for (const std::string& t : split_list(vm["threads"].as<std::string>())) {
+    const int k = std::atoi(t.c_str());
+    if (k < 1 || k > 1024) throw Error("--threads: '" + t + "' is not a thread count in [1, 1024]");
+    thread_counts.push_back(k);
+  }
+  std::vector<ScatterStrategy> strategies;
+  const std::string strategy_arg = vm["strategy"].as<std::string>();
+  if (strategy_arg == "all") {
+    strategies = {ScatterStrategy::kSerial, ScatterStrategy::kSorted, ScatterStrategy::kRowRange,
+                  ScatterStrategy::kPrivateHot, ScatterStrategy::kAuto};
+  } else {
+    ScatterStrategy s;
+    if (!parse_scatter_strategy(strategy_arg.c_str(), &s))
+      throw Error("--strategy '" + strategy_arg +
+                  "': allowed all, auto, serial, sorted, row-range, private-hot");
+    strategies = {s};
+  }
+  const uint64_t seed = vm["seed"].as<uint64_t>();
+  std::vector<Row> rows;
+  nlohmann::json step_json = nlohmann::json::array();
+
+  const bool kernels = what != "step";
+  if (kernels) {
+    // Buffers allocated and touched once (page faults would dominate otherwise).
+    progress("profile: allocating a %zu x %zu table (%.0f MB) and its moments...", V, C, V * C * 4e-6);
+    Model::Buffer table = allocate_floats(V * C), dwte = allocate_floats(V * C),
+                  m = allocate_floats(V * C), v = allocate_floats(V * C);
+    Model::Buffer dhidden = allocate_floats(N * C), hidden = allocate_floats(N * C),
+                  out_rows = allocate_floats(N * C);
+    const size_t T = N % 128 == 0 ? 128 : 1, B = N / T;  // wpe (T, C) stays in L2 like in training
+    Model::Buffer wpe = allocate_floats(T * C);
+    std::mt19937 rng(static_cast<uint32_t>(seed));
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    for (size_t i = 0; i < V * C; ++i) table[i] = normal(rng);
+    for (size_t i = 0; i < N * C; ++i) dhidden[i] = normal(rng);
+    for (size_t i = 0; i < T * C; ++i) wpe[i] = normal(rng);
+    profile::CopyProbe copy(quick ? (48u << 20) : (256u << 20));
+    ScatterWorkspace ws;
+    const AdamWParams hp{1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 10};
+    // Bits of each deterministic strategy's result per distribution at the first thread count.
+    std::vector<std::vector<uint64_t>> first_hash(dists.size(),
+                                                  std::vector<uint64_t>(strategies.size(), 0));
+    for (size_t ti = 0; ti < thread_counts.size(); ++ti) {
+      const int threads = thread_counts[ti];
+      omp_set_num_threads(threads);
+      for (size_t di = 0; di < dists.size(); ++di) {
+        const std::vector<int32_t> ids = profile::make_ids(dists[di], N, V, seed + di);
+        const size_t U = profile::count_distinct(ids, V);
+        std::vector<int32_t> touched;
+        {
+          std::vector<char> seen(V, 0);
+          for (int32_t id : ids) seen[static_cast<size_t>(id)] = 1;
+          for (size_t r = 0; r < V; ++r) if (seen[r]) touched.push_back(static_cast<int32_t>(r));
+        }
+        const std::string& label = dists[di].label;
+        for (const char* cache : {"warm", "cold"}) {
+          const bool flush = std::strcmp(cache, "cold") == 0;
+          auto add = [&](const std::string& kernel, const std::string& strategy, double s,
+                         double bytes, double copy_gbs, double rows_gbs, std::string note = "") {
+            rows.push_back({threads, label, kernel, strategy, cache, s, bytes, copy_gbs, rows_gbs, note});
+          };
+          progress("profile: %d thread(s), %s, %s: limits...", threads, label.c_str(), cache);
+          const double copy_s = median_seconds([&] { copy.run(); }, repeat, flush);
+          const double copy_gbs = copy.bytes_moved() / copy_s / 1e9;
+          const double gather_bytes = 2.0 * N * C * 4;
+          const double rows_s = median_seconds(
+              [&] { profile::copy_rows(out_rows.get(), table.get(), ids.data(), N, C); }, repeat, flush);
+          const double rows_gbs = gather_bytes / rows_s / 1e9;
+          add("copy", "stream", copy_s, copy.bytes_moved(), copy_gbs, rows_gbs);
+          add("row-memcpy", "memcpy", rows_s, gather_bytes, copy_gbs, rows_gbs);
+          if (what == "gather" || what == "all") {
+            progress("profile: %d thread(s), %s, %s: gather...", threads, label.c_str(), cache);
+            const double s = median_seconds(
+                [&] { embedding_forward(hidden.get(), ids.data(), table.get(), wpe.get(), B, T, C); },
+                repeat, flush);
+            add("gather", "prefetch", s, gather_bytes, copy_gbs, rows_gbs);
+          }
+          if (what == "scatter" || what == "all") {
+            const double scatter_bytes = (static_cast<double>(N) + 2.0 * U) * C * 4 + 4.0 * N;
+            for (size_t si = 0; si < strategies.size(); ++si) {
+              const ScatterStrategy st = strategies[si];
+              std::string name = scatter_strategy_name(st);
+              if (st == ScatterStrategy::kAuto)
+                name += std::string("=") +
+                        scatter_strategy_name(choose_scatter_strategy(ids.data(), N, C, V));
+              progress("profile: %d thread(s), %s, %s: scatter %s...", threads, label.c_str(), cache,
+                       name.c_str());
+              const double s = median_seconds(
+                  [&] {
+                    embedding_backward_wte_strategy(st, dwte.get(), dhidden.get(), ids.data(), N, C,
+                                                    V, &ws);
+                  },
+                  repeat, flush);
+              std::string note;
+              if (!flush) {  // the result's bits from a zero table, compared across thread counts
+                for (int32_t r : touched)
+                  std::memset(dwte.get() + static_cast<size_t>(r) * C, 0, C * sizeof(float));
+                embedding_backward_wte_strategy(st, dwte.get(), dhidden.get(), ids.data(), N, C, V, &ws);
+                const uint64_t h = hash_rows(dwte.get(), touched, C);
+                if (ti == 0) first_hash[di][si] = h;
+                else note = h == first_hash[di][si] ? "same bits as " + std::to_string(thread_counts[0]) + "t"
+                                                    : "bits differ from " + std::to_string(thread_counts[0]) + "t";
+              }
+              add("scatter", name, s, scatter_bytes, copy_gbs, rows_gbs, note);
+            }
+            progress("profile: %d thread(s), %s, %s: untied scatter + lazy AdamW...", threads,
+                     label.c_str(), cache);
+            const double s = median_seconds(
+                [&] {
+                  embedding_backward_adamw_lazy(table.get(), m.get(), v.get(), dhidden.get(),
+                                                ids.data(), N, C, V, hp, &ws);
+                },
+                repeat, flush);
+            add("lazy-adamw", "fused", s, (static_cast<double>(N) + 6.0 * U) * C * 4 + 4.0 * N,
+                copy_gbs, rows_gbs, "U=" + std::to_string(U));
+          }
+        }
+      }
+    }
+    progress("%s", "");
+  }
+
+  // --- step: one whole training step of a config, split into its parts.
+  struct StepPart {
+    const char* name;
+    double ms;
+    bool gemm;
+  };
+  if (what == "step" || what == "all") {
+    const Config cfg = vm.count("config") ? load_config(vm["config"].as<std::string>(), {})
+                                          : parse_config("", "defaults");
+    const size_t B = cfg.train.batch_size, T = cfg.data.seq_len, SV = cfg.model.vocab_size,
+                 SC = cfg.model.d_model, SN = B * T;
+    for (int threads : thread_counts) {
+      omp_set_num_threads(threads);
+      progress("profile: step, %d thread(s)...", threads);
+      Model model(cfg.model);
+      model.init_weights(cfg.train.seed);
+      AdamW optimizer(model);
+      const std::vector<int32_t> ids =
+          profile::make_ids(dists.empty() ? profile::parse_distribution("zipf:1.1") : dists[0],
+                            SN + 1, SV, seed);
+      const std::vector<int32_t> inputs(ids.begin(), ids.begin() + static_cast<long>(SN));
+      const std::vector<int32_t> targets(ids.begin() + 1, ids.end());
+      StepTimes times;
+      model.set_step_times(&times);
+      const size_t steps = quick ? 4 : std::max<size_t>(repeat, 5);
+      std::vector<std::vector<double>> samples(12);
+      for (size_t k = 0; k < steps + 1; ++k) {
+        using Clock = std::chrono::steady_clock;
+        const auto t0 = Clock::now();
+        model.forward(inputs.data(), targets.data(), B, T);
+        model.backward();
+        const auto t1 = Clock::now();
+        clip_grad_norm(model, cfg.optim.grad_clip);
+        const auto t2 = Clock::now();
+        optimizer.update(model, 1e-4f, cfg.optim);
+        const auto t3 = Clock::now();
+        if (k == 0) continue;  // warm-up: primitives created, pages touched
+        const double vals[12] = {times.lookup, times.ln_f_fwd, times.logits_gemm, times.cross_entropy,
+                                 times.dlm_head_gemm, times.dh_gemm, times.ln_f_bwd, times.scatter,
+                                 times.dwpe, std::chrono::duration<double>(t2 - t1).count(),
+                                 std::chrono::duration<double>(t3 - t2).count(),
+                                 std::chrono::duration<double>(t3 - t0).count()};
+        for (size_t i = 0; i < 12; ++i) samples[i].push_back(vals[i]);
+      }
+      auto median = [](std::vector<double> x) {
+        std::nth_element(x.begin(), x.begin() + static_cast<long>(x.size() / 2), x.end());
+        return x[x.size() / 2] * 1e3;
+      };
+      const StepPart parts[] = {{"lookup (gather)", median(samples[0]), false},
+                                {"ln_f forward", median(samples[1]), false},
+                                {"logits GEMM", median(samples[2]), true},
+                                {"softmax cross-entropy", median(samples[3]), false},
+                                {"dlm_head GEMM", median(samples[4]), true},
+                                {"dh GEMM", median(samples[5]), true},
+                                {"ln_f backward", median(samples[6]), false},
+                                {"scatter (lookup backward)", median(samples[7]), false},
+                                {"dwpe", median(samples[8]), false},
+                                {"clip_grad_norm", median(samples[9]), false},
+                                {"AdamW", median(samples[10]), false}};
+      const double step_ms = median(samples[11]);
+      double sum = 0, non_gemm = 0;
+      for (const StepPart& p : parts) {
+        sum += p.ms;
+        if (!p.gemm) non_gemm += p.ms;
+      }
+      const double gflop = 2.0 * SN * SC * SV / 1e9;
+      std::printf("\nstep: V %zu, C %zu, B %zu, T %zu, %s lm_head, %d thread(s), ids %s; median of %zu "
+                  "steps: %.2f ms (%.0f tokens/s)\n",
+                  SV, SC, B, T, cfg.model.tie_embeddings ? "tied" : "untied", threads,
+                  dists.empty() ? "zipf:1.1" : dists[0].label.c_str(), steps, step_ms,
+                  SN / step_ms * 1e3);
+      std::printf("  %-27s %9s %7s %10s\n", "part", "ms", "share", "GFLOP/s");
+      nlohmann::json pj = nlohmann::json::array();
+      for (const StepPart& p : parts) {
+        char gf[32] = "";
+        if (p.gemm) std::snprintf(gf, sizeof gf, "%.1f", gflop / (p.ms * 1e-3));
+        std::printf("  %-27s %9.3f %6.1f%% %10s\n", p.name, p.ms, 100.0 * p.ms / sum, gf);
+        pj.push_back({{"part", p.name}, {"ms", p.ms}, {"gemm", p.gemm}});
+      }
+      std::printf("  %-27s %9.3f %6.1f%%  (the parts' medians sum to %.2f ms)\n", "all but the GEMMs",
+                  non_gemm, 100.0 * non_gemm / sum, sum);
+      step_json.push_back({{"threads", threads}, {"V", SV}, {"C", SC}, {"B", B}, {"T", T},
+                           {"tied", cfg.model.tie_embeddings}, {"step_ms", step_ms},
+                           {"non_gemm_share", non_gemm / sum}, {"parts", pj}});
+    }
+    progress("%s", "");
+  }
+
+  if (!rows.empty()) {
+    std::printf("\nV %zu, C %zu, N %zu; median of %zu; GB/s of the bytes each kernel must move "
+                "(wte profile --help); copy = streaming copy, rows = random-row memcpy, same run\n",
+                V, C, N, repeat);
+    std::printf("%3s %-12s %-5s %-11s %-18s %9s %8s %7s %7s  %s\n", "thr", "dist", "cache", "kernel",
+                "strategy", "ms", "GB/s", "%copy", "%rows", "note");
+    for (const Row& r : rows)
+      std::printf("%3d %-12s %-5s %-11s %-18s %9.3f %8.2f %6.0f%% %6.0f%%  %s\n", r.threads,
+                  r.dist.c_str(), r.cache.c_str(), r.kernel.c_str(), r.strategy.c_str(),
+                  r.seconds * 1e3, r.gbs(), 100.0 * r.gbs() / r.copy_gbs, 100.0 * r.gbs() / r.rows_gbs,
+                  r.note.c_str());
+  }
+  if (vm.count("json")) {
+    nlohmann::json j;
+    j["vocab"] = V;
+    j["d_model"] = C;
+    j["tokens"] = N;
+    j["repeat"] = repeat;
+    j["kernels"] = nlohmann::json::array();
+    for (const Row& r : rows)
+      j["kernels"].push_back({{"threads", r.threads}, {"dist", r.dist}, {"kernel", r.kernel},
+                              {"strategy", r.strategy}, {"cache", r.cache}, {"ms", r.seconds * 1e3},
+                              {"bytes", r.bytes}, {"gbs", r.gbs()}, {"copy_gbs", r.copy_gbs},
+                              {"rows_gbs", r.rows_gbs}, {"note", r.note}});
+    j["step"] = step_json;
+    std::ofstream f(vm["json"].as<std::string>());
+    if (!f) throw Error("--json: cannot create '" + vm["json"].as<std::string>() + "'");
+    f << j.dump(1) << '\n';
+  }
+  if (vm.count("chart")) {
+    std::ofstream f(vm["chart"].as<std::string>());
+    if (!f) throw Error("--chart: cannot create '" + vm["chart"].as<std::string>() + "'");
+    f << svg_chart(rows);
+  }
+  return 0;
+}
+
+}  // namespace wte::cli
