@@ -279,6 +279,12 @@ Config parse_config(const std::string& ini_text, const std::string& origin) {
   return parse_impl(in, origin, {}, {});
 }
 
+Config parse_config(const std::string& ini_text, const std::string& origin,
+                    const std::vector<std::string>& overrides) {
+  std::istringstream in(ini_text);
+  return parse_impl(in, origin, {}, overrides);
+}
+
 std::string Config::to_ini() const {
   std::ostringstream os;
   std::string section;

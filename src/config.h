@@ -79,6 +79,11 @@ Config load_config(const std::string& ini_path, const std::vector<std::string>& 
 
 /// Same, from INI text already in memory (a checkpoint's stored config); `origin` names it in errors.
 Config parse_config(const std::string& ini_text, const std::string& origin);
+/// Same, with `--section.key=value` overrides that win over the text (as load_config's). A value
+/// the overrides replace is never parsed or range-checked (wte gradcheck/grad use this to read a
+/// hand-made model's stored config, whose shapes they take from its tensors).
+Config parse_config(const std::string& ini_text, const std::string& origin,
+                    const std::vector<std::string>& overrides);
 
 /// The help text listing every key with its default and meaning (for `wte train --help`).
 std::string config_help();

@@ -4,7 +4,7 @@
 //
 //   hidden_states = wte[x] + wpe[t]             (N,C)   N = B·T
 //   h'            = ln_f(hidden_states)         (N,C)   optional; identity when ln_f is off
-//   logits        = h' · wteᵀ                   (N,V)   tied lm_head
+//   logits        = h' · wteᵀ                   (N,V)   tied lm_head (or h' · lm_headᵀ, untied)
 //   loss          = mean_n cross_entropy(logits[n], targets[n])
 //
 // Source: GPT-2's model.py (Radford et al. 2019): model() (`h = tf.gather(wte, X) +
@@ -15,6 +15,13 @@
 // Backward gives the full analytic gradient of every parameter. wte gets BOTH paths, added into one
 // tensor: the unembedding dlogitsᵀ · h' (dense, every row) and the lookup scatter of dhidden into
 // the rows whose ids occur in the batch (duplicates accumulate).
+//
+// Untied variant: when ModelParams::lm_head is not empty, logits = h' · lm_headᵀ and wte gets only
+// the lookup path. The tied model's dwte is exactly untied dwte + dlm_head at lm_head = wte (chain
+// rule), which is how src/gradcheck.h checks each path of the tied sum on its own.
+//
+// Each op is also a free function (layernorm_*, unembedding_*, below, and the embedding and
+// cross-entropy ops of simd/reference.h), so tests can check them one by one.
 //
 // Any shapes (V, C, n_ctx, B, T >= 1, T <= n_ctx) are accepted, so a user-facing gradcheck can be
 // built on top of this. Cost is O(N·V·C) with plain loops: meant for small shapes.
@@ -45,6 +52,9 @@ struct ModelParams {
   std::vector<F> wpe;     // (n_ctx, C)
   std::vector<F> ln_f_g;  // (C)
   std::vector<F> ln_f_b;  // (C)
+  std::vector<F> lm_head; // (V, C) untied unembedding; EMPTY for GPT-2's tied model (logits use wte)
+
+  bool tied() const { return lm_head.empty(); }
 
   /// Zero-filled tensors of the right sizes, ln_f g = 1 (so a fresh ModelParams is a valid model).
   ModelParams() = default;
@@ -54,17 +64,19 @@ struct ModelParams {
 };
 
 /// Gradients of the mean loss, same shapes as ModelParams. ln_f_g and ln_f_b are zero when ln_f is
-/// off; wpe rows >= T are zero.
+/// off; wpe rows >= T are zero; lm_head is empty for a tied model.
 template <typename F>
 struct ModelGrads {
   std::vector<F> wte;     // (V, C)
   std::vector<F> wpe;     // (n_ctx, C)
   std::vector<F> ln_f_g;  // (C)
   std::vector<F> ln_f_b;  // (C)
+  std::vector<F> lm_head; // (V, C) untied only
 };
 
 /// One named tensor of a ModelParams or ModelGrads, in the production arena's order and with its
-/// names ("wte", "wpe", "ln_f/g", "ln_f/b"), so generic code (gradient checks) can loop over them.
+/// names ("wte", "wpe", "ln_f/g", "ln_f/b", then "lm_head" when untied), so generic code (gradient
+/// checks, HDF5 export) can loop over them.
 template <typename Vec>
 struct NamedTensor {
   const char* name;
@@ -72,11 +84,107 @@ struct NamedTensor {
 };
 template <typename F>
 std::vector<NamedTensor<std::vector<F>>> named_tensors(ModelParams<F>& p) {
-  return {{"wte", &p.wte}, {"wpe", &p.wpe}, {"ln_f/g", &p.ln_f_g}, {"ln_f/b", &p.ln_f_b}};
+  std::vector<NamedTensor<std::vector<F>>> t = {
+      {"wte", &p.wte}, {"wpe", &p.wpe}, {"ln_f/g", &p.ln_f_g}, {"ln_f/b", &p.ln_f_b}};
+  if (!p.lm_head.empty()) t.push_back({"lm_head", &p.lm_head});
+  return t;
 }
 template <typename F>
 std::vector<NamedTensor<std::vector<F>>> named_tensors(ModelGrads<F>& g) {
-  return {{"wte", &g.wte}, {"wpe", &g.wpe}, {"ln_f/g", &g.ln_f_g}, {"ln_f/b", &g.ln_f_b}};
+  std::vector<NamedTensor<std::vector<F>>> t = {
+      {"wte", &g.wte}, {"wpe", &g.wpe}, {"ln_f/g", &g.ln_f_g}, {"ln_f/b", &g.ln_f_b}};
+  if (!g.lm_head.empty()) t.push_back({"lm_head", &g.lm_head});
+  return t;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The ops of the model other than the embedding and cross-entropy (those are in simd/reference.h).
+
+/// ln_f forward, GPT-2's norm() over each of N rows of width C:
+///   u = mean(x);  s = mean((x - u)²) (biased);  rstd = 1/sqrt(s + eps);  xhat = (x - u)·rstd
+///   out = xhat·g + b
+/// out, xhat (N,C) and mean, rstd (N) written; x (N,C); g, b (C).
+template <typename F>
+void layernorm_forward(F* out, F* mean, F* rstd, F* xhat, const F* x, const F* g, const F* b,
+                       size_t N, size_t C, F eps) {
+  for (size_t n = 0; n < N; ++n) {
+    const F* xn = x + n * C;
+    F u = 0;
+    for (size_t c = 0; c < C; ++c) u += xn[c];
+    u /= static_cast<F>(C);
+    F s = 0;
+    for (size_t c = 0; c < C; ++c) s += (xn[c] - u) * (xn[c] - u);
+    s /= static_cast<F>(C);
+    const F r = F(1) / std::sqrt(s + eps);
+    mean[n] = u;
+    rstd[n] = r;
+    for (size_t c = 0; c < C; ++c) {
+      const F xh = (xn[c] - u) * r;
+      xhat[n * C + c] = xh;
+      out[n * C + c] = xh * g[c] + b[c];
+    }
+  }
+}
+
+/// ln_f backward (the standard derivation, e.g. llm.c's layernorm_backward):
+///   dg += Σ_n dout·xhat;  db += Σ_n dout;  dxhat = dout·g
+///   dx = rstd · (dxhat - mean_c(dxhat) - xhat · mean_c(dxhat·xhat))
+/// dx (N,C) WRITTEN; dg, db (C) accumulated; dout, xhat (N,C); rstd (N); g (C).
+template <typename F>
+void layernorm_backward(F* dx, F* dg, F* db, const F* dout, const F* xhat, const F* rstd,
+                        const F* g, size_t N, size_t C) {
+  std::vector<F> dxhat(C);
+  for (size_t n = 0; n < N; ++n) {
+    const F* xh = xhat + n * C;
+    const F* dn = dout + n * C;
+    F mean_dxhat = 0, mean_dxhat_xhat = 0;
+    for (size_t c = 0; c < C; ++c) {
+      dg[c] += dn[c] * xh[c];
+      db[c] += dn[c];
+      dxhat[c] = dn[c] * g[c];
+      mean_dxhat += dxhat[c];
+      mean_dxhat_xhat += dxhat[c] * xh[c];
+    }
+    mean_dxhat /= static_cast<F>(C);
+    mean_dxhat_xhat /= static_cast<F>(C);
+    for (size_t c = 0; c < C; ++c)
+      dx[n * C + c] = rstd[n] * (dxhat[c] - mean_dxhat - xh[c] * mean_dxhat_xhat);
+  }
+}
+
+/// Unembedding forward: logits = h · wᵀ, w the (V,C) table (wte when tied, lm_head when untied).
+/// logits (N,V) written; h (N,C); w (V,C).
+template <typename F>
+void unembedding_forward(F* logits, const F* h, const F* w, size_t N, size_t C, size_t V) {
+  for (size_t n = 0; n < N; ++n) {
+    const F* hn = h + n * C;
+    for (size_t v = 0; v < V; ++v) {
+      const F* wv = w + v * C;
+      F acc = 0;
+      for (size_t c = 0; c < C; ++c) acc += hn[c] * wv[c];
+      logits[n * V + v] = acc;
+    }
+  }
+}
+
+/// Unembedding backward:  dw += dlogitsᵀ · h  (V,C);  dh += dlogits · w  (N,C).
+/// dw, dh accumulated; dlogits (N,V); h (N,C); w (V,C).
+template <typename F>
+void unembedding_backward(F* dw, F* dh, const F* dlogits, const F* h, const F* w, size_t N,
+                          size_t C, size_t V) {
+  for (size_t n = 0; n < N; ++n) {
+    const F* hn = h + n * C;
+    F* dhn = dh + n * C;
+    for (size_t v = 0; v < V; ++v) {
+      const F d = dlogits[n * V + v];
+      const F* wv = w + v * C;
+      F* dwv = dw + v * C;
+      for (size_t c = 0; c < C; ++c) {
+        dwv[c] += d * hn[c];
+        dhn[c] += d * wv[c];
+      }
+    }
+  }
 }
 
 /// Everything the forward computes, kept for backward and for tests. N = B·T.
@@ -102,7 +210,7 @@ void check_model_inputs(const ModelParams<F>& p, const int32_t* inputs, const in
     throw Error("reference model: V=" + std::to_string(p.V) + ", C=" + std::to_string(p.C) +
                 ", n_ctx=" + std::to_string(p.n_ctx) + " must all be >= 1");
   if (p.wte.size() != p.V * p.C || p.wpe.size() != p.n_ctx * p.C || p.ln_f_g.size() != p.C ||
-      p.ln_f_b.size() != p.C)
+      p.ln_f_b.size() != p.C || (!p.lm_head.empty() && p.lm_head.size() != p.V * p.C))
     throw Error("reference model: parameter sizes do not match V=" + std::to_string(p.V) +
                 ", C=" + std::to_string(p.C) + ", n_ctx=" + std::to_string(p.n_ctx));
   if (B == 0 || T == 0)
@@ -135,23 +243,9 @@ void model_forward(const ModelParams<F>& p, const int32_t* inputs, const int32_t
     act->ln_rstd.assign(N, F(0));
     act->ln_xhat.assign(N * C, F(0));
     act->h.assign(N * C, F(0));
-    for (size_t n = 0; n < N; ++n) {
-      const F* x = &act->hidden_states[n * C];
-      F u = 0;
-      for (size_t c = 0; c < C; ++c) u += x[c];
-      u /= static_cast<F>(C);
-      F s = 0;
-      for (size_t c = 0; c < C; ++c) s += (x[c] - u) * (x[c] - u);
-      s /= static_cast<F>(C);
-      const F rstd = F(1) / std::sqrt(s + p.ln_eps);
-      act->ln_mean[n] = u;
-      act->ln_rstd[n] = rstd;
-      for (size_t c = 0; c < C; ++c) {
-        const F xhat = (x[c] - u) * rstd;
-        act->ln_xhat[n * C + c] = xhat;
-        act->h[n * C + c] = xhat * p.ln_f_g[c] + p.ln_f_b[c];
-      }
-    }
+    layernorm_forward(act->h.data(), act->ln_mean.data(), act->ln_rstd.data(),
+                      act->ln_xhat.data(), act->hidden_states.data(), p.ln_f_g.data(),
+                      p.ln_f_b.data(), N, C, p.ln_eps);
   } else {
     act->ln_mean.clear();
     act->ln_rstd.clear();
@@ -159,17 +253,10 @@ void model_forward(const ModelParams<F>& p, const int32_t* inputs, const int32_t
     act->h = act->hidden_states;
   }
 
-  // logits = h' · wteᵀ
+  // logits = h' · wteᵀ  (tied), or h' · lm_headᵀ (untied)
   act->logits.assign(N * V, F(0));
-  for (size_t n = 0; n < N; ++n) {
-    const F* hn = &act->h[n * C];
-    for (size_t v = 0; v < V; ++v) {
-      const F* wv = &p.wte[v * C];
-      F acc = 0;
-      for (size_t c = 0; c < C; ++c) acc += hn[c] * wv[c];
-      act->logits[n * V + v] = acc;
-    }
-  }
+  unembedding_forward(act->logits.data(), act->h.data(), p.tied() ? p.wte.data() : p.lm_head.data(),
+                      N, C, V);
 
   act->losses.clear();
   act->loss = 0;
@@ -205,6 +292,10 @@ F model_forward_backward(const ModelParams<F>& p, const int32_t* inputs, const i
   grads->wpe.assign(p.n_ctx * C, F(0));
   grads->ln_f_g.assign(C, F(0));
   grads->ln_f_b.assign(C, F(0));
+  if (p.tied())
+    grads->lm_head.clear();
+  else
+    grads->lm_head.assign(V * C, F(0));
 
   // loss = mean_n (lse(logits[n]) - logits[n, targets[n]])
   // dlogits = (softmax(logits) - onehot(targets)) / N
@@ -212,47 +303,22 @@ F model_forward_backward(const ModelParams<F>& p, const int32_t* inputs, const i
   std::vector<F> losses(N);
   softmax_cross_entropy(dlogits.data(), losses.data(), targets, N, V, F(1) / static_cast<F>(N));
 
-  // logits = h' · wteᵀ
-  // dwte (unembedding path) = dlogitsᵀ · h';   dh' = dlogits · wte
+  // logits = h' · wteᵀ  (tied: the unembedding path of dwte; untied: into dlm_head)
+  // dwte (or dlm_head) += dlogitsᵀ · h';   dh' = dlogits · wte (or lm_head)
   std::vector<F> dh(N * C, F(0));
-  for (size_t n = 0; n < N; ++n) {
-    const F* hn = &act->h[n * C];
-    F* dhn = &dh[n * C];
-    for (size_t v = 0; v < V; ++v) {
-      const F d = dlogits[n * V + v];
-      const F* wv = &p.wte[v * C];
-      F* dwv = &grads->wte[v * C];
-      for (size_t c = 0; c < C; ++c) {
-        dwv[c] += d * hn[c];
-        dhn[c] += d * wv[c];
-      }
-    }
-  }
+  if (p.tied())
+    unembedding_backward(grads->wte.data(), dh.data(), dlogits.data(), act->h.data(),
+                         p.wte.data(), N, C, V);
+  else
+    unembedding_backward(grads->lm_head.data(), dh.data(), dlogits.data(), act->h.data(),
+                         p.lm_head.data(), N, C, V);
 
   // h' = xhat · g + b,  xhat = (x - u) · rstd
-  // dg += Σ_n dh'·xhat;  db += Σ_n dh';  dxhat = dh'·g
-  // dx = rstd · (dxhat - mean(dxhat) - xhat · mean(dxhat·xhat))
   std::vector<F> dhidden;
   if (p.ln_f) {
     dhidden.assign(N * C, F(0));
-    std::vector<F> dxhat(C);
-    for (size_t n = 0; n < N; ++n) {
-      const F* xhat = &act->ln_xhat[n * C];
-      const F* dhn = &dh[n * C];
-      F mean_dxhat = 0, mean_dxhat_xhat = 0;
-      for (size_t c = 0; c < C; ++c) {
-        grads->ln_f_g[c] += dhn[c] * xhat[c];
-        grads->ln_f_b[c] += dhn[c];
-        dxhat[c] = dhn[c] * p.ln_f_g[c];
-        mean_dxhat += dxhat[c];
-        mean_dxhat_xhat += dxhat[c] * xhat[c];
-      }
-      mean_dxhat /= static_cast<F>(C);
-      mean_dxhat_xhat /= static_cast<F>(C);
-      const F rstd = act->ln_rstd[n];
-      for (size_t c = 0; c < C; ++c)
-        dhidden[n * C + c] = rstd * (dxhat[c] - mean_dxhat - xhat[c] * mean_dxhat_xhat);
-    }
+    layernorm_backward(dhidden.data(), grads->ln_f_g.data(), grads->ln_f_b.data(), dh.data(),
+                       act->ln_xhat.data(), act->ln_rstd.data(), p.ln_f_g.data(), N, C);
   } else {
     dhidden = std::move(dh);
   }

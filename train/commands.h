@@ -7,6 +7,8 @@ namespace wte::cli {
 
 int cmd_train(int argc, char** argv);     // train/cmd_train.cc
 int cmd_tokenize(int argc, char** argv);  // train/cmd_tokenize.cc
+int cmd_gradcheck(int argc, char** argv); // train/cmd_gradcheck.cc
+int cmd_grad(int argc, char** argv);      // train/cmd_grad.cc
 int cmd_profile(int argc, char** argv);   // train/cmd_profile.cc
 
 }  // namespace wte::cli

@@ -1,0 +1,17 @@
+// Test-only fault for wte_faulty (CMakeLists.txt, option WTE_FAULT_INJECTION): that binary compiles
+// its own src/model.cc with -Dembedding_backward_wte=wte_fault_dropped_lookup_grad, so Model's
+// lookup backward calls this no-op instead of the scatter kernel, and dwte keeps only the
+// unembedding path. `wte gradcheck` must catch it (tests/test_gradcheck_cli.sh). Never linked into
+// the production `wte`.
+#include <cstddef>
+#include <cstdint>
+
+#include "simd/kernels.h"  // declares wte_fault_dropped_lookup_grad under the renaming macro
+
+namespace wte {
+
+void wte_fault_dropped_lookup_grad(float* /*dwte*/, const float* /*dhidden*/,
+                                   const int32_t* /*ids*/, size_t /*N*/, size_t /*C*/,
+                                   size_t /*V*/, ScatterWorkspace* /*workspace*/) {}
+
+}  // namespace wte

@@ -1,0 +1,250 @@
+// `wte gradcheck` and `wte grad` as a user runs them (ctest -L gradcheck): the default config
+// passes; the test build wte_faulty (lookup path of dwte dropped, see CMakeLists.txt) fails naming
+// wte; issue 2's tied-sum and duplicate cases pass through both commands from hand-made checkpoints
+// (vocab_size 2 and 5: the shapes come from the tensors); bad token files are rejected with the id,
+// line, position and vocab_size, and nothing is written.
+#include <H5Cpp.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "src/checkpoint.h"
+#include "src/config.h"
+#include "src/gradcheck.h"
+#include "src/model.h"
+#include "src/reference_model.h"
+#include "src/tokenizer.h"
+
+namespace fs = std::filesystem;
+
+namespace wte {
+namespace {
+
+const std::string kCli = WTE_CLI;
+const std::string kFaulty = std::string(WTE_BINARY_DIR) + "/wte_faulty";
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path dir = fs::path(WTE_BINARY_DIR) / "test_tmp" / ("gradcheck_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+int run(const std::string& cmd, std::string* output, const fs::path& dir) {
+  const fs::path log = dir / "command.log";
+  const int status = std::system((cmd + " > '" + log.string() + "' 2>&1").c_str());
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *output = ss.str();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A hand-made checkpoint: ModelConfig with the given shapes, parameters set by hand.
+std::string write_checkpoint(const fs::path& dir, size_t V, size_t C, size_t n_ctx, bool ln_f,
+                             const std::vector<float>& wte, const std::vector<float>& wpe) {
+  Config cfg;
+  cfg.model.vocab_size = V;
+  cfg.model.d_model = C;
+  cfg.model.n_ctx = n_ctx;
+  cfg.model.ln_f = ln_f;
+  cfg.data.seq_len = n_ctx;
+  Model model(cfg.model);
+  std::copy(wte.begin(), wte.end(), model.params().wte);
+  std::copy(wpe.begin(), wpe.end(), model.params().wpe);
+  const std::string path = (dir / "model.h5").string();
+  save_checkpoint(path, model, nullptr, Tokenizer(), cfg, 0);
+  return path;
+}
+
+std::vector<double> read_dataset(const std::string& path, const std::string& name) {
+  H5::H5File file(path, H5F_ACC_RDONLY);
+  H5::DataSet ds = file.openDataSet(name);
+  const hssize_t n = ds.getSpace().getSimpleExtentNpoints();
+  std::vector<double> v(static_cast<size_t>(n));
+  ds.read(v.data(), H5::PredType::NATIVE_DOUBLE);
+  return v;
+}
+
+TEST(GradcheckCli, DefaultConfigPasses) {
+  const fs::path dir = temp_dir("default");
+  std::string out;
+  const int rc =
+      run(kCli + " gradcheck --config " + WTE_SOURCE_DIR + "/configs/default.ini", &out, dir);
+  EXPECT_EQ(rc, 0) << out;
+  for (const char* line : {"fd   wte ", "fd   wte:lookup", "fd   wte:unembedding", "fd   wpe ",
+                           "fd   ln_f/g", "fd   ln_f/b", "f32  loss", "f32  logits", "f32  wte ",
+                           "f32  wpe ", "f32  ln_f/g", "f32  ln_f/b", "gradcheck passed"})
+    EXPECT_NE(out.find(line), std::string::npos) << "missing '" << line << "' in\n" << out;
+  EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+  EXPECT_NE(out.find("vocab_size 64, d_model 16, n_ctx 8"), std::string::npos) << out;
+}
+
+TEST(GradcheckCli, BrokenLookupBackwardFailsNamingWte) {
+  if (!fs::exists(kFaulty)) GTEST_SKIP() << kFaulty << " not built (WTE_FAULT_INJECTION=OFF)";
+  const fs::path dir = temp_dir("faulty");
+  std::string out;
+  const int rc =
+      run(kFaulty + " gradcheck --config " + WTE_SOURCE_DIR + "/configs/default.ini", &out, dir);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("gradcheck FAILED: wte (f32)"), std::string::npos) << out;
+  // Only wte is wrong: the double reference's fd lines and the other float tensors still pass.
+  EXPECT_NE(out.find("f32  wpe              entries    128"), std::string::npos) << out;
+  std::istringstream lines(out);
+  std::string line;
+  size_t fails = 0;
+  while (std::getline(lines, line))
+    if (line.find("FAIL") != std::string::npos &&
+        (line.rfind("  fd ", 0) == 0 || line.rfind("  f32 ", 0) == 0)) {
+      ++fails;
+      EXPECT_NE(line.find("f32  wte "), std::string::npos) << line;
+    }
+  EXPECT_GE(fails, 1u) << out;
+}
+
+// Issue 2's tied sum: vocab 2, d 1, ln_f off, wte = [[1], [0]], wpe = [[0]], input 0, target 0
+// → loss 0.3132617, dwte = [-0.5378828, +0.2689414], dwpe = [-0.2689414]; each path of dwte[0] is
+// -0.2689414 (lookup: dh = Σ_v dlogits[v]·wte[v]; unembedding: dlogits[0]·h).
+TEST(GradcheckCli, TiedSumThroughGradcheckAndGrad) {
+  const fs::path dir = temp_dir("tied_sum");
+  const std::string ckpt = write_checkpoint(dir, 2, 1, 1, false, {1.0f, 0.0f}, {0.0f});
+  write(dir / "tokens.txt", "0 0\n");
+  std::string out;
+  EXPECT_EQ(run(kCli + " gradcheck --checkpoint " + ckpt + " --tokens " +
+                    (dir / "tokens.txt").string(), &out, dir), 0) << out;
+  EXPECT_NE(out.find("vocab_size 2, d_model 1, n_ctx 1, ln_f off"), std::string::npos) << out;
+  EXPECT_NE(out.find("gradcheck passed"), std::string::npos) << out;
+
+  for (const char* precision : {"float32", "float64"}) {
+    SCOPED_TRACE(precision);
+    const std::string grads = (dir / (std::string(precision) + ".h5")).string();
+    ASSERT_EQ(run(kCli + " grad --checkpoint " + ckpt + " --tokens " +
+                      (dir / "tokens.txt").string() + " --out " + grads + " --precision " +
+                      precision, &out, dir), 0) << out;
+    const double tol = std::string(precision) == "float32" ? 1e-6 : 1e-7;
+    EXPECT_NEAR(read_dataset(grads, "loss")[0], 0.3132617, tol);
+    const std::vector<double> dwte = read_dataset(grads, "wte");
+    ASSERT_EQ(dwte.size(), 2u);
+    EXPECT_NEAR(dwte[0], -0.5378828, tol);
+    EXPECT_NEAR(dwte[1], 0.2689414, tol);
+    EXPECT_NEAR(read_dataset(grads, "wpe")[0], -0.2689414, tol);
+    const std::vector<double> logits = read_dataset(grads, "logits");
+    ASSERT_EQ(logits.size(), 2u);
+    EXPECT_EQ(logits[0], 1.0);
+    EXPECT_EQ(logits[1], 0.0);
+  }
+  // The paths, as gradcheck checks them: the untied model at lm_head = wte.
+  ref::ModelParams<double> u(2, 1, 1, false, 1e-5);
+  u.wte = {1.0, 0.0};
+  u.lm_head = u.wte;
+  u.wpe = {0.0};
+  ref::ModelGrads<double> g;
+  const int32_t zero = 0;
+  ref::model_forward_backward(u, &zero, &zero, 1, 1, &g);
+  EXPECT_NEAR(g.wte[0], -0.2689414, 1e-7);       // lookup path
+  EXPECT_NEAR(g.lm_head[0], -0.2689414, 1e-7);   // unembedding path
+  EXPECT_EQ(g.wte[1], 0.0);                      // row 1 is not looked up: exactly 0
+}
+
+// Issue 2's duplicates through the whole model: vocab 5, d 2, inputs [3, 1, 3] (one sequence
+// "3 1 3 0"): gradcheck passes with rows 0, 2, 4 exactly zero on the lookup path, and grads.h5's
+// dwte is the unembedding path plus, for rows 1 and 3, the summed upstream rows of their positions.
+TEST(GradcheckCli, DuplicatesThroughGradcheckAndGrad) {
+  for (bool ln_f : {false, true}) {
+    SCOPED_TRACE(ln_f ? "ln_f on" : "ln_f off");
+    const fs::path dir = temp_dir(ln_f ? "duplicates_lnf" : "duplicates");
+    const std::vector<float> wte = {0.5f, -0.25f, 1.0f, 0.75f, -0.5f, 0.125f, 0.25f, 1.5f, -1.0f, 0.5f};
+    const std::vector<float> wpe = {0.125f, 0.0f, -0.25f, 0.5f, 0.0f, -0.125f};
+    const std::string ckpt = write_checkpoint(dir, 5, 2, 3, ln_f, wte, wpe);
+    write(dir / "tokens.txt", "3 1 3 0\n");
+    std::string out;
+    EXPECT_EQ(run(kCli + " gradcheck --checkpoint " + ckpt + " --tokens " +
+                      (dir / "tokens.txt").string(), &out, dir), 0) << out;
+    EXPECT_NE(out.find("2 rows in the batch, 3 of 3 rows outside it; rows outside: exactly 0"),
+              std::string::npos) << out;
+    const std::string grads = (dir / "grads.h5").string();
+    ASSERT_EQ(run(kCli + " grad --checkpoint " + ckpt + " --tokens " +
+                      (dir / "tokens.txt").string() + " --out " + grads + " --precision float64",
+                  &out, dir), 0) << out;
+    const std::vector<double> dwte = read_dataset(grads, "wte");
+    ref::ModelParams<double> u(5, 2, 3, ln_f, static_cast<double>(1e-5f));
+    u.wte.assign(wte.begin(), wte.end());
+    u.wpe.assign(wpe.begin(), wpe.end());
+    u.lm_head = u.wte;
+    ref::ModelGrads<double> g;
+    ref::ModelActivations<double> act;
+    const int32_t inputs[3] = {3, 1, 3}, targets[3] = {1, 3, 0};
+    ref::model_forward_backward(u, inputs, targets, 1, 3, &g, &act);
+    for (size_t v = 0; v < 5; ++v)
+      for (size_t c = 0; c < 2; ++c) {
+        const size_t i = v * 2 + c;
+        EXPECT_NEAR(dwte[i], g.lm_head[i] + g.wte[i], 1e-15) << "dwte[" << v << "," << c << "]";
+        if (v == 0 || v == 2 || v == 4) {
+          EXPECT_EQ(g.wte[i], 0.0);
+          EXPECT_EQ(dwte[i], g.lm_head[i]);  // only the unembedding path
+        }
+      }
+    // float32 production model: same numbers to float precision.
+    const std::string grads32 = (dir / "grads32.h5").string();
+    ASSERT_EQ(run(kCli + " grad --checkpoint " + ckpt + " --tokens " +
+                      (dir / "tokens.txt").string() + " --out " + grads32, &out, dir), 0) << out;
+    const std::vector<double> dwte32 = read_dataset(grads32, "wte");
+    for (size_t i = 0; i < 10; ++i) EXPECT_NEAR(dwte32[i], dwte[i], 1e-6) << i;
+  }
+}
+
+TEST(GradcheckCli, BadTokenFilesWriteNothing) {
+  const fs::path dir = temp_dir("bad_tokens");
+  const std::string ckpt = write_checkpoint(dir, 5, 2, 3, false, std::vector<float>(10, 0.5f),
+                                            std::vector<float>(6, 0.0f));
+  const std::string grads = (dir / "grads.h5").string();
+  struct Case {
+    const char* text;
+    const char* expected;
+  } cases[] = {
+      {"0 1 2\n3 5 1\n", "line 2, position 1: token id 5 is outside [0, vocab_size=5)"},
+      {"0 1 -1\n", "line 1, position 2: token id -1 is outside [0, vocab_size=5)"},
+      {"0 1 2\n0 1\n", "line 2 has 2 ids but line 1 has 3"},
+      {"0 x 2\n", "'x' is not an integer token id"},
+      {"0 1 2 3 4\n", "T=4, which exceeds n_ctx=3"},
+      {"\n\n", "has no token ids"},
+  };
+  for (const Case& c : cases) {
+    write(dir / "tokens.txt", c.text);
+    std::string out;
+    EXPECT_EQ(run(kCli + " grad --checkpoint " + ckpt + " --tokens " +
+                      (dir / "tokens.txt").string() + " --out " + grads, &out, dir), 1) << out;
+    EXPECT_NE(out.find(c.expected), std::string::npos) << c.text << " -> " << out;
+    EXPECT_FALSE(fs::exists(grads));
+    EXPECT_FALSE(fs::exists(grads + ".tmp"));
+    EXPECT_EQ(run(kCli + " gradcheck --checkpoint " + ckpt + " --tokens " +
+                      (dir / "tokens.txt").string(), &out, dir), 1) << out;
+    EXPECT_NE(out.find(c.expected), std::string::npos) << c.text << " -> " << out;
+  }
+  std::string out;
+  EXPECT_EQ(run(kCli + " grad --checkpoint " + (dir / "missing.h5").string() + " --tokens " +
+                    (dir / "tokens.txt").string() + " --out " + grads, &out, dir), 1);
+  EXPECT_NE(out.find("missing.h5' does not exist"), std::string::npos) << out;
+}
+
+TEST(GradcheckCli, TightToleranceFailsAndIsSettable) {
+  // The check can fail: a tolerance below float32's rounding fails the f32 lines and exits 1.
+  const fs::path dir = temp_dir("tolerance");
+  std::string out;
+  EXPECT_EQ(run(kCli + " gradcheck --f32-atol 1e-30 --f32-rtol 1e-12", &out, dir), 1) << out;
+  EXPECT_NE(out.find("gradcheck FAILED"), std::string::npos) << out;
+  EXPECT_EQ(run(kCli + " gradcheck --atol 0", &out, dir), 1) << out;
+  EXPECT_NE(out.find("--atol"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace wte

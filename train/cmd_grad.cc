@@ -1,0 +1,194 @@
+// `wte grad --checkpoint C --tokens FILE --out grads.h5 [--precision float32|float64]`
+#include <H5Cpp.h>
+#include <boost/program_options.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/config.h"
+#include "src/data.h"
+#include "src/error.h"
+#include "src/gradcheck.h"
+#include "src/model.h"
+#include "src/reference_model.h"
+#include "train/commands.h"
+
+namespace po = boost::program_options;
+
+namespace wte::cli {
+namespace {
+
+const char* kHelp =
+    "Usage: wte grad --checkpoint C --tokens FILE --out grads.h5 [--precision float32|float64]\n\n"
+    "One forward and backward of the model in checkpoint C on one batch, written to HDF5 so that\n"
+    "any framework can compare its numbers with wte's (scripts/compare_torch.py does it with\n"
+    "PyTorch). The batch file holds integer ids separated by spaces, one sequence per line, every\n"
+    "line the same length L: inputs are ids[:-1] and targets ids[1:] of each line, so B = lines\n"
+    "and T = L - 1 (<= n_ctx). Every id is checked against [0, vocab_size) first.\n\n"
+    "grads.h5 (float32, or float64 with --precision float64):\n"
+    "  /loss                  scalar   mean next-token cross-entropy (nats)\n"
+    "  /logits                (B, T, V)\n"
+    "  /inputs, /targets      int32 (B, T)\n"
+    "  /wte, /wpe, /ln_f/g, /ln_f/b  (and /lm_head when untied): the gradient of /loss with\n"
+    "                         respect to the checkpoint's tensor of the same name and shape\n"
+    "  attributes: format 'wte-grads', format_version 1, checkpoint, tokens, precision, model\n"
+    "float32 runs the production model (oneDNN + Highway: what `wte train` computes); float64 runs\n"
+    "the double-precision reference (src/reference_model.h, plain loops, for small models).\n"
+    "The shapes come from the checkpoint's tensors (a hand-made model may have vocab_size < 256).\n"
+    "The file is written to OUT.tmp and renamed: on error nothing is left at OUT.\n\n";
+
+void write_str_attr(H5::H5Object& where, const std::string& name, const std::string& value) {
+  H5::StrType type(H5::PredType::C_S1, H5T_VARIABLE);
+  type.setCset(H5T_CSET_UTF8);
+  where.createAttribute(name, type, H5::DataSpace(H5S_SCALAR)).write(type, value);
+}
+
+void ensure_parent_groups(H5::Group& root, const std::string& name) {
+  size_t pos = 0;
+  while ((pos = name.find('/', pos)) != std::string::npos) {
+    const std::string group = name.substr(0, pos);
+    if (!root.nameExists(group)) root.createGroup(group);
+    ++pos;
+  }
+}
+
+// Writes `data` (float or double) as a dataset of the same precision and `shape` ({} = scalar).
+template <typename F>
+void write_array(H5::Group& root, const std::string& name, const std::vector<size_t>& shape,
+                 const F* data) {
+  ensure_parent_groups(root, name);
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  H5::DataSpace space = dims.empty() ? H5::DataSpace(H5S_SCALAR)
+                                     : H5::DataSpace(static_cast<int>(dims.size()), dims.data());
+  const bool is_double = sizeof(F) == 8;
+  H5::DataSet ds = root.createDataSet(
+      name, is_double ? H5::PredType::IEEE_F64LE : H5::PredType::IEEE_F32LE, space);
+  ds.write(data, is_double ? H5::PredType::NATIVE_DOUBLE : H5::PredType::NATIVE_FLOAT);
+}
+
+void write_ids(H5::Group& root, const std::string& name, size_t B, size_t T, const int32_t* ids) {
+  const hsize_t dims[2] = {B, T};
+  H5::DataSet ds =
+      root.createDataSet(name, H5::PredType::STD_I32LE, H5::DataSpace(2, dims));
+  ds.write(ids, H5::PredType::NATIVE_INT32);
+}
+
+}  // namespace
+
+int cmd_grad(int argc, char** argv) {
+  po::options_description desc("Options");
+  desc.add_options()("help,h", "print this help")(
+      "checkpoint", po::value<std::string>(), "HDF5 checkpoint (wte train writes them)")(
+      "tokens", po::value<std::string>(), "token batch: ids separated by spaces, a sequence a line")(
+      "out,o", po::value<std::string>(), "HDF5 file to write")(
+      "precision", po::value<std::string>()->default_value("float32"),
+      "float32 (the production model) or float64 (the double reference)");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "wte grad: %s (see wte grad --help)\n", e.what());
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << kHelp << desc
+              << "\nExample:\n  wte grad --checkpoint runs/x/checkpoint_00000010.h5 --tokens "
+                 "batch.txt --out grads.h5\n";
+    return 0;
+  }
+  for (const char* k : {"checkpoint", "tokens", "out"}) {
+    if (!vm.count(k)) {
+      std::fprintf(stderr, "wte grad: --%s is required (see wte grad --help)\n", k);
+      return 2;
+    }
+  }
+  const std::string precision = vm["precision"].as<std::string>();
+  if (precision != "float32" && precision != "float64")
+    throw Error("--precision = '" + precision + "'; allowed: float32 or float64");
+  const std::string ckpt = vm["checkpoint"].as<std::string>();
+  const std::string tokens = vm["tokens"].as<std::string>();
+  const std::string out = vm["out"].as<std::string>();
+
+  Config cfg;
+  std::unique_ptr<Model> model = load_model_file(ckpt, &cfg);
+  const ModelConfig& mc = model->config();
+  const TokenBatch batch = read_token_batch(tokens, mc.vocab_size, mc.n_ctx);
+  const size_t B = batch.B, T = batch.T, N = B * T, V = mc.vocab_size;
+
+  // Compute everything before the file is created.
+  std::vector<float> logits_f;
+  float loss_f = 0;
+  ref::ModelGrads<double> grads_d;
+  ref::ModelActivations<double> act_d;
+  double loss_d = 0;
+  if (precision == "float32") {
+    const float* logits = model->forward_logits(batch.inputs.data(), B, T);
+    logits_f.assign(logits, logits + N * V);
+    loss_f = model->forward(batch.inputs.data(), batch.targets.data(), B, T);
+    model->backward();
+  } else {
+    loss_d = ref::model_forward_backward(reference_params(*model), batch.inputs.data(),
+                                         batch.targets.data(), B, T, &grads_d, &act_d);
+  }
+
+  H5::Exception::dontPrint();
+  const std::string tmp = out + ".tmp";
+  try {
+    {
+      H5::H5File file(tmp, H5F_ACC_TRUNC);
+      H5::Group root = file.openGroup("/");
+      write_str_attr(root, "format", "wte-grads");
+      {
+        const int64_t version = 1;
+        root.createAttribute("format_version", H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR))
+            .write(H5::PredType::NATIVE_INT64, &version);
+      }
+      write_str_attr(root, "checkpoint", ckpt);
+      write_str_attr(root, "tokens", tokens);
+      write_str_attr(root, "precision", precision);
+      write_str_attr(root, "model",
+                     precision == "float32" ? "wte::Model (oneDNN + Highway, float32)"
+                                            : "wte::ref reference model (double)");
+      write_ids(root, "inputs", B, T, batch.inputs.data());
+      write_ids(root, "targets", B, T, batch.targets.data());
+      if (precision == "float32") {
+        write_array(root, "loss", {}, &loss_f);
+        write_array(root, "logits", {B, T, V}, logits_f.data());
+        for (const TensorSpec& t : model->tensors())
+          write_array(root, t.name, t.shape, dense_gradient(*model, t).data());
+      } else {
+        write_array(root, "loss", {}, &loss_d);
+        write_array(root, "logits", {B, T, V}, act_d.logits.data());
+        auto named = ref::named_tensors(grads_d);
+        for (const TensorSpec& t : model->tensors()) {
+          const std::vector<double>* g = nullptr;
+          for (const auto& nt : named)
+            if (t.name == nt.name) g = nt.data;
+          if (g == nullptr || g->size() != t.size)
+            throw Error("the double reference has no gradient for tensor '" + t.name + "'");
+          write_array(root, t.name, t.shape, g->data());
+        }
+      }
+      file.flush(H5F_SCOPE_GLOBAL);
+    }
+    commit_file(tmp, out);
+  } catch (const H5::Exception& e) {
+    std::remove(tmp.c_str());
+    throw Error("writing '" + out + "' failed: " + e.getDetailMsg());
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  std::printf("wrote %s: loss %.9g (%s), B %zu, T %zu, vocab_size %zu; gradients of", out.c_str(),
+              precision == "float32" ? static_cast<double>(loss_f) : loss_d, precision.c_str(), B,
+              T, V);
+  for (const TensorSpec& t : model->tensors()) std::printf(" %s", t.name.c_str());
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace wte::cli

@@ -1,0 +1,196 @@
+// `wte gradcheck [--config FILE | --checkpoint FILE] [--tokens FILE] [--section.key=value ...]`
+#include <boost/program_options.hpp>
+#include <omp.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/config.h"
+#include "src/error.h"
+#include "src/gradcheck.h"
+#include "src/model.h"
+#include "train/commands.h"
+
+namespace po = boost::program_options;
+
+namespace wte::cli {
+namespace {
+
+constexpr size_t kMaxV = 64, kMaxC = 16, kMaxCtx = 8, kMaxB = 2;
+
+const char* kHelp =
+    "Usage: wte gradcheck [--config FILE] [--section.key=value ...] [options]\n"
+    "       wte gradcheck --checkpoint FILE [--tokens FILE] [options]\n\n"
+    "Checks wte's gradients on one batch, two ways, and prints one line per tensor:\n\n"
+    "  fd   the analytic gradient of the double-precision reference model (src/reference_model.h)\n"
+    "       against central finite differences in double, (L(x+eps) - L(x-eps)) / 2eps, eps 1e-6.\n"
+    "       Pass: |analytic - numeric| <= atol + rtol*|numeric| (1e-5 + 1e-3*|n|) for every\n"
+    "       checked entry. Checked: every wte row the batch looks up, --untouched-rows sampled rows\n"
+    "       it does not, every wpe row, every ln_f entry. The tied wte is checked whole ('wte') and\n"
+    "       path by path: 'wte:lookup' (the scatter of the lookup backward; rows outside the batch\n"
+    "       must be EXACTLY 0, analytic and numeric) and 'wte:unembedding' (dlogits^T h'). wpe rows\n"
+    "       >= T and ln_f when it is off must also be exactly 0.\n"
+    "  f32  the production float32 model (oneDNN + Highway, what `wte train` runs) against the\n"
+    "       double reference at the same parameters: loss, logits and every gradient tensor.\n"
+    "       Pass: max|f32 - ref| <= f32-atol + f32-rtol*max|ref| per tensor (1e-5 + 1e-4*max).\n"
+    "       Why: each value is a float32 sum of K <= max(C, V, B*T) terms, off by ~sqrt(K)*6e-8\n"
+    "       (at worst K*6e-8) of the largest terms; at gradcheck's sizes that is far below 1e-4.\n\n"
+    "Columns: entries compared, max absolute error, max relative error (fd: |a-n|/max(|a|,|n|);\n"
+    "f32: max_abs/max|ref|), ok or FAIL; a FAIL line names the worst entry. Exit status 0 if every\n"
+    "line passes, 1 if any fails (the failing tensors are named on the last line), 2 bad usage.\n\n"
+    "The model: from --config (default: the built-in defaults) with its shapes shrunk to\n"
+    "vocab_size <= 64, d_model <= 16, n_ctx <= 8, batch <= 2, T <= 8 (each settable below, without\n"
+    "a cap), initialised as `wte train` does (train.seed); or, with --checkpoint, the parameters\n"
+    "of an HDF5 checkpoint at its own shapes (shapes come from its tensors, so a hand-made model\n"
+    "with vocab_size 2 loads; keep such models small: the cost is O(entries * B*T*V*C)).\n"
+    "The batch: --tokens FILE (integer ids separated by spaces, one sequence per line, all lines\n"
+    "the same length; inputs are ids[:-1], targets ids[1:]), or random ids from train.seed with\n"
+    "inputs in [0, vocab_size/2) (so rows outside the batch exist) and one duplicate on purpose.\n\n";
+
+}  // namespace
+
+int cmd_gradcheck(int argc, char** argv) {
+  po::options_description desc("Options");
+  GradcheckOptions opt;
+  desc.add_options()("help,h", "print this help")(
+      "config,c", po::value<std::string>(), "INI config (as for wte train)")(
+      "checkpoint", po::value<std::string>(), "HDF5 checkpoint to check instead of a config's model")(
+      "tokens", po::value<std::string>(), "token batch file (default: a random batch)")(
+      "vocab-size", po::value<size_t>(), "V of the checked model (default: min(config, 64))")(
+      "d-model", po::value<size_t>(), "C (default: min(config, 16))")(
+      "n-ctx", po::value<size_t>(), "position rows (default: min(config, 8))")(
+      "batch-size", po::value<size_t>(), "B of the random batch (default: min(config, 2))")(
+      "seq-len", po::value<size_t>(), "T of the random batch (default: min(data.seq_len, n_ctx))")(
+      "eps", po::value<double>(&opt.eps)->default_value(1e-6), "finite-difference step")(
+      "atol", po::value<double>(&opt.atol)->default_value(1e-5), "fd absolute tolerance")(
+      "rtol", po::value<double>(&opt.rtol)->default_value(1e-3), "fd relative tolerance")(
+      "f32-atol", po::value<double>(&opt.f32_atol)->default_value(1e-5), "f32 absolute tolerance")(
+      "f32-rtol", po::value<double>(&opt.f32_rtol)->default_value(1e-4),
+      "f32 tolerance relative to the tensor's largest entry")(
+      "untouched-rows", po::value<size_t>(&opt.untouched_rows)->default_value(8),
+      "wte rows outside the batch to check (sampled)");
+  po::variables_map vm;
+  std::vector<std::string> overrides;
+  try {
+    po::parsed_options parsed =
+        po::command_line_parser(argc, argv).options(desc).allow_unregistered().run();
+    overrides = po::collect_unrecognized(parsed.options, po::include_positional);
+    po::store(parsed, vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "wte gradcheck: %s (see wte gradcheck --help)\n", e.what());
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << kHelp << desc
+              << "\nExamples:\n  wte gradcheck --config configs/default.ini\n"
+                 "  wte gradcheck --checkpoint runs/x/checkpoint_00000010.h5 --tokens batch.txt\n";
+    return 0;
+  }
+  for (const std::string& o : overrides) {
+    if (o.rfind("--", 0) != 0) {
+      std::fprintf(stderr, "wte gradcheck: unexpected argument '%s' (see wte gradcheck --help)\n",
+                   o.c_str());
+      return 2;
+    }
+  }
+  auto positive = [](const char* name, double v) {
+    if (!(v > 0)) throw Error(std::string("--") + name + " = " + std::to_string(v) + " must be > 0");
+  };
+  positive("eps", opt.eps);
+  positive("atol", opt.atol);
+  positive("rtol", opt.rtol);
+  positive("f32-atol", opt.f32_atol);
+  positive("f32-rtol", opt.f32_rtol);
+
+  std::unique_ptr<Model> model;
+  Config cfg;
+  std::string source;
+  if (vm.count("checkpoint")) {
+    for (const char* k : {"config", "vocab-size", "d-model", "n-ctx"})
+      if (vm.count(k))
+        throw Error(std::string("--") + k + " cannot be combined with --checkpoint (the model's " +
+                    "shapes and settings come from the checkpoint)");
+    if (!overrides.empty())
+      throw Error("'" + overrides[0] + "': config overrides cannot be combined with --checkpoint");
+    const std::string path = vm["checkpoint"].as<std::string>();
+    model = load_model_file(path, &cfg);
+    source = "checkpoint " + path;
+  } else {
+    const std::string config_path = vm.count("config") ? vm["config"].as<std::string>() : "";
+    cfg = load_config(config_path, overrides);
+    auto pick = [&](const char* key, size_t config_value, size_t cap) {
+      const size_t v = vm.count(key) ? vm[key].as<size_t>() : std::min(config_value, cap);
+      if (v == 0) throw Error(std::string("--") + key + " = 0; allowed: >= 1");
+      return v;
+    };
+    cfg.model.vocab_size = pick("vocab-size", cfg.model.vocab_size, kMaxV);
+    cfg.model.d_model = pick("d-model", cfg.model.d_model, kMaxC);
+    cfg.model.n_ctx = pick("n-ctx", cfg.model.n_ctx, kMaxCtx);
+    model = std::make_unique<Model>(cfg.model);
+    model->init_weights(cfg.train.seed);
+    source = (config_path.empty() ? std::string("the default config") : "config " + config_path) +
+             ", init from train.seed " + std::to_string(cfg.train.seed);
+  }
+  if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
+  const ModelConfig& mc = model->config();
+
+  TokenBatch batch;
+  std::string batch_source;
+  if (vm.count("tokens")) {
+    for (const char* k : {"batch-size", "seq-len"})
+      if (vm.count(k))
+        throw Error(std::string("--") + k + " cannot be combined with --tokens (the file gives B, T)");
+    const std::string path = vm["tokens"].as<std::string>();
+    batch = read_token_batch(path, mc.vocab_size, mc.n_ctx);
+    batch_source = "tokens from " + path;
+  } else {
+    const size_t B = vm.count("batch-size") ? vm["batch-size"].as<size_t>()
+                                            : std::min<size_t>(cfg.train.batch_size, kMaxB);
+    const size_t T = vm.count("seq-len") ? vm["seq-len"].as<size_t>()
+                                         : std::min(cfg.data.seq_len, mc.n_ctx);
+    if (B == 0 || T == 0)
+      throw Error("--batch-size and --seq-len must be >= 1 (got " + std::to_string(B) + ", " +
+                  std::to_string(T) + ")");
+    if (T > mc.n_ctx)
+      throw Error("--seq-len = " + std::to_string(T) + " exceeds n_ctx = " +
+                  std::to_string(mc.n_ctx));
+    batch = random_batch(B, T, mc.vocab_size, cfg.train.seed);
+    batch_source = "random ids (train.seed " + std::to_string(cfg.train.seed) + ")";
+  }
+
+  std::printf("gradcheck: vocab_size %zu, d_model %zu, n_ctx %zu, ln_f %s, %s; %s\n",
+              mc.vocab_size, mc.d_model, mc.n_ctx, mc.ln_f ? "on" : "off",
+              mc.tie_embeddings ? "tied lm_head" : "untied lm_head", source.c_str());
+  std::printf("batch: B %zu, T %zu, %s\n", batch.B, batch.T, batch_source.c_str());
+  std::fflush(stdout);
+
+  const ref::ModelParams<double> params = reference_params(*model);
+  std::vector<std::string> failed;
+  std::printf("finite differences on the double reference (eps %g; pass |a - n| <= %g + %g*|n|):\n",
+              opt.eps, opt.atol, opt.rtol);
+  for (const CheckLine& l : finite_difference_check(params, batch, opt)) {
+    std::printf("%s\n", format_check_line(l).c_str());
+    if (!l.ok()) failed.push_back(l.name + " (fd)");
+  }
+  std::printf("float32 model vs the double reference (pass max|f32 - ref| <= %g + %g*max|ref|):\n",
+              opt.f32_atol, opt.f32_rtol);
+  for (const CheckLine& l : compare_float_model(*model, batch, opt)) {
+    std::printf("%s\n", format_check_line(l).c_str());
+    if (!l.ok()) failed.push_back(l.name + " (f32)");
+  }
+  if (failed.empty()) {
+    std::printf("gradcheck passed\n");
+    return 0;
+  }
+  std::string names;
+  for (const std::string& f : failed) names += (names.empty() ? "" : ", ") + f;
+  std::printf("gradcheck FAILED: %s\n", names.c_str());
+  std::fprintf(stderr, "wte gradcheck: FAILED: %s\n", names.c_str());
+  return 1;
+}
+
+}  // namespace wte::cli
