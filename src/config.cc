@@ -163,6 +163,35 @@ const std::vector<Key>& keys() {
       WTE_UINT(train, eval_tokens, 0, kMaxU,
                "validation tokens per periodic evaluation (0: the whole split, as at the end)"),
       WTE_UINT(train, log_interval, 1, kMaxU, "steps between progress lines"),
+      Key{"train.snapshot_steps",
+          "comma-separated steps after which wte is saved as DIR/snapshot_<step>.h5 (0: the "
+          "initial noise), e.g. 0,10,100,1000; empty: none",
+          "empty, or strictly increasing whole numbers <= train.steps separated by commas",
+          [](Config& c, const std::string& s) {
+            std::vector<size_t> steps;
+            size_t pos = 0;
+            while (pos < s.size()) {
+              size_t end = s.find(',', pos);
+              if (end == std::string::npos) end = s.size();
+              std::string item = s.substr(pos, end - pos);
+              const size_t a = item.find_first_not_of(' '), b = item.find_last_not_of(' ');
+              item = a == std::string::npos ? "" : item.substr(a, b - a + 1);
+              steps.push_back(parse_uint(item, 0, kMaxU));
+              if (steps.size() > 1 && steps.back() <= steps[steps.size() - 2])
+                bad("not strictly increasing");
+              pos = end + 1;
+              if (end + 1 == s.size()) bad("ends with a comma");
+            }
+            c.train.snapshot_steps = steps;
+          },
+          [](const Config& c) {
+            std::string out;
+            for (size_t v : c.train.snapshot_steps) {
+              if (!out.empty()) out += ',';
+              out += std::to_string(v);
+            }
+            return out;
+          }},
       WTE_FLOAT(optim, lr, 0.0, 10.0, true, "peak learning rate"),
       WTE_FLOAT(optim, min_lr, 0.0, 10.0, false, "learning rate at the end of the cosine decay"),
       WTE_UINT(optim, warmup_steps, 0, kMaxU, "linear warmup steps"),
@@ -194,6 +223,9 @@ void validate(const Config& c, const std::string& origin) {
   if (!c.data.train_tokens.empty() && c.data.tokenizer == "train")
     fail("data.train_tokens needs data.tokenizer = a directory with encoder.json and vocab.bpe "
          "(the tokenizer those ids came from), not 'train'");
+  if (!c.train.snapshot_steps.empty() && c.train.snapshot_steps.back() > c.train.steps)
+    fail("train.snapshot_steps has step " + std::to_string(c.train.snapshot_steps.back()) +
+         ", after the last step train.steps = " + std::to_string(c.train.steps));
   if (c.optim.beta1 >= 1.0f) fail("optim.beta1 = " + fmt_double(c.optim.beta1) + " must be < 1");
   if (c.optim.beta2 >= 1.0f) fail("optim.beta2 = " + fmt_double(c.optim.beta2) + " must be < 1");
   if (c.optim.min_lr > c.optim.lr)

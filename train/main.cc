@@ -22,6 +22,10 @@ constexpr Command kCommands[] = {
      "check every gradient: finite differences in double, and the float32 model vs the reference"},
     {"grad", wte::cli::cmd_grad, "one forward/backward on a token batch; loss, logits, gradients to HDF5"},
     {"profile", wte::cli::cmd_profile, "time the embedding gather, scatter strategies and a training step"},
+    {"geometry", wte::cli::cmd_geometry,
+     "measure and draw wte's geometry (neighbours, anisotropy, rank, purity, PCA) over snapshots"},
+    {"hidden-states", wte::cli::cmd_hidden_states,
+     "print hidden_states[0] = wte[id] + wpe[pos] of texts; same token, same index: same bits"},
 };
 
 void print_usage(FILE* out) {

@@ -14,6 +14,7 @@
 #include "src/error.h"
 #include "src/model.h"
 #include "src/optimizer.h"
+#include "src/snapshot.h"
 #include "src/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -167,6 +168,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   // --- Model and optimizer.
   Model model(cfg.model);
   model.init_weights(cfg.train.seed);
+  save_snapshot_if_due(cfg, opts.out_dir, model, tokenizer, 0);  // train.snapshot_steps
   AdamW optimizer(model);
   say("model: vocab_size %zu, d_model %zu, n_ctx %zu, ln_f %s, tied lm_head; %zu parameters; "
       "%d threads\n",
@@ -189,6 +191,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     const float lr = learning_rate(step, cfg.train.steps, cfg.optim);
     optimizer.update(model, lr, cfg.optim);
     step_seconds += seconds_since(t0);
+    save_snapshot_if_due(cfg, opts.out_dir, model, tokenizer, step + 1);  // not timed
     const size_t done = step + 1;
     const double tok_s = static_cast<double>(done * B * T) / step_seconds;
 
