@@ -36,6 +36,9 @@ packages=(
 )
 # The geometry page's test opens it in headless Chromium and renders its SVGs with rsvg-convert.
 if [ "$mode" = test ]; then packages+=(chromium librsvg2-bin); fi
+# tests/test_gradcheck_torch.py compares wte's gradients with PyTorch's (Debian's torch, h5py and
+# numpy import only under /usr/bin/python3); test mode only, `train` stays lean.
+if [ "$mode" = test ]; then packages+=(python3-torch python3-h5py python3-numpy); fi
 missing=()
 for p in "${packages[@]}"; do
   # npm may come from elsewhere (e.g. a NodeSource install): only a missing command counts.
