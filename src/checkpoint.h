@@ -1,20 +1,28 @@
-// HDF5 checkpoints that h5py (or h5ls/h5dump) can read without wte.
+// HDF5 checkpoints that h5py (or h5ls/h5dump) can read without wte, complete enough to resume
+// training bit for bit.
 //
-// Layout, format "wte-checkpoint" version 1 (docs/checkpoint.md has the full table):
-//   /                    attributes: format (string), format_version (int64), step (int64)
-//   /wte                 float32 (vocab_size, d_model)   token embedding = tied lm_head, stored once
-//   /wpe                 float32 (n_ctx, d_model)
-//   /ln_f/g, /ln_f/b     float32 (d_model)               (GPT-2's names model/ln_f/g, model/ln_f/b)
+// Layout, format "wte-checkpoint" version 2 (docs/checkpoint.md has the full table):
+//   /                    attributes: format (string), format_version (int64), step (int64),
+//                        config_fnv1a64 (uint64, FNV-1a 64 of /config/ini)
+//   /<tensor>            float32, one dataset per Model::tensors() entry: /wte (vocab_size, d_model)
+//                        = the tied lm_head, stored once; /wpe (n_ctx, d_model); /ln_f/g, /ln_f/b
 //   /optimizer/m/<name>, /optimizer/v/<name>  float32, the shapes above; attribute step (int64)
+//   /schedule            attributes step (int64), total_steps (int64), lr (float32)
+//   /data                attributes epoch, cursor, num_samples, shuffle, train_tokens, val_tokens
+//                        (int64), train_tokens_fnv1a64, val_tokens_fnv1a64 (uint64); datasets
+//                        order uint32 (num_samples,), rng_state uint64 (4,)
 //   /tokenizer/encoder_json, /tokenizer/vocab_bpe        UTF-8 strings, GPT-2's two files
 //   /config/ini          UTF-8 string, the resolved configuration
-// Reserved for exact resume (a later format version): /data (epoch, cursor, shuffle RNG state).
+// /optimizer, /schedule and /data are present together in a resumable checkpoint (the trainer's);
+// a weights-only checkpoint (save_checkpoint without an optimizer and resume state) has neither.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "src/config.h"
+#include "src/data.h"
 #include "src/model.h"
 #include "src/optimizer.h"
 #include "src/tokenizer.h"
@@ -22,32 +30,85 @@
 namespace wte {
 
 inline constexpr const char* kCheckpointFormat = "wte-checkpoint";
-inline constexpr int64_t kCheckpointVersion = 1;
+inline constexpr int64_t kCheckpointVersion = 2;
+
+/// What a resumed run needs besides parameters and optimizer moments: the data order, the identity
+/// of the token streams it was trained on, and the learning-rate schedule's position.
+/// The schedule is learning_rate(step, train.steps, optim) (src/optimizer.h), a pure function of the
+/// checkpoint's step, so the position is the step itself; `lr` records the value used at the last
+/// step taken, for inspection. wte has no other random state during training: the init's Rng
+/// (Model::init_weights) is used up before step 1 and nothing else draws random numbers.
+struct ResumeState {
+  LoaderState data;                    // BatchLoader position over the train stream
+  uint64_t train_tokens = 0;           // length of the train token stream
+  uint64_t val_tokens = 0;             // length of the validation token stream
+  uint64_t train_tokens_fnv1a64 = 0;   // fnv1a64 of the train stream's int32 bytes
+  uint64_t val_tokens_fnv1a64 = 0;
+  uint64_t total_steps = 0;            // train.steps when the checkpoint was written
+  float lr = 0.0f;                     // learning rate of the last step taken
+};
 
 /// Writes a checkpoint atomically: PATH.tmp in the same directory, closed, fsynced, renamed over
-/// PATH, then the directory fsynced. A crash at any moment leaves the previous file at PATH whole.
-/// `optimizer` may be null (no /optimizer group). Throws wte::Error naming the path on failure,
+/// PATH, then the directory fsynced (wte::commit_file). A crash at any moment leaves the previous
+/// file at PATH whole and never a partial file at PATH. `optimizer` and `resume` may be null
+/// (then no /optimizer, or no /schedule and /data). Throws wte::Error naming the path on failure,
 /// after removing the temporary file.
+/// Test hook: if the environment variable WTE_TEST_PAUSE_IN_CHECKPOINT_WRITE equals `step`, the
+/// writer stops itself with SIGSTOP after the parameters are written to PATH.tmp and flushed, so a
+/// test can SIGKILL it mid-write.
 void save_checkpoint(const std::string& path, const Model& model, const AdamW* optimizer,
-                     const Tokenizer& tokenizer, const Config& config, int64_t step);
+                     const Tokenizer& tokenizer, const Config& config, int64_t step,
+                     const ResumeState* resume = nullptr);
 
 /// What a checkpoint holds besides the tensors (which load_checkpoint copies into a Model).
 struct CheckpointInfo {
   int64_t format_version = 0;
   int64_t step = 0;
   std::string config_ini;
+  uint64_t config_fnv1a64 = 0;
   std::string encoder_json;
   std::string vocab_bpe;
+  std::vector<TensorSpec> tensors;    // the parameter datasets, in Model::tensors() order
+  bool has_optimizer = false;
+  int64_t optimizer_step = 0;
+  bool has_resume = false;            // /schedule and /data present
+  ResumeState resume;
+  /// True if the file has everything `wte train --resume` needs (optimizer and resume state).
+  bool resumable() const { return has_optimizer && has_resume; }
 };
 
-/// Reads the metadata and validates the file: it must be HDF5 with format "wte-checkpoint", a
-/// version this build reads, and every dataset present with the shapes the stored config implies
-/// and dtype float32. Throws wte::Error naming the path and what is wrong; never a partial result.
+/// Reads the metadata and validates the whole file, reading every dataset: it must exist and be
+/// HDF5 with format "wte-checkpoint" and a version this build reads; config_fnv1a64 must match the
+/// stored config text, which must parse; every parameter (and optimizer moment, if /optimizer
+/// exists) must be present as float32 with the shape the stored config implies; the tokenizer must
+/// parse and have vocab_size tokens; /schedule and /data, if present, must come together, with the
+/// listed dtypes and shapes, a step equal to the root's and the optimizer's, and a valid data order
+/// (check_loader_state). Throws wte::Error naming the path and what is wrong; never a partial
+/// result. Every HDF5 handle is closed on return and on every error path.
 CheckpointInfo read_checkpoint_info(const std::string& path);
 
-/// Copies the stored parameters (and the optimizer state, if `optimizer` is not null and the file
-/// has it) into `model`, whose config must match the file's shapes (else wte::Error naming the
-/// tensor and both shapes). Everything is read into temporaries first: on error nothing changes.
-void load_checkpoint(const std::string& path, Model& model, AdamW* optimizer);
+/// Validates the file (read_checkpoint_info), then copies the stored parameters (and the optimizer
+/// state, if `optimizer` is not null and the file has it) into `model`, whose config must match the
+/// file's shapes (else wte::Error naming the tensor and both shapes). Everything is read into
+/// temporaries first: on error nothing changes. Returns the info.
+CheckpointInfo load_checkpoint(const std::string& path, Model& model, AdamW* optimizer);
+
+/// Path of the trainer's checkpoint for `step` in `dir`: DIR/checkpoint_XXXXXXXX.h5 (8 digits).
+std::string checkpoint_path(const std::string& dir, uint64_t step);
+
+/// The trainer's checkpoints in `dir` (files named checkpoint_<digits>.h5; never *.tmp), as
+/// (step, path), sorted by step, ascending. Not validated.
+std::vector<std::pair<uint64_t, std::string>> list_checkpoints(const std::string& dir);
+
+/// Keys of the resolved config that a resumed run may change: they do not alter the computation
+/// of any step (train.steps changes the schedule's remaining length, which is the point).
+/// Every other key must equal the checkpoint's.
+const std::vector<std::string>& resume_mutable_keys();
+
+/// Compares the config of a resumed run with the checkpoint's stored config. Returns one line per
+/// key that differs and may not ("model.d_model: checkpoint 256, now 128"); empty if compatible.
+/// Data paths (data.text, data.train_tokens, data.val_tokens) are not compared here: the trainer
+/// compares the token streams' lengths and hashes instead, so a moved corpus still resumes.
+std::vector<std::string> resume_config_mismatches(const Config& stored, const Config& now);
 
 }  // namespace wte

@@ -202,6 +202,8 @@ const std::vector<Key>& keys() {
                 "decoupled weight decay on wte and wpe (never ln_f)"),
       WTE_FLOAT(optim, grad_clip, 0.0, 1e6, false, "clip the global gradient norm (0: off)"),
       WTE_UINT(checkpoint, interval, 0, kMaxU, "steps between checkpoints (0: at the end only)"),
+      WTE_UINT(checkpoint, keep_last, 0, kMaxU,
+               "keep the newest K checkpoints in the run directory, delete older ones (0: all)"),
   };
   return table;
 }

@@ -56,6 +56,7 @@ struct OptimConfig {
 
 struct CheckpointConfig {
   size_t interval = 0;          // steps between checkpoints (0: only at the end)
+  size_t keep_last = 3;         // keep the newest K checkpoints of the run directory (0: keep all)
 };
 
 /// The whole resolved configuration.

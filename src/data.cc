@@ -140,16 +140,78 @@ void BatchLoader::start_epoch() {
   cursor_ = 0;
 }
 
-void BatchLoader::next_batch(int32_t* inputs, int32_t* targets, size_t B) {
+void BatchLoader::next_batch(int32_t* inputs, int32_t* targets, size_t B,
+                             std::vector<std::array<uint64_t, 2>>* served) {
   for (size_t b = 0; b < B; ++b) {
     if (cursor_ == num_samples_) {
       ++epoch_;
       start_epoch();
     }
+    if (served != nullptr) served->push_back({epoch_, order_[cursor_]});
     const int32_t* window = tokens_->data() + static_cast<size_t>(order_[cursor_++]) * T_;
     std::memcpy(inputs + b * T_, window, T_ * sizeof(int32_t));
     std::memcpy(targets + b * T_, window + 1, T_ * sizeof(int32_t));
   }
+}
+
+LoaderState BatchLoader::state() const {
+  LoaderState s;
+  s.epoch = epoch_;
+  s.cursor = cursor_;
+  s.num_samples = num_samples_;
+  s.shuffle = shuffle_;
+  s.rng_state = rng_.state();
+  s.order = order_;
+  return s;
+}
+
+void check_loader_state(const LoaderState& s, const std::string& where) {
+  auto fail = [&](const std::string& what) { throw Error(where + ": data order " + what); };
+  if (s.order.size() != s.num_samples)
+    fail("has " + std::to_string(s.order.size()) + " entries but num_samples = " +
+         std::to_string(s.num_samples));
+  if (s.cursor > s.num_samples)
+    fail("cursor " + std::to_string(s.cursor) + " exceeds num_samples = " +
+         std::to_string(s.num_samples));
+  if (s.rng_state == std::array<uint64_t, 4>{})
+    fail("has an all-zero shuffle RNG state (not a state xoshiro256** can reach)");
+  std::vector<bool> seen(s.num_samples, false);
+  for (size_t i = 0; i < s.order.size(); ++i) {
+    const uint32_t k = s.order[i];
+    if (k >= s.num_samples || seen[k])
+      fail("is not a permutation of [0, " + std::to_string(s.num_samples) + "): entry " +
+           std::to_string(i) + " is " + std::to_string(k) +
+           (k < s.num_samples ? ", which occurs twice" : ""));
+    if (!s.shuffle && k != i)
+      fail("is not the identity although shuffle is off: entry " + std::to_string(i) + " is " +
+           std::to_string(k));
+    seen[k] = true;
+  }
+}
+
+void BatchLoader::restore(const LoaderState& s, const std::string& where) {
+  check_loader_state(s, where);
+  if (s.num_samples != num_samples_)
+    throw Error(where + ": the data order is over " + std::to_string(s.num_samples) +
+                " samples but this token stream has " + std::to_string(num_samples_) +
+                " (another dataset or data.seq_len)");
+  if (s.shuffle != shuffle_)
+    throw Error(where + std::string(": the data order was saved with shuffle ") +
+                (s.shuffle ? "on" : "off") + " but this loader has shuffle " +
+                (shuffle_ ? "on" : "off"));
+  epoch_ = s.epoch;
+  cursor_ = s.cursor;
+  rng_.set_state(s.rng_state);
+  order_ = s.order;
+}
+
+uint64_t fnv1a64(const void* data, size_t n, uint64_t hash) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    hash ^= p[i];
+    hash *= 1099511628211ULL;
+  }
+  return hash;
 }
 
 }  // namespace wte

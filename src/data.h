@@ -1,6 +1,7 @@
 // Token data: validation of ids, int32 token files, the train/validation split, batches.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -33,6 +34,17 @@ std::string read_text_file(const std::string& path);
 /// A crash at any moment leaves either the old file or the new one, never a partial file at PATH.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
+/// FNV-1a, 64-bit (Fowler, Noll, Vo; offset basis 14695981039346656037, prime 1099511628211) of
+/// `n` bytes, continuing from `hash` (pass the previous result to hash data in pieces). Not
+/// cryptographic: it identifies a token stream or a config text in a checkpoint, so a resumed run
+/// can tell that its data or settings differ from the ones the checkpoint was trained on.
+inline constexpr uint64_t kFnv1a64Offset = 14695981039346656037ULL;
+uint64_t fnv1a64(const void* data, size_t n, uint64_t hash = kFnv1a64Offset);
+/// FNV-1a 64 of a token stream's bytes (int32 little-endian, as in a token file).
+inline uint64_t fnv1a64(const std::vector<int32_t>& ids) {
+  return fnv1a64(ids.data(), ids.size() * sizeof(int32_t));
+}
+
 /// Splits a corpus into documents at blank lines ("\n\n"), then deals them into train and
 /// validation: document i (0-based) goes to validation when floor((i+1)·f) > floor(i·f), which
 /// picks round(count·f) documents spread evenly through the corpus. Deterministic; no RNG.
@@ -52,6 +64,25 @@ TextSplit split_documents(std::string_view text, double val_fraction);
 double unigram_cross_entropy(const std::vector<int32_t>& train, const std::vector<int32_t>& val,
                              size_t vocab_size);
 
+/// Everything a BatchLoader's future depends on, so a resumed run serves the same batches in the
+/// same order: the epoch, the cursor in this epoch's sample order, the order itself (a permutation
+/// of [0, num_samples)) and the state of the shuffle's Rng (xoshiro256**, 4 words) as it is after
+/// drawing this epoch's order. num_samples and shuffle identify the stream and mode it belongs to.
+struct LoaderState {
+  uint64_t epoch = 0;
+  uint64_t cursor = 0;                  // samples of this epoch already served, <= num_samples
+  uint64_t num_samples = 0;
+  bool shuffle = false;
+  std::array<uint64_t, 4> rng_state{};
+  std::vector<uint32_t> order;          // (num_samples,) sample index at each position of the epoch
+};
+
+/// Throws wte::Error naming `where` and the first problem if `s` is not a state a loader can have:
+/// order not of size num_samples or not a permutation of [0, num_samples), cursor > num_samples,
+/// an all-zero Rng state (xoshiro's one invalid state), or (shuffle off) an order that is not the
+/// identity.
+void check_loader_state(const LoaderState& s, const std::string& where);
+
 /// Serves (B,T) input/target batches from one token stream. Sample k is the window
 /// tokens[k·T, k·T + T + 1): inputs its first T tokens, targets the last T (next-token). Windows do
 /// not overlap, so an epoch visits each sample exactly once; with shuffle on, the sample order of
@@ -62,7 +93,17 @@ class BatchLoader {
   BatchLoader(const std::vector<int32_t>* tokens, size_t T, bool shuffle, uint64_t seed);
 
   /// Fills inputs and targets (B,T) with the next B samples, starting a new epoch when needed.
-  void next_batch(int32_t* inputs, int32_t* targets, size_t B);
+  /// If `served` is not null, appends the (epoch, sample index) of each of the B samples to it.
+  void next_batch(int32_t* inputs, int32_t* targets, size_t B,
+                  std::vector<std::array<uint64_t, 2>>* served = nullptr);
+
+  /// The loader's position, for a checkpoint.
+  LoaderState state() const;
+  /// Continues from a saved position: the next batch is the one the saved loader would have served.
+  /// Throws wte::Error (naming `where`, and both values) if the state is invalid
+  /// (check_loader_state) or belongs to another stream or mode: num_samples or shuffle differ.
+  /// On error the loader is unchanged.
+  void restore(const LoaderState& s, const std::string& where);
 
   size_t num_samples() const { return num_samples_; }
   size_t epoch() const { return epoch_; }

@@ -1,4 +1,4 @@
-// `wte train --config FILE [--out DIR] [--section.key=value ...]`
+// `wte train --config FILE [--out DIR] [--resume PATH|auto] [--section.key=value ...]`
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "src/checkpoint.h"
 #include "src/config.h"
 #include "src/error.h"
 #include "train/commands.h"
@@ -22,6 +23,14 @@ int cmd_train(int argc, char** argv) {
       "config,c", po::value<std::string>(), "INI config file (configs/default.ini is the default job)")(
       "out,o", po::value<std::string>(),
       "run directory for metrics.csv, checkpoints, tokenizer (default: runs/<config name>)")(
+      "resume,r", po::value<std::string>(),
+      "continue a run from checkpoint PATH, or 'auto': from the newest valid checkpoint in the run "
+      "directory (a fresh start if it has none). Without --config the checkpoint's own config is "
+      "used; --section.key=value may change train.steps, the log/eval/checkpoint intervals and "
+      "checkpoint.keep_last, nothing that alters what a step computes")(
+      "stop-at", po::value<size_t>(),
+      "write a checkpoint after step N and exit, as a pre-empted job would (the learning-rate "
+      "schedule still spans train.steps); continue with --resume")(
       "quiet,q", "no progress lines");
   po::variables_map vm;
   std::vector<std::string> overrides;
@@ -38,7 +47,9 @@ int cmd_train(int argc, char** argv) {
     return 2;
   }
   if (vm.count("help")) {
-    std::cout << "Usage: wte train --config FILE [--out DIR] [--section.key=value ...]\n\n"
+    std::cout << "Usage: wte train --config FILE [--out DIR] [--section.key=value ...]\n"
+                 "       wte train --resume PATH|auto [--config FILE] [--out DIR] "
+                 "[--section.key=value ...]\n\n"
                  "Trains a GPT-2-style embedding model (wte + wpe -> ln_f -> tied lm_head, no\n"
                  "transformer blocks yet) on a text corpus, on the CPU. Prints a progress line\n"
                  "(step, loss, tokens/s, ETA), writes DIR/metrics.csv, DIR/config.ini (resolved),\n"
@@ -62,14 +73,59 @@ int cmd_train(int argc, char** argv) {
     }
   }
   const std::string config_path = vm.count("config") ? vm["config"].as<std::string>() : "";
-  const Config cfg = load_config(config_path, overrides);
+  const std::string resume = vm.count("resume") ? vm["resume"].as<std::string>() : "";
   RunOptions opts;
   opts.quiet = vm.count("quiet") > 0;
-  opts.out_dir = vm.count("out") ? vm["out"].as<std::string>()
-                                 : (fs::path("runs") / (config_path.empty()
-                                                            ? std::string("default")
-                                                            : fs::path(config_path).stem().string()))
-                                       .string();
+  if (vm.count("stop-at")) opts.stop_at = vm["stop-at"].as<size_t>();
+  if (vm.count("out")) {
+    opts.out_dir = vm["out"].as<std::string>();
+  } else if (!resume.empty() && resume != "auto") {
+    opts.out_dir = fs::path(resume).parent_path().string();  // continue in the checkpoint's run
+    if (opts.out_dir.empty()) opts.out_dir = ".";
+  } else if (resume == "auto" && config_path.empty()) {
+    std::fprintf(stderr, "wte train: --resume auto needs the run directory: give --out DIR (or "
+                         "--config FILE, whose run directory is runs/<config name>)\n");
+    return 2;
+  } else {
+    opts.out_dir = (fs::path("runs") / (config_path.empty()
+                                            ? std::string("default")
+                                            : fs::path(config_path).stem().string()))
+                       .string();
+  }
+  if (resume == "auto") {
+    // The newest checkpoint that validates; broken ones are reported, never silently used or
+    // silently replaced by a fresh start.
+    const auto found = list_checkpoints(opts.out_dir);
+    std::string skipped;
+    for (auto it = found.rbegin(); it != found.rend() && opts.resume.empty(); ++it) {
+      try {
+        const CheckpointInfo info = read_checkpoint_info(it->second);
+        if (!info.resumable()) throw Error("'" + it->second + "' is a weights-only checkpoint");
+        opts.resume = it->second;
+      } catch (const Error& e) {
+        std::fprintf(stderr, "wte train: --resume auto: skipping %s\n", e.what());
+        skipped += std::string("\n  ") + e.what();
+      }
+    }
+    if (opts.resume.empty() && !found.empty())
+      throw Error("--resume auto: none of the " + std::to_string(found.size()) +
+                  " checkpoint(s) in '" + opts.out_dir + "' is valid:" + skipped +
+                  "\n(not starting from scratch; remove the run directory to do that)");
+    if (opts.resume.empty() && !opts.quiet)
+      std::printf("--resume auto: no checkpoint in '%s'; starting from step 0\n",
+                  opts.out_dir.c_str());
+  } else {
+    opts.resume = resume;
+  }
+  // Without --config a resumed run takes the checkpoint's own resolved config (paths absolute).
+  const Config cfg =
+      (!opts.resume.empty() && config_path.empty())
+          ? parse_config(read_checkpoint_info(opts.resume).config_ini,
+                         "the config stored in '" + opts.resume + "'", overrides)
+          : load_config(config_path, overrides);
+  if (!opts.resume.empty() && !config_path.empty() && !opts.quiet)
+    std::printf("resuming with config %s (checked against the checkpoint's)\n",
+                config_path.c_str());
   const RunSummary summary = run_training(cfg, opts);
   (void)summary;  // printed by run_training
   return 0;

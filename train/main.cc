@@ -18,10 +18,11 @@ struct Command {
 constexpr Command kCommands[] = {
     {"train", wte::cli::cmd_train, "train a GPT-2-style embedding model from an INI config"},
     {"tokenize", wte::cli::cmd_tokenize, "print the BPE token ids and pieces of texts"},
+    {"inspect", wte::cli::cmd_inspect, "validate a checkpoint and print its step, shapes and config"},
+    {"profile", wte::cli::cmd_profile, "time the embedding gather, scatter strategies and a training step"},
     {"gradcheck", wte::cli::cmd_gradcheck,
      "check every gradient: finite differences in double, and the float32 model vs the reference"},
     {"grad", wte::cli::cmd_grad, "one forward/backward on a token batch; loss, logits, gradients to HDF5"},
-    {"profile", wte::cli::cmd_profile, "time the embedding gather, scatter strategies and a training step"},
     {"geometry", wte::cli::cmd_geometry,
      "measure and draw wte's geometry (neighbours, anisotropy, rank, purity, PCA) over snapshots"},
     {"hidden-states", wte::cli::cmd_hidden_states,

@@ -2,11 +2,14 @@
 
 #include <omp.h>
 
+#include <array>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "src/checkpoint.h"
@@ -63,10 +66,46 @@ double evaluate(Model& model, const std::vector<int32_t>& tokens, size_t T, size
   return total / static_cast<double>(count);
 }
 
-std::string checkpoint_path(const std::string& dir, size_t step) {
-  char name[64];
-  std::snprintf(name, sizeof name, "checkpoint_%08zu.h5", step);
-  return (fs::path(dir) / name).string();
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// metrics.csv of a resumed run: the header and the rows of steps <= `step` (rows a stopped run
+// wrote after its last checkpoint are dropped; the resumed run writes them again), rewritten
+// atomically. A missing file gets just the header.
+void truncate_metrics(const std::string& path, uint64_t step, const std::string& header) {
+  std::string kept = header;
+  if (fs::exists(path)) {
+    std::istringstream in(read_text_file(path));
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      const uint64_t row_step = std::strtoull(line.c_str(), nullptr, 10);
+      if (row_step >= 1 && row_step <= step) kept += line + "\n";
+    }
+  }
+  write_file_atomic(path, kept);
+}
+
+// Deletes the oldest of the trainer's checkpoints in `dir` so that `keep` of those with a step
+// <= `current` remain. Checkpoints of later steps (left by a run that went further before this one
+// resumed from an earlier checkpoint) are not touched; *.tmp files are not checkpoints.
+void prune_checkpoints(const std::string& dir, uint64_t current, size_t keep) {
+  if (keep == 0) return;
+  std::vector<std::pair<uint64_t, std::string>> older;
+  for (const auto& c : list_checkpoints(dir))
+    if (c.first <= current) older.push_back(c);
+  if (older.size() <= keep) return;
+  for (size_t i = 0; i + keep < older.size(); ++i) {
+    std::error_code ec;
+    fs::remove(older[i].second, ec);
+    if (ec)
+      std::fprintf(stderr, "wte train: warning: could not delete old checkpoint '%s': %s\n",
+                   older[i].second.c_str(), ec.message().c_str());
+  }
 }
 
 }  // namespace
@@ -96,6 +135,47 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
                    " (a tokenizer directory holds GPT-2's encoder.json and vocab.bpe; or set "
                    "data.tokenizer = train)");
   }
+  // --- Resume: the checkpoint must be whole and resumable, and every setting that changes what a
+  // step computes must equal the checkpoint's. All checked before anything is written.
+  const bool resuming = !opts.resume.empty();
+  CheckpointInfo ckpt;
+  if (resuming) {
+    ckpt = read_checkpoint_info(opts.resume);  // validates every dataset
+    if (!ckpt.resumable())
+      throw Error("checkpoint '" + opts.resume + "' cannot be resumed: it has no " +
+                  (ckpt.has_optimizer ? "/data and /schedule (data order and schedule position)"
+                                      : "/optimizer (AdamW moments)") +
+                  "; it is a weights-only file");
+    const Config stored = parse_config(ckpt.config_ini, "the config stored in '" + opts.resume + "'");
+    const std::vector<std::string> diffs = resume_config_mismatches(stored, cfg);
+    if (!diffs.empty()) {
+      std::string msg = "cannot resume from '" + opts.resume + "': " +
+                        std::to_string(diffs.size()) +
+                        " setting(s) differ from the checkpoint's and may not change on resume:";
+      for (const std::string& d : diffs) msg += "\n  " + d;
+      msg += "\n(settings that may change: ";
+      for (size_t i = 0; i < resume_mutable_keys().size(); ++i)
+        msg += (i ? ", " : "") + resume_mutable_keys()[i];
+      throw Error(msg + ")");
+    }
+    if (static_cast<uint64_t>(ckpt.step) >= cfg.train.steps)
+      throw Error("checkpoint '" + opts.resume + "' is at step " + std::to_string(ckpt.step) +
+                  " and train.steps = " + std::to_string(cfg.train.steps) +
+                  ": nothing left to train; raise --train.steps above " +
+                  std::to_string(ckpt.step) + " to continue");
+    if (stored.train.threads != cfg.train.threads)
+      std::fprintf(stderr,
+                   "wte train: note: train.threads is %zu, the checkpoint's run used %zu: the run "
+                   "continues, but oneDNN's rounding differs, so it is not bit-identical to an "
+                   "uninterrupted run\n",
+                   cfg.train.threads, stored.train.threads);
+  }
+  if (opts.stop_at > 0 &&
+      (opts.stop_at >= cfg.train.steps ||
+       (resuming && opts.stop_at <= static_cast<uint64_t>(ckpt.step))))
+    throw Error("--stop-at " + std::to_string(opts.stop_at) + " must be after the start step " +
+                std::to_string(resuming ? ckpt.step : 0) + " and before train.steps = " +
+                std::to_string(cfg.train.steps));
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
   const size_t B = cfg.train.batch_size, T = cfg.data.seq_len, V = cfg.model.vocab_size;
   auto say = [&](const char* fmt, auto... args) {
@@ -110,8 +190,25 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   Tokenizer tokenizer;
   std::vector<int32_t> train_ids, val_ids;
   size_t train_bytes = 0;
+  if (resuming) {
+    // The checkpoint's tokenizer, always: a tokenizer directory must hold the same one; with
+    // data.tokenizer = train, BPE is not trained again.
+    tokenizer = Tokenizer::from_strings(ckpt.encoder_json, ckpt.vocab_bpe,
+                                        "the tokenizer stored in '" + opts.resume + "'");
+    if (cfg.data.tokenizer != "train") {
+      const Tokenizer dir_tok = Tokenizer::load(cfg.data.tokenizer);
+      if (dir_tok.encoder_json() != ckpt.encoder_json || dir_tok.vocab_bpe() != ckpt.vocab_bpe)
+        throw Error("cannot resume from '" + opts.resume + "': tokenizer: data.tokenizer '" +
+                    cfg.data.tokenizer + "' holds another vocabulary than the checkpoint's (" +
+                    std::to_string(dir_tok.size()) + " tokens, " +
+                    std::to_string(dir_tok.num_merges()) + " merges, vs " +
+                    std::to_string(tokenizer.size()) + " tokens, " +
+                    std::to_string(tokenizer.num_merges()) + " merges, or the same sizes with "
+                    "other contents)");
+    }
+  }
   if (from_token_files) {
-    tokenizer = Tokenizer::load(cfg.data.tokenizer);
+    if (!resuming) tokenizer = Tokenizer::load(cfg.data.tokenizer);
     train_ids = read_token_file(cfg.data.train_tokens);
     val_ids = read_token_file(cfg.data.val_tokens);
     say("data: %zu train tokens from %s, %zu validation tokens from %s\n", train_ids.size(),
@@ -121,7 +218,9 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     const TextSplit split = split_documents(text, cfg.data.val_fraction);
     say("data: %s, %zu bytes, %zu train / %zu validation documents\n", cfg.data.text.c_str(),
         text.size(), split.train_documents, split.val_documents);
-    if (cfg.data.tokenizer == "train") {
+    if (resuming) {
+      say("tokenizer: the checkpoint's (%zu tokens)\n", tokenizer.size());
+    } else if (cfg.data.tokenizer == "train") {
       say("tokenizer: training byte-level BPE to vocab_size %zu on the train split...\n", V);
       tokenizer = Tokenizer::train(split.train, V);
     } else {
@@ -147,12 +246,44 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   if (val_ids.size() < T + 1)
     throw Error("the validation split has " + std::to_string(val_ids.size()) +
                 " tokens, fewer than data.seq_len + 1 = " + std::to_string(T + 1));
+  const uint64_t train_hash = fnv1a64(train_ids), val_hash = fnv1a64(val_ids);
   BatchLoader loader(&train_ids, T, /*shuffle=*/true, cfg.train.seed ^ 0x5eed0da7aULL);
+  if (resuming) {
+    const ResumeState& rs = ckpt.resume;
+    std::string diffs;
+    auto compare = [&](const char* split, uint64_t n_then, uint64_t h_then, uint64_t n_now,
+                       uint64_t h_now) {
+      if (n_then != n_now || h_then != h_now)
+        diffs += std::string("\n  dataset (") + split + " tokens): checkpoint " +
+                 std::to_string(n_then) + " tokens, fnv1a64 " + hex64(h_then) + ", now " +
+                 std::to_string(n_now) + " tokens, fnv1a64 " + hex64(h_now);
+    };
+    compare("train", rs.train_tokens, rs.train_tokens_fnv1a64, train_ids.size(), train_hash);
+    compare("validation", rs.val_tokens, rs.val_tokens_fnv1a64, val_ids.size(), val_hash);
+    if (!diffs.empty())
+      throw Error("cannot resume from '" + opts.resume +
+                  "': the data differs from the data the checkpoint was trained on:" + diffs);
+    loader.restore(rs.data, "checkpoint '" + opts.resume + "'");
+  }
   say("tokens: %zu train, %zu validation (%.2f bytes/token); %zu train sequences of %zu; "
       "prepared in %.1f s\n",
       train_ids.size(), val_ids.size(),
       static_cast<double>(train_bytes) / static_cast<double>(train_ids.size()),
       loader.num_samples(), T, seconds_since(t_prep));
+
+  // --- Model and optimizer: fresh, or everything from the checkpoint (read into temporaries
+  // first, so a failure changes nothing and nothing has been written yet).
+  Model model(cfg.model);
+  AdamW optimizer(model);
+  const size_t start_step = resuming ? static_cast<size_t>(ckpt.step) : 0;
+  if (resuming) {
+    load_checkpoint(opts.resume, model, &optimizer);
+    say("resumed: %s at step %zu (epoch %llu, sample %llu of %zu in this epoch's order)\n",
+        opts.resume.c_str(), start_step, static_cast<unsigned long long>(loader.epoch()),
+        static_cast<unsigned long long>(loader.cursor()), loader.num_samples());
+  } else {
+    model.init_weights(cfg.train.seed);
+  }
 
   // --- Outputs: everything a later tool needs to read this run.
   fs::create_directories(opts.out_dir);
@@ -161,15 +292,34 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   write_token_file((fs::path(opts.out_dir) / "train.bin").string(), train_ids);
   write_token_file((fs::path(opts.out_dir) / "val.bin").string(), val_ids);
   const std::string metrics_path = (fs::path(opts.out_dir) / "metrics.csv").string();
-  std::ofstream metrics(metrics_path, std::ios::trunc);
+  const std::string metrics_header = "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,elapsed_s\n";
+  if (resuming) {
+    truncate_metrics(metrics_path, start_step, metrics_header);
+    // A checkpoint write a stopped run left unfinished is garbage, never a checkpoint.
+    for (const auto& e : fs::directory_iterator(opts.out_dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("checkpoint_", 0) == 0 && name.size() > 7 &&
+          name.compare(name.size() - 7, 7, ".h5.tmp") == 0) {
+        say("removing '%s' (an unfinished checkpoint write of a stopped run)\n",
+            e.path().string().c_str());
+        std::error_code ec;
+        fs::remove(e.path(), ec);
+      }
+    }
+  }
+  std::ofstream metrics(metrics_path, resuming ? std::ios::app : std::ios::trunc);
   if (!metrics) throw Error("cannot create '" + metrics_path + "'");
-  metrics << "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,elapsed_s\n";
-
-  // --- Model and optimizer.
-  Model model(cfg.model);
-  model.init_weights(cfg.train.seed);
-  save_snapshot_if_due(cfg, opts.out_dir, model, tokenizer, 0);  // train.snapshot_steps
-  AdamW optimizer(model);
+  metrics.precision(9);  // float32 losses round-trip exactly
+  if (!resuming) {
+    metrics << metrics_header;
+    save_snapshot_if_due(cfg, opts.out_dir, model, tokenizer, 0);  // train.snapshot_steps
+  }
+  // Test hook: WTE_TEST_TRACE_SAMPLES=FILE appends "step epoch:sample ..." per step (the batch
+  // order, so a test can compare runs and count samples per epoch).
+  const char* trace_env = std::getenv("WTE_TEST_TRACE_SAMPLES");
+  std::ofstream trace;
+  if (trace_env != nullptr) trace.open(trace_env, std::ios::app);
+  std::vector<std::array<uint64_t, 2>> served;
   say("model: vocab_size %zu, d_model %zu, n_ctx %zu, ln_f %s, tied lm_head; %zu parameters; "
       "%d threads\n",
       V, cfg.model.d_model, cfg.model.n_ctx, cfg.model.ln_f ? "on" : "off",
@@ -182,9 +332,15 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   RunSummary summary;
   double step_seconds = 0.0;
   const auto t_start = Clock::now();
-  for (size_t step = 0; step < cfg.train.steps; ++step) {
+  for (size_t step = start_step; step < cfg.train.steps; ++step) {
     const auto t0 = Clock::now();
-    loader.next_batch(inputs.data(), targets.data(), B);
+    served.clear();
+    loader.next_batch(inputs.data(), targets.data(), B, trace.is_open() ? &served : nullptr);
+    if (trace.is_open()) {
+      trace << step + 1;
+      for (const auto& es : served) trace << ' ' << es[0] << ':' << es[1];
+      trace << '\n' << std::flush;
+    }
     const float loss = model.forward(inputs.data(), targets.data(), B, T);
     model.backward();
     const double norm = clip_grad_norm(model, cfg.optim.grad_clip);
@@ -193,9 +349,10 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     step_seconds += seconds_since(t0);
     save_snapshot_if_due(cfg, opts.out_dir, model, tokenizer, step + 1);  // not timed
     const size_t done = step + 1;
-    const double tok_s = static_cast<double>(done * B * T) / step_seconds;
+    const double tok_s = static_cast<double>((done - start_step) * B * T) / step_seconds;
 
     const bool last = done == cfg.train.steps;
+    const bool stop_now = done == opts.stop_at;
     const bool eval_now = last || (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0);
     double val_loss = -1.0;
     if (eval_now && !last) val_loss = evaluate(model, val_ids, T, B, val_windows_periodic);
@@ -209,23 +366,50 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     if (val_loss >= 0) metrics << val_loss;
     metrics << ',' << lr << ',' << norm << ',' << tok_s << ',' << seconds_since(t_start) << '\n';
     if (done % cfg.train.log_interval == 0 || eval_now || done == 1) {
-      const double eta = step_seconds / done * static_cast<double>(cfg.train.steps - done);
+      const double eta = step_seconds / static_cast<double>(done - start_step) *
+                         static_cast<double>(cfg.train.steps - done);
       say("step %6zu/%zu | loss %.4f%s | lr %.2e | norm %.3f | %.1fk tok/s | ETA %s\n", done,
           cfg.train.steps, loss,
           val_loss >= 0 ? (" | val " + std::to_string(val_loss).substr(0, 6)).c_str() : "", lr,
           norm, tok_s / 1000.0, format_duration(eta).c_str());
       metrics.flush();
     }
-    if (last || (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0)) {
+    if (last || stop_now ||
+        (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0)) {
+      metrics.flush();  // rows up to this checkpoint are on disk before it is
       summary.last_checkpoint = checkpoint_path(opts.out_dir, done);
+      ResumeState rs;
+      rs.data = loader.state();
+      rs.train_tokens = train_ids.size();
+      rs.val_tokens = val_ids.size();
+      rs.train_tokens_fnv1a64 = train_hash;
+      rs.val_tokens_fnv1a64 = val_hash;
+      rs.total_steps = cfg.train.steps;
+      rs.lr = lr;
+      const auto t_save = Clock::now();
       save_checkpoint(summary.last_checkpoint, model, &optimizer, tokenizer, cfg,
-                      static_cast<int64_t>(done));
+                      static_cast<int64_t>(done), &rs);
+      summary.checkpoint_seconds += seconds_since(t_save);
+      summary.checkpoints_written += 1;
+      prune_checkpoints(opts.out_dir, done, cfg.checkpoint.keep_last);
     }
     if (last) summary.final_val_loss = val_loss;
+    if (stop_now) {
+      summary.stopped = true;
+      break;
+    }
   }
   metrics.close();
   summary.train_seconds = step_seconds;
-  summary.tokens_per_second = static_cast<double>(cfg.train.steps * B * T) / step_seconds;
+  if (summary.stopped) {
+    std::printf("stopped at step %zu of %zu (--stop-at) after %s; checkpoint %s; continue with: "
+                "wte train --resume %s\n",
+                opts.stop_at, cfg.train.steps, format_duration(step_seconds).c_str(),
+                summary.last_checkpoint.c_str(), summary.last_checkpoint.c_str());
+    return summary;
+  }
+  const size_t trained = cfg.train.steps - start_step;
+  summary.tokens_per_second = static_cast<double>(trained * B * T) / step_seconds;
   // The baseline scores exactly the targets the final evaluation scored.
   const std::vector<int32_t> val_targets(val_ids.begin() + 1,
                                          val_ids.begin() + 1 + static_cast<long>(val_windows_all * T));
@@ -236,9 +420,17 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
       summary.final_val_loss, val_windows_all * T, summary.unigram_baseline,
       summary.final_val_loss < summary.unigram_baseline ? "below" : "NOT below",
       std::fabs(summary.unigram_baseline - summary.final_val_loss));
-  std::printf("trained %zu steps in %s, %.0f tokens/s; checkpoint %s; metrics %s\n",
-              cfg.train.steps, format_duration(step_seconds).c_str(), summary.tokens_per_second,
+  std::printf("trained %zu steps in %s, %.0f tokens/s; checkpoint %s; metrics %s\n", trained,
+              format_duration(step_seconds).c_str(), summary.tokens_per_second,
               summary.last_checkpoint.c_str(), metrics_path.c_str());
+  std::printf("checkpoints: %zu written, %.3f s each on average (%s)\n",
+              summary.checkpoints_written,
+              summary.checkpoints_written ? summary.checkpoint_seconds /
+                                                static_cast<double>(summary.checkpoints_written)
+                                          : 0.0,
+              fs::exists(summary.last_checkpoint)
+                  ? (std::to_string(fs::file_size(summary.last_checkpoint)) + " bytes each").c_str()
+                  : "");
   return summary;
 }
 

@@ -11,6 +11,9 @@ namespace wte {
 struct RunOptions {
   std::string out_dir;   // metrics.csv, config.ini, tokenizer/, checkpoints
   bool quiet = false;    // no progress lines (errors and the final summary still print)
+  std::string resume;    // checkpoint to continue from (empty: a fresh run); see run_training
+  size_t stop_at = 0;    // if > 0: after this step, write a checkpoint and return (the schedule
+                         // still spans train.steps), as a pre-empted job would; resume continues
 };
 
 /// What a finished run measured.
@@ -20,6 +23,9 @@ struct RunSummary {
   double tokens_per_second = 0;   // training tokens per second of step time
   double train_seconds = 0;       // wall time of the optimizer steps (excludes data preparation)
   std::string last_checkpoint;
+  bool stopped = false;           // stopped at opts.stop_at, before train.steps
+  size_t checkpoints_written = 0;
+  double checkpoint_seconds = 0;  // wall time spent in save_checkpoint (write, fsync, rename)
 };
 
 /// Runs a whole training job: prepares the data (reads data.text, splits it, trains or loads the
@@ -29,6 +35,19 @@ struct RunSummary {
 /// checkpoint_XXXXXXXX.h5 (every checkpoint.interval steps and at the end).
 /// Throws wte::Error before any training for a missing file, a tokenizer whose size is not
 /// model.vocab_size, or a corpus too small for one batch.
+///
+/// Resume (opts.resume = a checkpoint path): continues that run exactly, from its step to
+/// cfg.train.steps. Before anything is computed or written it checks, each failure a wte::Error:
+/// the file is a whole, resumable checkpoint (read_checkpoint_info); every config key outside
+/// resume_mutable_keys() equals the checkpoint's (the error lists each differing key with both
+/// values); a tokenizer directory holds the checkpoint's tokenizer (which is always the one used);
+/// the train and validation token streams have the checkpoint's lengths and FNV-1a hashes; the
+/// step is below train.steps. Then parameters, AdamW m/v/step, the data order and the schedule's
+/// position (the step) are restored; metrics.csv keeps its rows up to the step and continues;
+/// unfinished checkpoint_*.h5.tmp files in the run directory are removed. With the same thread
+/// count the result is bit-identical to a run that was never stopped.
+/// After each checkpoint, older ones beyond checkpoint.keep_last are deleted (see
+/// prune_checkpoints in trainer.cc: only checkpoints of steps <= the current one are counted).
 RunSummary run_training(const Config& cfg, const RunOptions& opts);
 
 }  // namespace wte

@@ -1,0 +1,88 @@
+// `wte inspect CHECKPOINT`: what a checkpoint holds, after validating it as loading does.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "src/checkpoint.h"
+#include "src/error.h"
+#include "train/commands.h"
+
+namespace wte::cli {
+
+int cmd_inspect(int argc, char** argv) {
+  std::string path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << "Usage: wte inspect CHECKPOINT\n\n"
+                   "Validates an HDF5 checkpoint with the same checks as loading it (format and\n"
+                   "version, config hash, every dataset's dtype and shape, the tokenizer, the data\n"
+                   "order) and prints its format version, step, schedule and data position, the\n"
+                   "parameter shapes and sizes, and the resolved config. Exit 0 if valid, 1 with an\n"
+                   "error naming the file and the problem if not. Layout: docs/checkpoint.md.\n";
+      return 0;
+    }
+    if (arg.rfind("-", 0) == 0 || !path.empty()) {
+      std::fprintf(stderr, "wte inspect: unexpected argument '%s' (usage: wte inspect CHECKPOINT)\n",
+                   arg.c_str());
+      return 2;
+    }
+    path = arg;
+  }
+  if (path.empty()) {
+    std::fprintf(stderr, "wte inspect: no checkpoint given (usage: wte inspect CHECKPOINT)\n");
+    return 2;
+  }
+  const CheckpointInfo info = read_checkpoint_info(path);  // throws wte::Error: exit 1
+  std::printf("checkpoint: %s\nformat: %s version %lld (valid: every dataset read and checked)\n",
+              path.c_str(), kCheckpointFormat, static_cast<long long>(info.format_version));
+  std::printf("step: %lld\n", static_cast<long long>(info.step));
+  std::printf("config_fnv1a64: %016llx\n", static_cast<unsigned long long>(info.config_fnv1a64));
+  size_t total = 0;
+  std::printf("parameters:\n");
+  for (const TensorSpec& t : info.tensors) {
+    std::string shape = "(";
+    for (size_t i = 0; i < t.shape.size(); ++i)
+      shape += (i ? ", " : "") + std::to_string(t.shape[i]);
+    shape += t.shape.size() == 1 ? ",)" : ")";
+    std::printf("  %-8s float32 %-14s %10zu values %12zu bytes\n", t.name.c_str(), shape.c_str(),
+                t.size, t.size * sizeof(float));
+    total += t.size;
+  }
+  std::printf("  total    %zu parameters, %zu bytes\n", total, total * sizeof(float));
+  if (info.has_optimizer)
+    std::printf("optimizer: AdamW, step %lld, m and v for every parameter (%zu bytes)\n",
+                static_cast<long long>(info.optimizer_step), 2 * total * sizeof(float));
+  else
+    std::printf("optimizer: none (weights only)\n");
+  if (info.has_resume) {
+    const ResumeState& r = info.resume;
+    std::printf("schedule: step %lld of train.steps %llu, last lr %.6g\n",
+                static_cast<long long>(info.step), static_cast<unsigned long long>(r.total_steps),
+                static_cast<double>(r.lr));
+    std::printf("data: epoch %llu, cursor %llu of %llu samples, shuffle %s, rng_state %016llx "
+                "%016llx %016llx %016llx\n",
+                static_cast<unsigned long long>(r.data.epoch),
+                static_cast<unsigned long long>(r.data.cursor),
+                static_cast<unsigned long long>(r.data.num_samples), r.data.shuffle ? "on" : "off",
+                static_cast<unsigned long long>(r.data.rng_state[0]),
+                static_cast<unsigned long long>(r.data.rng_state[1]),
+                static_cast<unsigned long long>(r.data.rng_state[2]),
+                static_cast<unsigned long long>(r.data.rng_state[3]));
+    std::printf("tokens: train %llu (fnv1a64 %016llx), validation %llu (fnv1a64 %016llx)\n",
+                static_cast<unsigned long long>(r.train_tokens),
+                static_cast<unsigned long long>(r.train_tokens_fnv1a64),
+                static_cast<unsigned long long>(r.val_tokens),
+                static_cast<unsigned long long>(r.val_tokens_fnv1a64));
+    std::printf("resumable: yes (wte train --resume %s)\n", path.c_str());
+  } else {
+    std::printf("resumable: no (no /data and /schedule)\n");
+  }
+  std::printf("tokenizer: encoder.json %zu bytes, vocab.bpe %zu bytes\n", info.encoder_json.size(),
+              info.vocab_bpe.size());
+  std::printf("config:\n%s", info.config_ini.c_str());
+  return 0;
+}
+
+}  // namespace wte::cli
