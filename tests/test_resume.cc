@@ -62,7 +62,9 @@ std::string slurp(const fs::path& path) {
 
 // Runs a shell command; returns its exit code, with stdout+stderr in *output.
 int run(const std::string& cmd, std::string* output) {
-  const fs::path log = fs::path(WTE_BINARY_DIR) / "test_tmp" / "resume_last_command.log";
+  // One log per process: ctest runs each test case as its own process, in parallel.
+  const fs::path log = fs::path(WTE_BINARY_DIR) / "test_tmp" /
+                       ("resume_command_" + std::to_string(::getpid()) + ".log");
   fs::create_directories(log.parent_path());
   const int status = std::system((cmd + " > '" + log.string() + "' 2>&1").c_str());
   *output = slurp(log);
