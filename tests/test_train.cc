@@ -2,6 +2,7 @@
 // command as a user runs it (through the built binary, WTE_CLI).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -51,10 +52,14 @@ std::string slurp(const fs::path& path) {
 
 // Runs a shell command; returns its exit code, with stdout+stderr in *output.
 int run(const std::string& cmd, std::string* output) {
-  const fs::path log = fs::path(WTE_BINARY_DIR) / "test_tmp" / "last_command.log";
+  // One log per process and call: ctest runs the cases of this file as parallel processes.
+  static int calls = 0;
+  const fs::path log = fs::path(WTE_BINARY_DIR) / "test_tmp" /
+                       ("command_" + std::to_string(::getpid()) + "_" + std::to_string(calls++) + ".log");
   fs::create_directories(log.parent_path());
   const int status = std::system((cmd + " > '" + log.string() + "' 2>&1").c_str());
   *output = slurp(log);
+  fs::remove(log);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
