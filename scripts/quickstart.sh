@@ -61,7 +61,8 @@ case "$mode" in
   train)
     datasets/make_kjv.sh
     echo "== training configs/default.ini into runs/default"
-    "$build_dir"/wte train --config configs/default.ini --out runs/default
+    # --overwrite: running this again trains again (an earlier run's checkpoints are replaced).
+    "$build_dir"/wte train --config configs/default.ini --out runs/default --overwrite
     ;;
   test)
     datasets/make_kjv.sh

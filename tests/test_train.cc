@@ -405,6 +405,23 @@ TEST_F(TrainCli, SameConfigSeedAndThreadsGiveIdenticalCheckpoints) {
   EXPECT_NE(0, std::memcmp(a.param_data(), c.param_data(), a.num_parameters() * sizeof(float)));
 }
 
+TEST_F(TrainCli, AFreshRunNeverMixesWithAnEarlierRunsCheckpoints) {
+  int code = 0;
+  std::string out = train("run", "--train.steps=4 --checkpoint.interval=2", &code);
+  ASSERT_EQ(code, 0) << out;
+  const fs::path run_dir = dir_ / "run";
+  const std::string before = slurp(run_dir / "checkpoint_00000004.h5");
+  out = train("run", "--train.steps=2", &code);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("already holds"), std::string::npos) << out;
+  EXPECT_NE(out.find("--overwrite"), std::string::npos) << out;
+  EXPECT_EQ(slurp(run_dir / "checkpoint_00000004.h5"), before) << "nothing may be lost";
+  out = train("run", "--train.steps=2 --overwrite", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_TRUE(fs::exists(run_dir / "checkpoint_00000002.h5"));
+  EXPECT_FALSE(fs::exists(run_dir / "checkpoint_00000004.h5")) << "the earlier run's is gone";
+}
+
 TEST_F(TrainCli, BadTokenIdsStopBeforeAnyComputeAndWriteNothing) {
   int code = 0;
   const std::string prep = train("prep", "--train.steps=1", &code);

@@ -31,6 +31,8 @@ int cmd_train(int argc, char** argv) {
       "stop-at", po::value<size_t>(),
       "write a checkpoint after step N and exit, as a pre-empted job would (the learning-rate "
       "schedule still spans train.steps); continue with --resume")(
+      "overwrite", "start afresh in a run directory that holds an earlier run's checkpoints and "
+      "snapshots, deleting them (only after every check passed); without it that is an error")(
       "quiet,q", "no progress lines");
   po::variables_map vm;
   std::vector<std::string> overrides;
@@ -76,6 +78,7 @@ int cmd_train(int argc, char** argv) {
   const std::string resume = vm.count("resume") ? vm["resume"].as<std::string>() : "";
   RunOptions opts;
   opts.quiet = vm.count("quiet") > 0;
+  opts.overwrite = vm.count("overwrite") > 0;
   if (vm.count("stop-at")) opts.stop_at = vm["stop-at"].as<size_t>();
   if (vm.count("out")) {
     opts.out_dir = vm["out"].as<std::string>();

@@ -284,6 +284,25 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   } else {
     model.init_weights(cfg.train.seed);
   }
+  // A fresh run never mixes with an earlier run's checkpoints: `--resume auto` would later pick
+  // the newest of them, which may belong to the other run.
+  if (!resuming && fs::exists(opts.out_dir)) {
+    auto earlier = list_checkpoints(opts.out_dir);
+    for (const auto& s : list_snapshots(opts.out_dir)) earlier.push_back(s);
+    if (!earlier.empty() && !opts.overwrite)
+      throw Error("run directory '" + opts.out_dir + "' already holds " +
+                  std::to_string(earlier.size()) + " checkpoint/snapshot file(s) of an earlier run "
+                  "(e.g. '" + earlier.back().second + "'); continue that run with --resume auto, "
+                  "choose another --out, or pass --overwrite to delete them and start over");
+    for (const auto& e : earlier) {
+      std::error_code ec;
+      fs::remove(e.second, ec);
+      if (ec) throw Error("cannot delete '" + e.second + "' for --overwrite: " + ec.message());
+    }
+    if (!earlier.empty())
+      say("--overwrite: deleted %zu checkpoint/snapshot file(s) of an earlier run in '%s'\n",
+          earlier.size(), opts.out_dir.c_str());
+  }
 
   // --- Outputs: everything a later tool needs to read this run.
   fs::create_directories(opts.out_dir);

@@ -14,6 +14,8 @@ struct RunOptions {
   std::string resume;    // checkpoint to continue from (empty: a fresh run); see run_training
   size_t stop_at = 0;    // if > 0: after this step, write a checkpoint and return (the schedule
                          // still spans train.steps), as a pre-empted job would; resume continues
+  bool overwrite = false;  // a fresh run into a directory holding an earlier run's checkpoints
+                           // deletes them (after every check passed); without it, that is an error
 };
 
 /// What a finished run measured.
