@@ -5,6 +5,7 @@
 #include "src/config.h"
 
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -38,13 +39,14 @@ uint64_t parse_uint(const std::string& s, uint64_t lo, uint64_t hi) {
   uint64_t v = 0;
   const char* end = s.data() + s.size();
   auto [ptr, ec] = std::from_chars(s.data(), end, v);
+  if (!s.empty() && ec == std::errc::result_out_of_range && ptr == end) bad("out of range");
   if (s.empty() || ec != std::errc() || ptr != end) bad("not a whole number");
   if (v < lo || v > hi) bad("out of range");
   return v;
 }
 
 double parse_double(const std::string& s, double lo, double hi, bool lo_open = false) {
-  if (s.empty()) bad("not a number");
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) bad("not a number");
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
   if (end != s.c_str() + s.size() || !std::isfinite(v)) bad("not a finite number");
@@ -58,11 +60,14 @@ bool parse_bool(const std::string& s) {
   bad("not a boolean");
 }
 
+// The shortest text that reads back as the same value: as a float when the value is one (most
+// keys are float, and 0.003f printed as a double would read 0.00300000003), else as a double.
 std::string fmt_double(double v) {
-  std::ostringstream os;
-  os.precision(9);
-  os << v;
-  return os.str();
+  char buf[64];
+  const float f = static_cast<float>(v);
+  const auto r = static_cast<double>(f) == v ? std::to_chars(buf, buf + sizeof buf, f)
+                                             : std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 // Builders for the table below: `get` reads the key's member of a Config, `put` writes it.
@@ -78,11 +83,16 @@ Key make_uint(std::string name, std::string help, uint64_t lo, uint64_t hi,
 }
 
 Key make_float(std::string name, std::string help, double lo, double hi, bool lo_open,
-               std::function<double(const Config&)> get, std::function<void(Config&, double)> put) {
+               std::function<double(const Config&)> get, std::function<void(Config&, double)> put,
+               bool hi_open = false) {
   std::string allowed = std::string("a number in ") + (lo_open ? "(" : "[") + fmt_double(lo) +
-                        ", " + fmt_double(hi) + "]";
+                        ", " + fmt_double(hi) + (hi_open ? ")" : "]");
   return Key{std::move(name), std::move(help), allowed,
-             [=](Config& c, const std::string& s) { put(c, parse_double(s, lo, hi, lo_open)); },
+             [=](Config& c, const std::string& s) {
+               const double v = parse_double(s, lo, hi, lo_open);
+               if (hi_open && v >= hi) bad("out of range");
+               put(c, v);
+             },
              [=](const Config& c) { return fmt_double(get(c)); }};
 }
 
@@ -114,6 +124,11 @@ Key make_string(std::string name, std::string help, std::string allowed, bool is
   make_float(#sec "." #key, help, lo, hi, lo_open,                                             \
              [](const Config& c) { return double(c.sec.key); },                                \
              [](Config& c, double v) { c.sec.key = static_cast<decltype(c.sec.key)>(v); })
+#define WTE_FLOAT_BELOW(sec, key, lo, hi, help)                                          \
+  make_float(#sec "." #key, help, lo, hi, false,                                          \
+             [](const Config& c) { return double(c.sec.key); },                           \
+             [](Config& c, double v) { c.sec.key = static_cast<decltype(c.sec.key)>(v); }, \
+             /*hi_open=*/true)
 #define WTE_BOOL(sec, key, help)                                                      \
   make_bool(#sec "." #key, help, [](const Config& c) { return bool(c.sec.key); }, \
             [](Config& c, bool v) { c.sec.key = v; })
@@ -195,8 +210,8 @@ const std::vector<Key>& keys() {
       WTE_FLOAT(optim, lr, 0.0, 10.0, true, "peak learning rate"),
       WTE_FLOAT(optim, min_lr, 0.0, 10.0, false, "learning rate at the end of the cosine decay"),
       WTE_UINT(optim, warmup_steps, 0, kMaxU, "linear warmup steps"),
-      WTE_FLOAT(optim, beta1, 0.0, 1.0, false, "AdamW beta1 (< 1)"),
-      WTE_FLOAT(optim, beta2, 0.0, 1.0, false, "AdamW beta2 (< 1)"),
+      WTE_FLOAT_BELOW(optim, beta1, 0.0, 1.0, "AdamW beta1"),
+      WTE_FLOAT_BELOW(optim, beta2, 0.0, 1.0, "AdamW beta2"),
       WTE_FLOAT(optim, eps, 0.0, 1.0, true, "AdamW epsilon"),
       WTE_FLOAT(optim, weight_decay, 0.0, 10.0, false,
                 "decoupled weight decay on wte and wpe (never ln_f)"),
@@ -214,25 +229,35 @@ po::options_description describe() {
   return desc;
 }
 
-// Cross-key checks, after every key is set.
-void validate(const Config& c, const std::string& origin) {
-  auto fail = [&](const std::string& msg) { throw Error(origin + ": " + msg); };
+// Cross-key checks, after every key is set. `from(key)` says where a key's value came from.
+void validate(const Config& c, const std::function<std::string(const std::string&)>& from) {
+  auto fail = [](const std::string& msg) { throw Error(msg); };
+  auto val = [&](const std::string& key, const std::string& value) {
+    return key + " = " + value + " (" + from(key) + ")";
+  };
   if (c.data.seq_len > c.model.n_ctx)
-    fail("data.seq_len = " + std::to_string(c.data.seq_len) + " exceeds model.n_ctx = " +
-         std::to_string(c.model.n_ctx) + "; a sequence may be at most n_ctx tokens long");
+    fail(val("data.seq_len", std::to_string(c.data.seq_len)) + " exceeds " +
+         val("model.n_ctx", std::to_string(c.model.n_ctx)) +
+         "; a sequence may be at most n_ctx tokens long");
   if (c.data.train_tokens.empty() != c.data.val_tokens.empty())
-    fail("data.train_tokens and data.val_tokens must be given together");
+    fail("data.train_tokens and data.val_tokens must be given together (" +
+         (c.data.train_tokens.empty() ? val("data.val_tokens", c.data.val_tokens)
+                                      : val("data.train_tokens", c.data.train_tokens)) +
+         ")");
   if (!c.data.train_tokens.empty() && c.data.tokenizer == "train")
-    fail("data.train_tokens needs data.tokenizer = a directory with encoder.json and vocab.bpe "
-         "(the tokenizer those ids came from), not 'train'");
+    fail("data.train_tokens (" + from("data.train_tokens") +
+         ") needs data.tokenizer = a directory with encoder.json and vocab.bpe (the tokenizer "
+         "those ids came from), not 'train'");
   if (!c.train.snapshot_steps.empty() && c.train.snapshot_steps.back() > c.train.steps)
-    fail("train.snapshot_steps has step " + std::to_string(c.train.snapshot_steps.back()) +
-         ", after the last step train.steps = " + std::to_string(c.train.steps));
-  if (c.optim.beta1 >= 1.0f) fail("optim.beta1 = " + fmt_double(c.optim.beta1) + " must be < 1");
-  if (c.optim.beta2 >= 1.0f) fail("optim.beta2 = " + fmt_double(c.optim.beta2) + " must be < 1");
+    fail("train.snapshot_steps (" + from("train.snapshot_steps") + ") has step " +
+         std::to_string(c.train.snapshot_steps.back()) + ", after the last step " +
+         val("train.steps", std::to_string(c.train.steps)));
+  // Also checked per key; a double just below 1 can still round to 1.0f.
+  if (c.optim.beta1 >= 1.0f) fail(val("optim.beta1", fmt_double(c.optim.beta1)) + " must be < 1");
+  if (c.optim.beta2 >= 1.0f) fail(val("optim.beta2", fmt_double(c.optim.beta2)) + " must be < 1");
   if (c.optim.min_lr > c.optim.lr)
-    fail("optim.min_lr = " + fmt_double(c.optim.min_lr) + " exceeds optim.lr = " +
-         fmt_double(c.optim.lr));
+    fail(val("optim.min_lr", fmt_double(c.optim.min_lr)) + " exceeds " +
+         val("optim.lr", fmt_double(c.optim.lr)));
 }
 
 // Applies every stored option of `vm` to `cfg`. `from_cli` holds keys given on the command line.
@@ -291,7 +316,10 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
   }
   Config cfg;
   apply(cfg, vm, from_cli, origin, file_dir);
-  validate(cfg, origin);
+  validate(cfg, [&](const std::string& key) {
+    if (from_cli.count(key)) return std::string("from the command line");
+    return vm.count(key) ? "from " + origin : std::string("the default");
+  });
   return cfg;
 }
 
@@ -302,6 +330,8 @@ Config load_config(const std::string& ini_path, const std::vector<std::string>& 
     std::istringstream empty;
     return parse_impl(empty, "the defaults", {}, overrides);
   }
+  if (fs::is_directory(ini_path))
+    throw Error("config file '" + ini_path + "' is a directory; give an INI file");
   std::ifstream in(ini_path);
   if (!in) throw Error("cannot open config file '" + ini_path + "' (no such file or unreadable)");
   return parse_impl(in, "config file '" + ini_path + "'", fs::path(ini_path).parent_path(),

@@ -83,17 +83,25 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& ids) 
 }
 
 TextSplit split_documents(std::string_view text, double val_fraction) {
-  // Documents: maximal runs of text between blank lines.
+  // Documents: maximal runs of non-blank lines. A blank line is empty or holds only "\r", so
+  // CRLF files split like LF files. A document keeps its own line ends, minus the final one.
   std::vector<std::string_view> docs;
-  size_t pos = 0;
+  size_t doc_start = std::string_view::npos, doc_end = 0, pos = 0;
   while (pos < text.size()) {
-    while (pos < text.size() && text[pos] == '\n') ++pos;  // skip separators
-    if (pos >= text.size()) break;
-    size_t end = text.find("\n\n", pos);
-    if (end == std::string_view::npos) end = text.size();
-    docs.push_back(text.substr(pos, end - pos));
-    pos = end;
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    const std::string_view line = text.substr(pos, eol - pos);
+    const bool blank = line.empty() || line == "\r";
+    if (!blank) {
+      if (doc_start == std::string_view::npos) doc_start = pos;
+      doc_end = eol;
+    } else if (doc_start != std::string_view::npos) {
+      docs.push_back(text.substr(doc_start, doc_end - doc_start));
+      doc_start = std::string_view::npos;
+    }
+    pos = eol + 1;
   }
+  if (doc_start != std::string_view::npos) docs.push_back(text.substr(doc_start, doc_end - doc_start));
   TextSplit split;
   for (size_t i = 0; i < docs.size(); ++i) {
     const bool val = std::floor((i + 1) * val_fraction) > std::floor(i * val_fraction);

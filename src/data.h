@@ -45,9 +45,9 @@ inline uint64_t fnv1a64(const std::vector<int32_t>& ids) {
   return fnv1a64(ids.data(), ids.size() * sizeof(int32_t));
 }
 
-/// Splits a corpus into documents at blank lines ("\n\n"), then deals them into train and
-/// validation: document i (0-based) goes to validation when floor((i+1)·f) > floor(i·f), which
-/// picks round(count·f) documents spread evenly through the corpus. Deterministic; no RNG.
+/// Splits a corpus into documents at blank lines (empty, or only "\r", so CRLF files work too),
+/// then deals them into train and validation: document i (0-based) goes to validation when floor((i+1)·f) > floor(i·f), which
+/// picks floor(count·f) documents spread evenly through the corpus. Deterministic; no RNG.
 /// Each split is its documents joined with "\n\n". Throws wte::Error if either split is empty.
 struct TextSplit {
   std::string train;
@@ -84,8 +84,9 @@ struct LoaderState {
 void check_loader_state(const LoaderState& s, const std::string& where);
 
 /// Serves (B,T) input/target batches from one token stream. Sample k is the window
-/// tokens[k·T, k·T + T + 1): inputs its first T tokens, targets the last T (next-token). Windows do
-/// not overlap, so an epoch visits each sample exactly once; with shuffle on, the sample order of
+/// tokens[k·T, k·T + T + 1): inputs its first T tokens, targets the last T (next-token). Consecutive
+/// windows share only their boundary token (inputs never overlap), so an epoch visits each sample
+/// exactly once; with shuffle on, the sample order of
 /// each epoch is a Fisher-Yates permutation drawn from the loader's own Rng.
 class BatchLoader {
  public:

@@ -187,6 +187,13 @@ TEST(Data, SplitIsDeterministicAndSpreadsValidationEvenly) {
   EXPECT_EQ(wte::split_documents(text, 0.1).train, s.train);
 }
 
+TEST(Data, CrlfBlankLinesSeparateDocumentsToo) {
+  const wte::TextSplit s = wte::split_documents("a\r\nb\r\n\r\nc\r\n\r\n\r\nd\r\n", 0.5);
+  EXPECT_EQ(s.train_documents + s.val_documents, 3u);
+  EXPECT_EQ(s.train, "a\r\nb\r\n\nd\r");  // documents 0 and 2, joined with "\n\n"
+  EXPECT_EQ(s.val, "c\r");
+}
+
 TEST(Data, UnigramBaselineExactValue) {
   // p(0) = (2 + 1) / (3 + 2) = 0.6 with add-one smoothing over V = 2.
   EXPECT_NEAR(wte::unigram_cross_entropy({0, 0, 1}, {0}, 2), -std::log(0.6), 1e-15);

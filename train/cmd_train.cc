@@ -20,7 +20,8 @@ namespace wte::cli {
 int cmd_train(int argc, char** argv) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "print this help")(
-      "config,c", po::value<std::string>(), "INI config file (configs/default.ini is the default job)")(
+      "config,c", po::value<std::string>(), "INI config file, e.g. configs/default.ini (the Quick start's job); without one, every key "
+      "comes from its default and the command line")(
       "out,o", po::value<std::string>(),
       "run directory for metrics.csv, checkpoints, tokenizer (default: runs/<config name>)")(
       "resume,r", po::value<std::string>(),
@@ -69,7 +70,9 @@ int cmd_train(int argc, char** argv) {
   }
   for (const std::string& o : overrides) {
     if (o.rfind("--", 0) != 0) {
-      std::fprintf(stderr, "wte train: unexpected argument '%s' (see wte train --help)\n",
+      std::fprintf(stderr,
+                   "wte train: unexpected argument '%s'; config keys are written "
+                   "--section.key=value, with '=' (see wte train --help)\n",
                    o.c_str());
       return 2;
     }

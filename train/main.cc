@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 
 #include "src/error.h"
@@ -58,6 +59,9 @@ int main(int argc, char** argv) {
       try {
         return c.run(argc - 1, argv + 1);
       } catch (const wte::Error& e) {
+        std::fprintf(stderr, "wte %s: error: %s\n", c.name, e.what());
+        return 1;
+      } catch (const std::filesystem::filesystem_error& e) {
         std::fprintf(stderr, "wte %s: error: %s\n", c.name, e.what());
         return 1;
       } catch (const std::exception& e) {

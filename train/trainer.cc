@@ -1,6 +1,10 @@
 #include "train/trainer.h"
 
 #include <omp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <array>
 #include <chrono>
@@ -108,10 +112,33 @@ void prune_checkpoints(const std::string& dir, uint64_t current, size_t keep) {
   }
 }
 
+// The run directory must be a directory (or not exist yet) under a directory this process may
+// write: checked before any work, so a bad --out never costs a data preparation.
+void check_run_directory(const std::string& out_dir) {
+  if (fs::exists(out_dir)) {
+    if (!fs::is_directory(out_dir))
+      throw Error("run directory (--out) '" + out_dir + "' exists and is not a directory");
+    if (::access(out_dir.c_str(), W_OK | X_OK) != 0)
+      throw Error("run directory (--out) '" + out_dir + "' is not writable: " +
+                  std::strerror(errno));
+    return;
+  }
+  fs::path parent = fs::absolute(out_dir).parent_path();
+  while (!parent.empty() && !fs::exists(parent) && parent != parent.parent_path())
+    parent = parent.parent_path();
+  if (!fs::is_directory(parent))
+    throw Error("run directory (--out) '" + out_dir + "' cannot be created: '" + parent.string() +
+                "' is not a directory");
+  if (::access(parent.c_str(), W_OK | X_OK) != 0)
+    throw Error("run directory (--out) '" + out_dir + "' cannot be created in '" +
+                parent.string() + "': " + std::strerror(errno));
+}
+
 }  // namespace
 
 RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   // --- Checks that need no work: every missing path is reported before anything is computed.
+  check_run_directory(opts.out_dir);
   const bool from_token_files = !cfg.data.train_tokens.empty();
   auto require_file = [](const std::string& key, const std::string& path, const char* hint) {
     if (!fs::is_regular_file(path))
@@ -299,6 +326,15 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
       fs::remove(e.second, ec);
       if (ec) throw Error("cannot delete '" + e.second + "' for --overwrite: " + ec.message());
     }
+    // An unfinished write of an interrupted run (Ctrl-C, a kill) is garbage, never a checkpoint.
+    for (const auto& e : fs::directory_iterator(opts.out_dir)) {
+      const std::string name = e.path().filename().string();
+      if ((name.rfind("checkpoint_", 0) == 0 || name.rfind("snapshot_", 0) == 0) &&
+          name.size() > 7 && name.compare(name.size() - 7, 7, ".h5.tmp") == 0) {
+        std::error_code ec;
+        fs::remove(e.path(), ec);
+      }
+    }
     if (!earlier.empty())
       say("--overwrite: deleted %zu checkpoint/snapshot file(s) of an earlier run in '%s'\n",
           earlier.size(), opts.out_dir.c_str());
@@ -364,6 +400,17 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     model.backward();
     const double norm = clip_grad_norm(model, cfg.optim.grad_clip);
     const float lr = learning_rate(step, cfg.train.steps, cfg.optim);
+    // A diverged step stops the run before it reaches the parameters: the last checkpoint and
+    // the parameters in memory stay finite.
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      char msg[320];
+      std::snprintf(msg, sizeof msg,
+                    "training diverged at step %zu: loss %g, gradient norm %g (learning rate %.3g "
+                    "at that step); the update was not applied. Try a lower optim.lr, a larger "
+                    "optim.eps or optim.beta2 closer to 1, or optim.grad_clip > 0",
+                    step + 1, static_cast<double>(loss), norm, static_cast<double>(lr));
+      throw Error(msg);
+    }
     optimizer.update(model, lr, cfg.optim);
     step_seconds += seconds_since(t0);
     save_snapshot_if_due(cfg, opts.out_dir, model, tokenizer, step + 1);  // not timed
@@ -376,10 +423,6 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     double val_loss = -1.0;
     if (eval_now && !last) val_loss = evaluate(model, val_ids, T, B, val_windows_periodic);
     if (last) val_loss = evaluate(model, val_ids, T, B, val_windows_all);
-    if (!std::isfinite(loss))
-      throw Error("the training loss became " + std::to_string(loss) + " at step " +
-                  std::to_string(done) + "; lower optim.lr (now " + std::to_string(cfg.optim.lr) +
-                  ")");
 
     metrics << done << ',' << loss << ',';
     if (val_loss >= 0) metrics << val_loss;
@@ -387,10 +430,11 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     if (done % cfg.train.log_interval == 0 || eval_now || done == 1) {
       const double eta = step_seconds / static_cast<double>(done - start_step) *
                          static_cast<double>(cfg.train.steps - done);
+      char val_text[32] = "";
+      if (val_loss >= 0) std::snprintf(val_text, sizeof val_text, " | val %.4f", val_loss);
       say("step %6zu/%zu | loss %.4f%s | lr %.2e | norm %.3f | %.1fk tok/s | ETA %s\n", done,
-          cfg.train.steps, loss,
-          val_loss >= 0 ? (" | val " + std::to_string(val_loss).substr(0, 6)).c_str() : "", lr,
-          norm, tok_s / 1000.0, format_duration(eta).c_str());
+          cfg.train.steps, loss, val_text, lr, norm, tok_s / 1000.0,
+          format_duration(eta).c_str());
       metrics.flush();
     }
     if (last || stop_now ||
