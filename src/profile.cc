@@ -109,6 +109,30 @@ double median_seconds(const std::function<void()>& fn, size_t repeat, bool flush
   return times[times.size() / 2];
 }
 
+std::pair<double, double> paired_median_seconds(const std::function<void()>& a,
+                                                const std::function<void()>& b, size_t repeat,
+                                                bool flush) {
+  using Clock = std::chrono::steady_clock;
+  auto timed = [&](const std::function<void()>& fn) {
+    if (flush) flush_caches();
+    const auto t0 = Clock::now();
+    fn();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  timed(a);  // warm-up of both
+  timed(b);
+  std::vector<double> ta, tb;
+  for (size_t r = 0; r < std::max<size_t>(repeat, 1); ++r) {
+    ta.push_back(timed(a));
+    tb.push_back(timed(b));
+  }
+  auto median = [](std::vector<double>& x) {
+    std::nth_element(x.begin(), x.begin() + static_cast<ptrdiff_t>(x.size() / 2), x.end());
+    return x[x.size() / 2];
+  };
+  return {median(ta), median(tb)};
+}
+
 CopyProbe::CopyProbe(size_t b) : bytes(b), src(b, 1), dst(b, 0) {}
 
 void CopyProbe::run() {

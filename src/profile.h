@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,13 @@ size_t count_distinct(const std::vector<int32_t>& ids, size_t V);
 /// a buffer twice the size of the last-level cache (64 MiB) is written before every run (untimed),
 /// so fn starts with cold caches.
 double median_seconds(const std::function<void()>& fn, size_t repeat, bool flush);
+
+/// Times two functions interleaved (a, b, a, b, ...; caches flushed before each if `flush`) and
+/// returns their medians {a, b}. A kernel and its bound measured this way see the same machine
+/// state, so their ratio is far less noisy on a shared machine than two separate medians.
+std::pair<double, double> paired_median_seconds(const std::function<void()>& a,
+                                                const std::function<void()>& b, size_t repeat,
+                                                bool flush);
 
 /// Writes 64 MiB (more than the 32 MiB L3), evicting earlier data from every cache level.
 void flush_caches();
