@@ -125,11 +125,13 @@ TEST_P(ScatterTest, DeterministicStrategiesSameBitsForAnyThreadCount) {
       EXPECT_EQ(i, V * C) << target() << " " << scatter_strategy_name(s) << ": 1 vs 2 threads "
                           << describe_difference(got[1].data(), got[0].data(), i);
     }
-    if (s == ScatterStrategy::kSorted)
+    if (s == ScatterStrategy::kSorted) {
       EXPECT_EQ(first_bit_difference(got[1].data(), want.data(), V * C), V * C) << target();
+    }
     if (s == ScatterStrategy::kSerial) serial = got[0];
-    if (s == ScatterStrategy::kRowRange)
+    if (s == ScatterStrategy::kRowRange) {
       EXPECT_EQ(first_bit_difference(got[1].data(), serial.data(), V * C), V * C) << target();
+    }
   }
   EXPECT_FALSE(scatter_strategy_deterministic(ScatterStrategy::kPrivateHot));
 }
@@ -274,7 +276,9 @@ TEST(UntiedModel, OneStepUpdatesOnlyLookedUpRows) {
                                      model.params().wte + r * C);
     EXPECT_EQ(changed, hit[r] != 0) << "wte row " << r;
     changed_rows += changed;
-    if (!hit[r]) EXPECT_EQ(opt.m()[r * C], 0.0f) << "moment of untouched row " << r;
+    if (!hit[r]) {
+      EXPECT_EQ(opt.m()[r * C], 0.0f) << "moment of untouched row " << r;
+    }
   }
   EXPECT_EQ(changed_rows, g.count);
   EXPECT_FALSE(std::equal(lm0.begin(), lm0.end(), model.params().lm_head));
