@@ -210,6 +210,31 @@ void write_file(const std::string& path, const std::string& data) {
 
 }  // namespace
 
+std::string escape_piece(std::string_view bytes) {
+  std::string out;
+  for (size_t i = 0; i < bytes.size();) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\\') out += "\\\\";
+    else if (c >= 0x20 && c < 0x7F) out += static_cast<char>(c);
+    else if (c >= 0x80 && utf8_len(bytes, i) > 0) {  // a complete character (utf8_len >= 2 here)
+      const size_t n = utf8_len(bytes, i);
+      out.append(bytes.substr(i, n));
+      i += n;
+      continue;
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+    ++i;
+  }
+  return out;
+}
+
 // --------------------------------------------------------------------------------------------------
 // bytes_to_unicode form
 

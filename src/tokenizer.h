@@ -114,4 +114,13 @@ class Tokenizer {
   int32_t byte_id_[256];                                // byte value -> id of its single-byte token
 };
 
+/// A token's bytes (or any byte string) made printable, for showing between double quotes: \n \r
+/// \t \" \\ are escaped C-style; other control bytes, DEL, and bytes that are not part of a
+/// complete valid UTF-8 character (RFC 3629, as the pre-tokenizer checks; a byte-level token can hold
+/// half of one) become \xHH (two lower-case hex digits); printable ASCII and complete non-ASCII
+/// characters are kept as they are. E.g. " bank\n" -> ` bank\n` (a space, "bank", a backslash, "n").
+/// Never throws (except std::bad_alloc). Used by `wte tokenize`, `wte geometry` and
+/// `wte hidden-states`, so a token prints the same everywhere.
+std::string escape_piece(std::string_view bytes);
+
 }  // namespace wte

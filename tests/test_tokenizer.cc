@@ -436,6 +436,22 @@ TEST(Format, Errors) {
   EXPECT_THROW(base.decode({0, 1, 100000}), Error);
 }
 
+TEST(Format, EscapePiece) {
+  EXPECT_EQ(escape_piece(" bank"), " bank");
+  EXPECT_EQ(escape_piece("a\n\r\t\"\\b"), "a\\n\\r\\t\\\"\\\\b");
+  EXPECT_EQ(escape_piece(std::string("\x00\x01\x1f\x7f", 4)), "\\x00\\x01\\x1f\\x7f");
+  // Complete UTF-8 characters (2, 3 and 4 bytes) stay; anything else is \xHH byte by byte:
+  // a lone lead byte, a truncated character, an overlong form, a surrogate, a byte above 0xF4.
+  const std::string chars = "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80";  // "é €" and an emoji
+  EXPECT_EQ(escape_piece(chars), chars);
+  EXPECT_EQ(escape_piece("\xc3"), "\\xc3");
+  EXPECT_EQ(escape_piece("\xe2\x82"), "\\xe2\\x82");
+  EXPECT_EQ(escape_piece("\xe0\x80\x80"), "\\xe0\\x80\\x80");
+  EXPECT_EQ(escape_piece("\xed\xa0\x80"), "\\xed\\xa0\\x80");
+  EXPECT_EQ(escape_piece("\xf5\x80\x80\x80"), "\\xf5\\x80\\x80\\x80");
+  EXPECT_EQ(escape_piece(""), "");
+}
+
 TEST(Format, UnicodeForm) {
   EXPECT_EQ(Tokenizer::to_unicode_form(" bank"), "\u0120bank");
   EXPECT_EQ(Tokenizer::from_unicode_form("\u0120bank"), " bank");

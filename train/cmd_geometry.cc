@@ -47,33 +47,12 @@ struct Measures {
   double eff_rank = 0, mean_norm = 0, purity = -1, silhouette = -2;
 };
 
-// A token shown as  " the" (259): \n, \" and \xHH for control bytes and bytes that are not part of
-// a complete UTF-8 character (a byte-level token can hold half of one).
+// A token shown as  " the" (259): its bytes escaped by escape_piece (src/tokenizer.h).
 std::string show(const Tokenizer& tok, int32_t id) {
-  const std::string& p = tok.piece(id);
-  std::string out = "\"";
-  for (size_t i = 0; i < p.size();) {
-    const unsigned char c = static_cast<unsigned char>(p[i]);
-    size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
-    bool whole = n > 0 && i + n <= p.size();
-    for (size_t k = 1; whole && k < n; ++k)
-      whole = (static_cast<unsigned char>(p[i + k]) & 0xC0) == 0x80;
-    if (c == '\n') out += "\\n";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c >= 0x20 && c < 0x7F) out += static_cast<char>(c);
-    else if (whole) {
-      out.append(p, i, n);
-      i += n;
-      continue;
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-    ++i;
-  }
-  return out + "\" (" + std::to_string(id) + ")";
+  std::string out = "\"";  // (append, not operator+: GCC 12 warns falsely with -Wrestrict on that)
+  out += escape_piece(tok.piece(id));
+  out += "\" (" + std::to_string(id) + ")";
+  return out;
 }
 
 std::vector<std::string> expand_checkpoints(const std::vector<std::string>& args) {

@@ -24,48 +24,6 @@ std::string default_vocab_dir() {
   return env != nullptr && *env != '\0' ? std::string(env) : std::string("datasets/gpt2");
 }
 
-// Length of the valid UTF-8 character starting at s[i], or 0. (Printing only: strictness here
-// decides escaping, not tokenization.)
-size_t utf8_char_len(const std::string& s, size_t i) {
-  const auto u = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = u(i);
-  size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
-  if (c >= 0xF5 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((u(i + k) & 0xC0) != 0x80) return 0;
-  if (n == 3 && ((c == 0xE0 && u(i + 1) < 0xA0) || (c == 0xED && u(i + 1) >= 0xA0))) return 0;
-  if (n == 4 && ((c == 0xF0 && u(i + 1) < 0x90) || (c == 0xF4 && u(i + 1) >= 0x90))) return 0;
-  return n;
-}
-
-// A byte string in double quotes with C-style escapes: \n \r \t \" \\ and \xHH for other control
-// bytes and for bytes that are not part of a complete UTF-8 character (a token can hold half of
-// one). Complete non-ASCII characters are printed as they are.
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c >= 0x20 && c < 0x7F) out += static_cast<char>(c);
-    else if (c >= 0x80 && utf8_char_len(s, i) > 0) {
-      const size_t n = utf8_char_len(s, i);
-      out.append(s, i, n);
-      i += n;
-      continue;
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-    ++i;
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 int cmd_tokenize(int argc, char** argv) {
@@ -145,11 +103,11 @@ int cmd_tokenize(int argc, char** argv) {
       }
       std::cout << doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     } else {
-      std::cout << quoted(text) << '\n';
+      std::cout << '"' << escape_piece(text) << "\"\n";
       for (size_t i = 0; i < ids.size(); ++i) {
         char head[32];
         std::snprintf(head, sizeof head, "%5zu  %5d  ", i, static_cast<int>(ids[i]));
-        std::cout << head << quoted(tok.piece(ids[i])) << '\n';
+        std::cout << head << '"' << escape_piece(tok.piece(ids[i])) << "\"\n";
       }
     }
   }
