@@ -1,7 +1,6 @@
 // Tests of the geometry measures (src/geometry.h), the SVG writer (src/svg.h), snapshots, and the
 // `wte geometry` / `wte hidden-states` commands as a user runs them. Exact values where derivable.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -23,43 +22,16 @@
 #include "src/snapshot.h"
 #include "src/svg.h"
 #include "src/tokenizer.h"
+#include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 using namespace wte;
+using wte::test::error_of;
+using wte::test::run;
+using wte::test::slurp;
+using wte::test::temp_dir;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path dir = fs::path(WTE_BINARY_DIR) / "test_tmp" / ("geometry_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int run(const std::string& cmd, std::string* output) {
-  const fs::path log = fs::path(WTE_BINARY_DIR) / "test_tmp" / "geometry_last_command.log";
-  fs::create_directories(log.parent_path());
-  const int status = std::system((cmd + " > '" + log.string() + "' 2>&1").c_str());
-  *output = slurp(log);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 RowsView view(const std::vector<float>& m, size_t cols) { return {m.data(), m.size() / cols, cols}; }
 
@@ -238,7 +210,7 @@ TEST(Snapshots, ConfigKeyParsesAndRejects) {
 
 TEST(Snapshots, TrainWritesStepZeroNoiseAndTheChosenSteps) {
   // The planted generator (python) makes a small corpus; training writes the chosen snapshots.
-  const fs::path dir = temp_dir("train");
+  const fs::path dir = temp_dir("geometry_train");
   std::string out;
   ASSERT_EQ(run("/usr/bin/python3 '" WTE_SOURCE_DIR "/datasets/make_planted.py' --documents 60 --out '" +
                     (dir / "planted").string() + "'",
@@ -317,7 +289,7 @@ TEST(HiddenStates, BankAtIndexOneIsBitIdenticalWithGpt2Vocabulary) {
   const fs::path vocab = fs::path(WTE_SOURCE_DIR) / "datasets" / "gpt2";
   if (!fs::is_regular_file(vocab / "encoder.json"))
     GTEST_SKIP() << "GPT-2's vocabulary is missing: run datasets/fetch_gpt2_vocab.sh";
-  const fs::path dir = temp_dir("hidden");
+  const fs::path dir = temp_dir("geometry_hidden");
   Config cfg = load_config("", {"--model.vocab_size=50257", "--model.d_model=16",
                                 "--model.n_ctx=16", "--data.seq_len=16"});
   Model model(cfg.model);

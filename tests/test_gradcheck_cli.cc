@@ -5,7 +5,6 @@
 // line, position and vocab_size, and nothing is written.
 #include <H5Cpp.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -21,33 +20,19 @@
 #include "src/model.h"
 #include "src/reference_model.h"
 #include "src/tokenizer.h"
+#include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace wte {
 namespace {
 
+using test::run;
+using test::temp_dir;
+using test::write;
+
 const std::string kCli = WTE_CLI;
 const std::string kFaulty = std::string(WTE_BINARY_DIR) + "/wte_faulty";
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path dir = fs::path(WTE_BINARY_DIR) / "test_tmp" / ("gradcheck_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
-
-int run(const std::string& cmd, std::string* output, const fs::path& dir) {
-  const fs::path log = dir / "command.log";
-  const int status = std::system((cmd + " > '" + log.string() + "' 2>&1").c_str());
-  std::ifstream in(log);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *output = ss.str();
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 // A hand-made checkpoint: ModelConfig with the given shapes, parameters set by hand.
 std::string write_checkpoint(const fs::path& dir, size_t V, size_t C, size_t n_ctx, bool ln_f,
@@ -76,10 +61,10 @@ std::vector<double> read_dataset(const std::string& path, const std::string& nam
 }
 
 TEST(GradcheckCli, DefaultConfigPasses) {
-  const fs::path dir = temp_dir("default");
+  const fs::path dir = temp_dir("gradcheck_default");
   std::string out;
   const int rc =
-      run(kCli + " gradcheck --config " + WTE_SOURCE_DIR + "/configs/default.ini", &out, dir);
+      run(kCli + " gradcheck --config " + WTE_SOURCE_DIR + "/configs/default.ini", &out);
   EXPECT_EQ(rc, 0) << out;
   for (const char* line : {"fd   wte ", "fd   wte:lookup", "fd   wte:unembedding", "fd   wpe ",
                            "fd   ln_f/g", "fd   ln_f/b", "f32  loss", "f32  logits", "f32  wte ",
@@ -91,10 +76,10 @@ TEST(GradcheckCli, DefaultConfigPasses) {
 
 TEST(GradcheckCli, BrokenLookupBackwardFailsNamingWte) {
   if (!fs::exists(kFaulty)) GTEST_SKIP() << kFaulty << " not built (WTE_FAULT_INJECTION=OFF)";
-  const fs::path dir = temp_dir("faulty");
+  const fs::path dir = temp_dir("gradcheck_faulty");
   std::string out;
   const int rc =
-      run(kFaulty + " gradcheck --config " + WTE_SOURCE_DIR + "/configs/default.ini", &out, dir);
+      run(kFaulty + " gradcheck --config " + WTE_SOURCE_DIR + "/configs/default.ini", &out);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("gradcheck FAILED: wte (f32)"), std::string::npos) << out;
   // Only wte is wrong: the double reference's fd lines and the other float tensors still pass.
@@ -115,12 +100,12 @@ TEST(GradcheckCli, BrokenLookupBackwardFailsNamingWte) {
 // → loss 0.3132617, dwte = [-0.5378828, +0.2689414], dwpe = [-0.2689414]; each path of dwte[0] is
 // -0.2689414 (lookup: dh = Σ_v dlogits[v]·wte[v]; unembedding: dlogits[0]·h).
 TEST(GradcheckCli, TiedSumThroughGradcheckAndGrad) {
-  const fs::path dir = temp_dir("tied_sum");
+  const fs::path dir = temp_dir("gradcheck_tied_sum");
   const std::string ckpt = write_checkpoint(dir, 2, 1, 1, false, {1.0f, 0.0f}, {0.0f});
   write(dir / "tokens.txt", "0 0\n");
   std::string out;
   EXPECT_EQ(run(kCli + " gradcheck --checkpoint " + ckpt + " --tokens " +
-                    (dir / "tokens.txt").string(), &out, dir), 0) << out;
+                    (dir / "tokens.txt").string(), &out), 0) << out;
   EXPECT_NE(out.find("vocab_size 2, d_model 1, n_ctx 1, ln_f off"), std::string::npos) << out;
   EXPECT_NE(out.find("gradcheck passed"), std::string::npos) << out;
 
@@ -129,7 +114,7 @@ TEST(GradcheckCli, TiedSumThroughGradcheckAndGrad) {
     const std::string grads = (dir / (std::string(precision) + ".h5")).string();
     ASSERT_EQ(run(kCli + " grad --checkpoint " + ckpt + " --tokens " +
                       (dir / "tokens.txt").string() + " --out " + grads + " --precision " +
-                      precision, &out, dir), 0) << out;
+                      precision, &out), 0) << out;
     const double tol = std::string(precision) == "float32" ? 1e-6 : 1e-7;
     EXPECT_NEAR(read_dataset(grads, "loss")[0], 0.3132617, tol);
     const std::vector<double> dwte = read_dataset(grads, "wte");
@@ -161,20 +146,20 @@ TEST(GradcheckCli, TiedSumThroughGradcheckAndGrad) {
 TEST(GradcheckCli, DuplicatesThroughGradcheckAndGrad) {
   for (bool ln_f : {false, true}) {
     SCOPED_TRACE(ln_f ? "ln_f on" : "ln_f off");
-    const fs::path dir = temp_dir(ln_f ? "duplicates_lnf" : "duplicates");
+    const fs::path dir = temp_dir(ln_f ? "gradcheck_duplicates_lnf" : "gradcheck_duplicates");
     const std::vector<float> wte = {0.5f, -0.25f, 1.0f, 0.75f, -0.5f, 0.125f, 0.25f, 1.5f, -1.0f, 0.5f};
     const std::vector<float> wpe = {0.125f, 0.0f, -0.25f, 0.5f, 0.0f, -0.125f};
     const std::string ckpt = write_checkpoint(dir, 5, 2, 3, ln_f, wte, wpe);
     write(dir / "tokens.txt", "3 1 3 0\n");
     std::string out;
     EXPECT_EQ(run(kCli + " gradcheck --checkpoint " + ckpt + " --tokens " +
-                      (dir / "tokens.txt").string(), &out, dir), 0) << out;
+                      (dir / "tokens.txt").string(), &out), 0) << out;
     EXPECT_NE(out.find("2 rows in the batch, 3 of 3 rows outside it; rows outside: exactly 0"),
               std::string::npos) << out;
     const std::string grads = (dir / "grads.h5").string();
     ASSERT_EQ(run(kCli + " grad --checkpoint " + ckpt + " --tokens " +
                       (dir / "tokens.txt").string() + " --out " + grads + " --precision float64",
-                  &out, dir), 0) << out;
+                  &out), 0) << out;
     const std::vector<double> dwte = read_dataset(grads, "wte");
     ref::ModelParams<double> u(5, 2, 3, ln_f, static_cast<double>(1e-5f));
     u.wte.assign(wte.begin(), wte.end());
@@ -196,14 +181,14 @@ TEST(GradcheckCli, DuplicatesThroughGradcheckAndGrad) {
     // float32 production model: same numbers to float precision.
     const std::string grads32 = (dir / "grads32.h5").string();
     ASSERT_EQ(run(kCli + " grad --checkpoint " + ckpt + " --tokens " +
-                      (dir / "tokens.txt").string() + " --out " + grads32, &out, dir), 0) << out;
+                      (dir / "tokens.txt").string() + " --out " + grads32, &out), 0) << out;
     const std::vector<double> dwte32 = read_dataset(grads32, "wte");
     for (size_t i = 0; i < 10; ++i) EXPECT_NEAR(dwte32[i], dwte[i], 1e-6) << i;
   }
 }
 
 TEST(GradcheckCli, BadTokenFilesWriteNothing) {
-  const fs::path dir = temp_dir("bad_tokens");
+  const fs::path dir = temp_dir("gradcheck_bad_tokens");
   const std::string ckpt = write_checkpoint(dir, 5, 2, 3, false, std::vector<float>(10, 0.5f),
                                             std::vector<float>(6, 0.0f));
   const std::string grads = (dir / "grads.h5").string();
@@ -222,27 +207,27 @@ TEST(GradcheckCli, BadTokenFilesWriteNothing) {
     write(dir / "tokens.txt", c.text);
     std::string out;
     EXPECT_EQ(run(kCli + " grad --checkpoint " + ckpt + " --tokens " +
-                      (dir / "tokens.txt").string() + " --out " + grads, &out, dir), 1) << out;
+                      (dir / "tokens.txt").string() + " --out " + grads, &out), 1) << out;
     EXPECT_NE(out.find(c.expected), std::string::npos) << c.text << " -> " << out;
     EXPECT_FALSE(fs::exists(grads));
     EXPECT_FALSE(fs::exists(grads + ".tmp"));
     EXPECT_EQ(run(kCli + " gradcheck --checkpoint " + ckpt + " --tokens " +
-                      (dir / "tokens.txt").string(), &out, dir), 1) << out;
+                      (dir / "tokens.txt").string(), &out), 1) << out;
     EXPECT_NE(out.find(c.expected), std::string::npos) << c.text << " -> " << out;
   }
   std::string out;
   EXPECT_EQ(run(kCli + " grad --checkpoint " + (dir / "missing.h5").string() + " --tokens " +
-                    (dir / "tokens.txt").string() + " --out " + grads, &out, dir), 1);
+                    (dir / "tokens.txt").string() + " --out " + grads, &out), 1);
   EXPECT_NE(out.find("missing.h5' does not exist"), std::string::npos) << out;
 }
 
 TEST(GradcheckCli, TightToleranceFailsAndIsSettable) {
   // The check can fail: a tolerance below float32's rounding fails the f32 lines and exits 1.
-  const fs::path dir = temp_dir("tolerance");
+  const fs::path dir = temp_dir("gradcheck_tolerance");
   std::string out;
-  EXPECT_EQ(run(kCli + " gradcheck --f32-atol 1e-30 --f32-rtol 1e-12", &out, dir), 1) << out;
+  EXPECT_EQ(run(kCli + " gradcheck --f32-atol 1e-30 --f32-rtol 1e-12", &out), 1) << out;
   EXPECT_NE(out.find("gradcheck FAILED"), std::string::npos) << out;
-  EXPECT_EQ(run(kCli + " gradcheck --atol 0", &out, dir), 1) << out;
+  EXPECT_EQ(run(kCli + " gradcheck --atol 0", &out), 1) << out;
   EXPECT_NE(out.find("--atol"), std::string::npos) << out;
 }
 

@@ -30,71 +30,25 @@
 #include "src/optimizer.h"
 #include "src/rng.h"
 #include "src/tokenizer.h"
+#include "tests/test_util.h"
 
 extern char** environ;
 
 namespace fs = std::filesystem;
 using wte::Config;
 using wte::Error;
+using wte::test::run;
+using wte::test::slurp;
+using wte::test::temp_dir;
+using wte::test::tiny_corpus;
+using wte::test::write;
 
 namespace {
 
 const std::string kCli = WTE_CLI;
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path dir = fs::path(WTE_BINARY_DIR) / "test_tmp" / ("resume_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-void write(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs a shell command; returns its exit code, with stdout+stderr in *output.
-int run(const std::string& cmd, std::string* output) {
-  // One log per process: ctest runs each test case as its own process, in parallel.
-  const fs::path log = fs::path(WTE_BINARY_DIR) / "test_tmp" /
-                       ("resume_command_" + std::to_string(::getpid()) + ".log");
-  fs::create_directories(log.parent_path());
-  const int status = std::system((cmd + " > '" + log.string() + "' 2>&1").c_str());
-  *output = slurp(log);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 bool have(const char* tool) {
   return std::system((std::string("command -v ") + tool + " > /dev/null 2>&1").c_str()) == 0;
-}
-
-// The same small corpus as test_train.cc: 80 documents of 4 twelve-word sentences.
-std::string tiny_corpus(uint64_t seed = 7) {
-  const std::vector<std::string> words = {
-      "the", "king", "said", "unto", "them", "and", "people", "went", "into", "city",
-      "bank", "river", "money", "water", "land", "house", "of", "lord", "came", "day"};
-  wte::Rng rng(seed);
-  std::string text;
-  for (int doc = 0; doc < 80; ++doc) {
-    if (doc) text += "\n\n";
-    for (int line = 0; line < 4; ++line) {
-      std::string s;
-      for (int w = 0; w < 12; ++w) {
-        std::string word = words[rng.below(words.size())];
-        if (w == 0) word[0] = static_cast<char>(std::toupper(word[0]));
-        s += (w ? " " : "") + word;
-      }
-      text += s + ".\n";
-    }
-  }
-  return text;
 }
 
 constexpr size_t kT = 16;
@@ -176,7 +130,8 @@ void expect_same_training_state(const std::string& a, const std::string& b) {
 class Resume : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = temp_dir(std::string("resume_") +
+                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
     corpus_ = dir_ / "corpus.txt";
     write(corpus_, tiny_corpus());
   }
@@ -600,7 +555,7 @@ TEST_F(Resume, EachBadFileGivesItsOwnErrorAndNothingIsOverwritten) {
 // In-process pieces
 
 TEST(ResumeUnits, TiedStaysTiedAfterLoading) {
-  const fs::path dir = temp_dir("tied");
+  const fs::path dir = temp_dir("resume_tied");
   const Config cfg = wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8",
                                            "--model.n_ctx=4", "--data.seq_len=4"});
   const std::string corpus = tiny_corpus();
@@ -695,7 +650,7 @@ TEST(ResumeUnits, Fnv1a64MatchesPublishedValues) {
 }
 
 TEST(ResumeUnits, InspectPrintsVersionStepShapesAndConfig) {
-  const fs::path dir = temp_dir("inspect");
+  const fs::path dir = temp_dir("resume_inspect");
   const Config cfg = wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8",
                                            "--model.n_ctx=4", "--data.seq_len=4"});
   wte::Model model(cfg.model);

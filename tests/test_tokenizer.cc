@@ -3,14 +3,11 @@
 // GPT-2's file format, and timings on the KJV (when datasets/ has been generated).
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <random>
 #include <sstream>
@@ -19,11 +16,15 @@
 
 #include "src/error.h"
 #include "src/tokenizer.h"
+#include "tests/test_util.h"
 
 namespace wte {
 namespace {
 
 namespace fs = std::filesystem;
+using test::error_of;
+using test::run;
+using test::temp_dir;
 
 const std::string kGpt2Dir = std::string(WTE_SOURCE_DIR) + "/datasets/gpt2";
 const std::string kKjvPath = std::string(WTE_SOURCE_DIR) + "/datasets/kjv/kjv.txt";
@@ -40,33 +41,6 @@ bool have_gpt2() {
 const Tokenizer& gpt2() {
   static const Tokenizer tok = Tokenizer::load(kGpt2Dir);
   return tok;
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// A fresh, empty directory under the build tree for one test.
-std::string temp_dir(const std::string& name) {
-  const fs::path p = fs::path(WTE_BINARY_DIR) / "test_tokenizer_tmp" / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-// Runs a shell command, returns (exit status, stdout + stderr).
-std::pair<int, std::string> run(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return {-1, ""};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
 std::string show(const std::vector<std::string_view>& v) {
@@ -162,10 +136,10 @@ TEST(Gpt2, DecodeEncodeRoundTrip) {
 
 TEST(Gpt2, SaveReproducesFilesByteForByte) {
   SKIP_WITHOUT_GPT2();
-  const std::string dir = temp_dir("gpt2_copy");
+  const std::string dir = temp_dir("tokenizer_gpt2_copy");
   gpt2().save(dir);
-  EXPECT_TRUE(read_all(dir + "/encoder.json") == read_all(kGpt2Dir + "/encoder.json"));
-  EXPECT_TRUE(read_all(dir + "/vocab.bpe") == read_all(kGpt2Dir + "/vocab.bpe"));
+  EXPECT_TRUE(test::slurp(dir + "/encoder.json") == test::slurp(kGpt2Dir + "/encoder.json"));
+  EXPECT_TRUE(test::slurp(dir + "/vocab.bpe") == test::slurp(kGpt2Dir + "/vocab.bpe"));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -283,7 +257,7 @@ TEST(Train, RepeatedSymbolsMergeLeftToRight) {
 
 std::string corpus() {
   // A few hundred KB of varied text: the KJV if generated, else synthetic.
-  if (fs::exists(kKjvPath)) return read_all(kKjvPath).substr(0, 300000);
+  if (fs::exists(kKjvPath)) return test::slurp(kKjvPath).substr(0, 300000);
   std::string s;
   for (const std::string& t : random_texts(3000, 3)) s += t + " the bank of the river\n";
   return s;
@@ -302,17 +276,17 @@ TEST(Train, ExactSizeDeterministicAndSaveLoadRoundTrip) {
     ASSERT_EQ(a.piece(static_cast<int32_t>(256 + r)), a.piece(l) + a.piece(rr)) << "merge " << r;
   }
 
-  const std::string dir = temp_dir("trained");
+  const std::string dir = temp_dir("tokenizer_trained");
   a.save(dir);
   const Tokenizer c = Tokenizer::load(dir);
   EXPECT_EQ(c.size(), a.size());
   EXPECT_EQ(c.num_merges(), a.num_merges());
   EXPECT_TRUE(c.encoder_json() == a.encoder_json());
   EXPECT_TRUE(c.vocab_bpe() == a.vocab_bpe());
-  const std::string dir2 = temp_dir("trained2");
+  const std::string dir2 = temp_dir("tokenizer_trained2");
   c.save(dir2);
-  EXPECT_TRUE(read_all(dir + "/encoder.json") == read_all(dir2 + "/encoder.json"));
-  EXPECT_TRUE(read_all(dir + "/vocab.bpe") == read_all(dir2 + "/vocab.bpe"));
+  EXPECT_TRUE(test::slurp(dir + "/encoder.json") == test::slurp(dir2 + "/encoder.json"));
+  EXPECT_TRUE(test::slurp(dir + "/vocab.bpe") == test::slurp(dir2 + "/vocab.bpe"));
   EXPECT_EQ(c.encode(text), a.encode(text));
   EXPECT_EQ(a.decode(a.encode(text)), text);
 
@@ -397,17 +371,8 @@ TEST(Train, RejectsTooSmallVocab) {
 // ------------------------------------------------------------------------------------------------
 // File format errors name the file and what is wrong
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 TEST(Format, Errors) {
-  const std::string missing = temp_dir("missing") + "/nope";
+  const std::string missing = (temp_dir("tokenizer_missing") / "nope").string();
   EXPECT_NE(error_of([&] { Tokenizer::load(missing); }).find(missing), std::string::npos);
 
   const Tokenizer base = Tokenizer::train("hello hello", 300);
@@ -466,24 +431,27 @@ TEST(Format, UnicodeForm) {
 
 TEST(Cli, PrintsIds) {
   SKIP_WITHOUT_GPT2();
-  const auto [rc, out] =
-      run(std::string(WTE_CLI) + " tokenize --vocab " + kGpt2Dir + " ' bank' 'The bank was muddy'");
+  std::string out, json;
+  const int rc =
+      run(std::string(WTE_CLI) + " tokenize --vocab " + kGpt2Dir + " ' bank' 'The bank was muddy'",
+          &out);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("3331  \" bank\""), std::string::npos) << out;
   EXPECT_NE(out.find("464  \"The\""), std::string::npos) << out;
-  const auto [rc2, json] = run(std::string(WTE_CLI) + " tokenize --json --vocab " + kGpt2Dir +
-                               " 'Hello world'");
+  const int rc2 = run(std::string(WTE_CLI) + " tokenize --json --vocab " + kGpt2Dir +
+                          " 'Hello world'", &json);
   EXPECT_EQ(rc2, 0) << json;
   EXPECT_NE(json.find("\"ids\":[15496,995]"), std::string::npos) << json;
 }
 
 TEST(Cli, MissingVocabDir) {
-  const std::string missing = temp_dir("cli") + "/no_such_vocab";
-  const auto [rc, out] = run(std::string(WTE_CLI) + " tokenize --vocab " + missing + " hi");
+  const std::string missing = (temp_dir("tokenizer_cli") / "no_such_vocab").string();
+  std::string out, out2;
+  const int rc = run(std::string(WTE_CLI) + " tokenize --vocab " + missing + " hi", &out);
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find(missing), std::string::npos) << out;
   EXPECT_NE(out.find("fetch_gpt2_vocab.sh"), std::string::npos) << out;
-  const auto [rc2, out2] = run(std::string(WTE_CLI) + " tokenize --no-such-option");
+  const int rc2 = run(std::string(WTE_CLI) + " tokenize --no-such-option", &out2);
   EXPECT_EQ(rc2, 2) << out2;
 }
 
@@ -492,7 +460,7 @@ TEST(Cli, MissingVocabDir) {
 
 TEST(Kjv, TrainAndEncodeTimes) {
   if (!fs::exists(kKjvPath)) GTEST_SKIP() << kKjvPath << " is absent; run datasets/make_kjv.sh";
-  const std::string text = read_all(kKjvPath);
+  const std::string text = test::slurp(kKjvPath);
   using clock = std::chrono::steady_clock;
   auto secs = [](clock::time_point t0) {
     return std::chrono::duration<double>(clock::now() - t0).count();

@@ -1,8 +1,6 @@
 // Tests of the configuration, data pipeline, optimizer schedule, checkpoints and the `wte train`
 // command as a user runs it (through the built binary, WTE_CLI).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -23,78 +21,19 @@
 #include "src/optimizer.h"
 #include "src/rng.h"
 #include "src/tokenizer.h"
+#include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 using wte::Config;
 using wte::Error;
+using wte::test::error_of;
+using wte::test::run;
+using wte::test::slurp;
+using wte::test::temp_dir;
+using wte::test::tiny_corpus;
+using wte::test::write;
 
 namespace {
-
-// A fresh, empty directory under the build tree for one test.
-fs::path temp_dir(const std::string& name) {
-  const fs::path dir = fs::path(WTE_BINARY_DIR) / "test_tmp" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-void write(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs a shell command; returns its exit code, with stdout+stderr in *output.
-int run(const std::string& cmd, std::string* output) {
-  // One log per process and call: ctest runs the cases of this file as parallel processes.
-  static int calls = 0;
-  const fs::path log = fs::path(WTE_BINARY_DIR) / "test_tmp" /
-                       ("command_" + std::to_string(::getpid()) + "_" + std::to_string(calls++) + ".log");
-  fs::create_directories(log.parent_path());
-  const int status = std::system((cmd + " > '" + log.string() + "' 2>&1").c_str());
-  *output = slurp(log);
-  fs::remove(log);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// Message of the wte::Error that f throws ("" if none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// A small synthetic English-like corpus: 80 documents of sentences drawn from a fixed word list.
-std::string tiny_corpus() {
-  const std::vector<std::string> words = {
-      "the", "king", "said", "unto", "them", "and", "people", "went", "into", "city",
-      "bank", "river", "money", "water", "land", "house", "of", "lord", "came", "day"};
-  wte::Rng rng(7);
-  std::string text;
-  for (int doc = 0; doc < 80; ++doc) {
-    if (doc) text += "\n\n";
-    for (int line = 0; line < 4; ++line) {
-      std::string s;
-      for (int w = 0; w < 12; ++w) {
-        std::string word = words[rng.below(words.size())];
-        if (w == 0) word[0] = static_cast<char>(std::toupper(word[0]));
-        s += (w ? " " : "") + word;
-      }
-      text += s + ".\n";
-    }
-  }
-  return text;
-}
 
 std::string tiny_config(const fs::path& corpus) {
   return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\n"
