@@ -1,6 +1,10 @@
-// Helpers for testing the Highway kernels (tests/test_simd_kernels.cc): guarded, misaligned buffers
-// with NaN padding, inputs that are exact in binary, and messages that name the first difference.
+// Helpers for testing the Highway kernels (tests/test_simd_kernels.cc, test_scatter_strategies.cc):
+// a fixture that forces one Highway target per test instance, guarded, misaligned buffers with NaN
+// padding, inputs that are exact in binary, and messages that name the first difference.
 #pragma once
+
+#include <gtest/gtest.h>
+#include <omp.h>
 
 #include <bit>
 #include <cmath>
@@ -13,7 +17,31 @@
 #include <string>
 #include <vector>
 
+#include "hwy/targets.h"
+
 namespace wte::test {
+
+// Fixture parameterized by a Highway target (a HWY_* bit): forces that target for the duration of
+// each test and afterwards resets the mock and the OpenMP thread count (tests may change it).
+// Instantiate with ::testing::ValuesIn(hwy::SupportedAndGeneratedTargets()) and TargetParamName.
+class TargetTest : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override { hwy::SetSupportedTargetsForTest(GetParam()); }
+  void TearDown() override {
+    hwy::SetSupportedTargetsForTest(0);
+    omp_set_num_threads(default_threads_);
+  }
+  // The forced target's name ("AVX2", "SCALAR", ...), for failure messages.
+  std::string target() const { return hwy::TargetName(GetParam()); }
+
+ private:
+  int default_threads_ = omp_get_max_threads();
+};
+
+// Test-name suffix for an instance of a TargetTest: the target's name.
+inline std::string TargetParamName(const ::testing::TestParamInfo<int64_t>& info) {
+  return hwy::TargetName(info.param);
+}
 
 // A float array of `size` elements that starts 1 float past a 64-byte boundary (so no kernel can
 // assume alignment) and is surrounded by `kPad` guard floats on each side holding a quiet NaN with

@@ -39,18 +39,8 @@ std::vector<int32_t> HotIds(size_t N, size_t V, std::mt19937& rng) {
   return ids;
 }
 
-class ScatterTest : public ::testing::TestWithParam<int64_t> {
- protected:
-  void SetUp() override { hwy::SetSupportedTargetsForTest(GetParam()); }
-  void TearDown() override {
-    hwy::SetSupportedTargetsForTest(0);
-    omp_set_num_threads(default_threads_);
-  }
-  std::string target() const { return hwy::TargetName(GetParam()); }
-
- private:
-  int default_threads_ = omp_get_max_threads();
-};
+// Forces one Highway target for the duration of each test; resets the mock afterwards.
+class ScatterTest : public test::TargetTest {};
 
 // Exact inputs (multiples of 1/64): every summation order gives the reference's bits, so every
 // strategy must match it exactly, hot rows (split by column blocks / private chunks) included.
@@ -235,9 +225,7 @@ TEST_P(ScatterTest, LazyVersusDenseAdamWByHand) {
 
 INSTANTIATE_TEST_SUITE_P(AllTargets, ScatterTest,
                          ::testing::ValuesIn(hwy::SupportedAndGeneratedTargets()),
-                         [](const ::testing::TestParamInfo<int64_t>& info) {
-                           return std::string(hwy::TargetName(info.param));
-                         });
+                         test::TargetParamName);
 
 // Untied model: lm_head is its own tensor; one step changes only the wte rows in the batch (their
 // m too), changes lm_head, and the result is bit-identical for 1 and 2 threads of the lookup path

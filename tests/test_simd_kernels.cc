@@ -47,18 +47,7 @@ const std::vector<size_t> kSizes = {1,  2,  3,  4,  5,  7,  8,  9,   15,  16,  1
 std::string Name(int64_t target) { return hwy::TargetName(target); }
 
 // Forces one Highway target for the duration of each test; resets the mock afterwards.
-class SimdKernelTest : public ::testing::TestWithParam<int64_t> {
- protected:
-  void SetUp() override { hwy::SetSupportedTargetsForTest(GetParam()); }
-  void TearDown() override {
-    hwy::SetSupportedTargetsForTest(0);
-    omp_set_num_threads(default_threads_);
-  }
-  std::string target() const { return Name(GetParam()); }
-
- private:
-  int default_threads_ = omp_get_max_threads();
-};
+class SimdKernelTest : public test::TargetTest {};
 
 TEST_P(SimdKernelTest, DispatchRunsTheForcedTarget) {
   EXPECT_EQ(simd_dispatch_target(), GetParam())
@@ -487,9 +476,7 @@ TEST_P(SimdKernelTest, AdamWFirstStepByHand) {
 
 INSTANTIATE_TEST_SUITE_P(AllTargets, SimdKernelTest,
                          ::testing::ValuesIn(hwy::SupportedAndGeneratedTargets()),
-                         [](const ::testing::TestParamInfo<int64_t>& info) {
-                           return Name(info.param);
-                         });
+                         test::TargetParamName);
 
 }  // namespace
 }  // namespace wte
