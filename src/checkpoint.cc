@@ -14,62 +14,20 @@
 
 #include "src/data.h"
 #include "src/error.h"
+#include "src/hdf5_util.h"
 
 namespace fs = std::filesystem;
 
 namespace wte {
 namespace {
 
-// HDF5 prints its error stack to stderr by default; wte reports errors itself.
-void quiet_hdf5() {
-  static const bool once = [] {
-    H5::Exception::dontPrint();
-    return true;
-  }();
-  (void)once;
-}
-
-H5::StrType utf8_string_type() {
-  H5::StrType type(H5::PredType::C_S1, H5T_VARIABLE);
-  type.setCset(H5T_CSET_UTF8);
-  return type;
-}
-
-void write_string(H5::Group& where, const std::string& name, const std::string& value) {
-  const H5::StrType type = utf8_string_type();
-  H5::DataSet ds = where.createDataSet(name, type, H5::DataSpace(H5S_SCALAR));
-  ds.write(value, type);
-}
-
-void write_string_attr(H5::H5Object& where, const std::string& name, const std::string& value) {
-  const H5::StrType type = utf8_string_type();
-  H5::Attribute attr = where.createAttribute(name, type, H5::DataSpace(H5S_SCALAR));
-  attr.write(type, value);
-}
-
-void write_int_attr(H5::H5Object& where, const std::string& name, int64_t value) {
-  H5::Attribute attr =
-      where.createAttribute(name, H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR));
-  attr.write(H5::PredType::NATIVE_INT64, &value);
-}
-
-void write_tensor(H5::Group& where, const std::string& name, const std::vector<size_t>& shape,
-                  const float* data) {
-  std::vector<hsize_t> dims(shape.begin(), shape.end());
-  H5::DataSpace space(static_cast<int>(dims.size()), dims.data());
-  H5::DataSet ds = where.createDataSet(name, H5::PredType::IEEE_F32LE, space);
-  ds.write(data, H5::PredType::NATIVE_FLOAT);
-}
-
-// Makes the groups of a path like "ln_f/g" exist under `root`.
-void ensure_parent_groups(H5::Group& root, const std::string& name) {
-  size_t pos = 0;
-  while ((pos = name.find('/', pos)) != std::string::npos) {
-    const std::string group = name.substr(0, pos);
-    if (!root.nameExists(group)) root.createGroup(group);
-    ++pos;
-  }
-}
+using hdf5::dataset_shape;
+using hdf5::ensure_parent_groups;
+using hdf5::shape_str;
+using hdf5::write_int_attr;
+using hdf5::write_string;
+using hdf5::write_string_attr;
+using hdf5::write_tensor;
 
 std::string read_string(const H5::Group& where, const std::string& name, const std::string& path) {
   if (!where.nameExists(name)) throw Error("checkpoint '" + path + "' has no dataset '" + name + "'");
@@ -104,12 +62,6 @@ int64_t read_int_attr(const H5::H5Object& where, const std::string& name, const 
   return value;
 }
 
-std::string shape_str(const std::vector<size_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + (shape.size() == 1 ? ",)" : ")");
-}
-
 // Reads a float32 tensor of exactly `shape` into dst (size = product of shape).
 void read_tensor(const H5::Group& where, const std::string& name, const std::vector<size_t>& shape,
                  float* dst, const std::string& path) {
@@ -118,11 +70,7 @@ void read_tensor(const H5::Group& where, const std::string& name, const std::vec
   H5::DataSet ds = where.openDataSet(name);
   if (ds.getTypeClass() != H5T_FLOAT || ds.getFloatType().getSize() != 4)
     throw Error("checkpoint '" + path + "': dataset '" + name + "' is not float32");
-  H5::DataSpace space = ds.getSpace();
-  const int rank = space.getSimpleExtentNdims();
-  std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
-  space.getSimpleExtentDims(dims.data());
-  const std::vector<size_t> got(dims.begin(), dims.end());
+  const std::vector<size_t> got = dataset_shape(ds);
   if (got != shape)
     throw Error("checkpoint '" + path + "': dataset '" + name + "' has shape " + shape_str(got) +
                 ", expected " + shape_str(shape));
@@ -130,7 +78,7 @@ void read_tensor(const H5::Group& where, const std::string& name, const std::vec
 }
 
 void open_or_throw(H5::H5File& file, const std::string& path) {
-  quiet_hdf5();
+  hdf5::quiet();
   if (!fs::exists(path)) throw Error("checkpoint '" + path + "' does not exist");
   try {
     if (!H5::H5File::isHdf5(path))
@@ -199,11 +147,7 @@ std::vector<T> read_uints(const H5::Group& where, const std::string& name, size_
       ds.getIntType().getSize() != sizeof(T))
     throw Error("checkpoint '" + path + "': dataset '" + name + "' is not uint" +
                 std::to_string(8 * sizeof(T)));
-  H5::DataSpace space = ds.getSpace();
-  const int rank = space.getSimpleExtentNdims();
-  std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
-  space.getSimpleExtentDims(dims.data());
-  const std::vector<size_t> got(dims.begin(), dims.end());
+  const std::vector<size_t> got = dataset_shape(ds);
   if (got != std::vector<size_t>{n})
     throw Error("checkpoint '" + path + "': dataset '" + name + "' has shape " + shape_str(got) +
                 ", expected " + shape_str({n}));
@@ -246,7 +190,7 @@ std::map<std::string, std::string> ini_values(const std::string& ini) {
 void save_checkpoint(const std::string& path, const Model& model, const AdamW* optimizer,
                      const Tokenizer& tokenizer, const Config& config, int64_t step,
                      const ResumeState* resume) {
-  quiet_hdf5();
+  hdf5::quiet();
   const std::string tmp = path + ".tmp";
   const std::string config_ini = config.to_ini();
   try {

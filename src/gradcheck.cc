@@ -13,6 +13,7 @@
 
 #include "src/data.h"
 #include "src/error.h"
+#include "src/hdf5_util.h"
 #include "src/rng.h"
 
 namespace fs = std::filesystem;
@@ -110,23 +111,15 @@ std::vector<size_t> dataset_shape(const H5::Group& root, const std::string& name
   H5::DataSet ds = root.openDataSet(name);
   if (ds.getTypeClass() != H5T_FLOAT || ds.getFloatType().getSize() != 4)
     throw Error("'" + path + "': dataset '" + name + "' is not float32");
-  H5::DataSpace space = ds.getSpace();
-  const int rank = space.getSimpleExtentNdims();
-  std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
-  space.getSimpleExtentDims(dims.data());
-  return std::vector<size_t>(dims.begin(), dims.end());
+  return hdf5::dataset_shape(ds);
 }
 
-std::string shape_str(const std::vector<size_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + (shape.size() == 1 ? ",)" : ")");
-}
+using hdf5::shape_str;
 
 }  // namespace
 
 std::unique_ptr<Model> load_model_file(const std::string& path, Config* config_out) {
-  H5::Exception::dontPrint();
+  hdf5::quiet();
   if (!fs::exists(path)) throw Error("model file '" + path + "' does not exist");
   try {
     if (!H5::H5File::isHdf5(path))

@@ -12,6 +12,7 @@
 #include "src/data.h"
 #include "src/error.h"
 #include "src/gradcheck.h"
+#include "src/hdf5_util.h"
 #include "src/model.h"
 #include "src/reference_model.h"
 #include "train/commands.h"
@@ -40,33 +41,13 @@ const char* kHelp =
     "The shapes come from the checkpoint's tensors (a hand-made model may have vocab_size < 256).\n"
     "The file is written to OUT.tmp and renamed: on error nothing is left at OUT.\n\n";
 
-void write_str_attr(H5::H5Object& where, const std::string& name, const std::string& value) {
-  H5::StrType type(H5::PredType::C_S1, H5T_VARIABLE);
-  type.setCset(H5T_CSET_UTF8);
-  where.createAttribute(name, type, H5::DataSpace(H5S_SCALAR)).write(type, value);
-}
-
-void ensure_parent_groups(H5::Group& root, const std::string& name) {
-  size_t pos = 0;
-  while ((pos = name.find('/', pos)) != std::string::npos) {
-    const std::string group = name.substr(0, pos);
-    if (!root.nameExists(group)) root.createGroup(group);
-    ++pos;
-  }
-}
-
-// Writes `data` (float or double) as a dataset of the same precision and `shape` ({} = scalar).
+// Writes `data` (float or double) as a dataset of the same precision and `shape` ({} = scalar),
+// making the groups of a path like "ln_f/g" first.
 template <typename F>
 void write_array(H5::Group& root, const std::string& name, const std::vector<size_t>& shape,
                  const F* data) {
-  ensure_parent_groups(root, name);
-  std::vector<hsize_t> dims(shape.begin(), shape.end());
-  H5::DataSpace space = dims.empty() ? H5::DataSpace(H5S_SCALAR)
-                                     : H5::DataSpace(static_cast<int>(dims.size()), dims.data());
-  const bool is_double = sizeof(F) == 8;
-  H5::DataSet ds = root.createDataSet(
-      name, is_double ? H5::PredType::IEEE_F64LE : H5::PredType::IEEE_F32LE, space);
-  ds.write(data, is_double ? H5::PredType::NATIVE_DOUBLE : H5::PredType::NATIVE_FLOAT);
+  hdf5::ensure_parent_groups(root, name);
+  hdf5::write_tensor(root, name, shape, data);
 }
 
 void write_ids(H5::Group& root, const std::string& name, size_t B, size_t T, const int32_t* ids) {
@@ -135,24 +116,20 @@ int cmd_grad(int argc, char** argv) {
                                          batch.targets.data(), B, T, &grads_d, &act_d);
   }
 
-  H5::Exception::dontPrint();
+  hdf5::quiet();
   const std::string tmp = out + ".tmp";
   try {
     {
       H5::H5File file(tmp, H5F_ACC_TRUNC);
       H5::Group root = file.openGroup("/");
-      write_str_attr(root, "format", "wte-grads");
-      {
-        const int64_t version = 1;
-        root.createAttribute("format_version", H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR))
-            .write(H5::PredType::NATIVE_INT64, &version);
-      }
-      write_str_attr(root, "checkpoint", ckpt);
-      write_str_attr(root, "tokens", tokens);
-      write_str_attr(root, "precision", precision);
-      write_str_attr(root, "model",
-                     precision == "float32" ? "wte::Model (oneDNN + Highway, float32)"
-                                            : "wte::ref reference model (double)");
+      hdf5::write_string_attr(root, "format", "wte-grads");
+      hdf5::write_int_attr(root, "format_version", 1);
+      hdf5::write_string_attr(root, "checkpoint", ckpt);
+      hdf5::write_string_attr(root, "tokens", tokens);
+      hdf5::write_string_attr(root, "precision", precision);
+      hdf5::write_string_attr(root, "model",
+                              precision == "float32" ? "wte::Model (oneDNN + Highway, float32)"
+                                                     : "wte::ref reference model (double)");
       write_ids(root, "inputs", B, T, batch.inputs.data());
       write_ids(root, "targets", B, T, batch.targets.data());
       if (precision == "float32") {
