@@ -3,8 +3,9 @@
 //
 // Bit-identical to ref::adamw_update<float> on every target: the bias corrections are computed once
 // in scalar float exactly as the reference does (1 - std::pow(beta, step) in float), and each
-// element goes through the same IEEE operations in the same order: Mul, Add, Div and Sqrt are
-// correctly rounded on every Highway target (SCALAR uses sqrtf), and we never fuse a multiply-add.
+// element goes through the same IEEE operations in the same order (AdamWStep, simd/adamw-inl.h): Mul,
+// Add, Div and Sqrt are correctly rounded on every Highway target (SCALAR uses sqrtf), and we never
+// fuse a multiply-add.
 //
 // That needs the compiler not to contract a*b+c into an FMA behind our back. g++ (12) defaults to
 // -ffp-contract=fast for C++ even in ISO mode, and the AVX2/AVX3 targets have FMA, so it did fuse
@@ -31,6 +32,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
+#include "simd/adamw-inl.h"  // AdamWConstants, AdamWStep (one vector; shared with embedding.cc)
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -38,46 +40,9 @@ namespace wte {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Scalar constants of one step, computed once in float like the reference.
-struct AdamWConstants {
-  float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay, bias1, bias2;
-};
-
-// Updates elements [i, i + Lanes(d)). Operation order mirrors ref::adamw_update line by line.
-template <class D>
-HWY_INLINE void AdamWStep(D d, float* HWY_RESTRICT params, const float* HWY_RESTRICT grads,
-                          float* HWY_RESTRICT m, float* HWY_RESTRICT v, size_t i,
-                          const AdamWConstants& k) {
-  const auto g = hn::LoadU(d, grads + i);
-  // m = beta1*m + (1-beta1)*g
-  const auto m_new = hn::Add(hn::Mul(hn::Set(d, k.beta1), hn::LoadU(d, m + i)),
-                             hn::Mul(hn::Set(d, k.one_minus_beta1), g));
-  // v = beta2*v + ((1-beta2)*g)*g   (left to right, as the reference's expression parses)
-  const auto v_new = hn::Add(hn::Mul(hn::Set(d, k.beta2), hn::LoadU(d, v + i)),
-                             hn::Mul(hn::Mul(hn::Set(d, k.one_minus_beta2), g), g));
-  hn::StoreU(m_new, d, m + i);
-  hn::StoreU(v_new, d, v + i);
-  const auto m_hat = hn::Div(m_new, hn::Set(d, k.bias1));
-  const auto v_hat = hn::Div(v_new, hn::Set(d, k.bias2));
-  // param -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * param)
-  const auto p = hn::LoadU(d, params + i);
-  const auto update = hn::Add(hn::Div(m_hat, hn::Add(hn::Sqrt(v_hat), hn::Set(d, k.eps))),
-                              hn::Mul(hn::Set(d, k.weight_decay), p));
-  hn::StoreU(hn::Sub(p, hn::Mul(hn::Set(d, k.lr), update)), d, params + i);
-}
-
 void AdamWUpdate(float* HWY_RESTRICT params, const float* HWY_RESTRICT grads, float* HWY_RESTRICT m,
                  float* HWY_RESTRICT v, size_t n, const AdamWParams& hp) {
-  AdamWConstants k;
-  k.lr = hp.lr;
-  k.beta1 = hp.beta1;
-  k.beta2 = hp.beta2;
-  k.one_minus_beta1 = 1.0f - hp.beta1;
-  k.one_minus_beta2 = 1.0f - hp.beta2;
-  k.eps = hp.eps;
-  k.weight_decay = hp.weight_decay;
-  k.bias1 = 1.0f - std::pow(hp.beta1, static_cast<float>(hp.step));
-  k.bias2 = 1.0f - std::pow(hp.beta2, static_cast<float>(hp.step));
+  const AdamWConstants k(hp);
 
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);

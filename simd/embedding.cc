@@ -23,6 +23,7 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "simd/adamw-inl.h"  // AdamWConstants, AdamWStep (one vector; shared with adamw.cc)
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -296,47 +297,16 @@ void ScatterPrivateHot(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidd
   }
 }
 
-// Scalar constants of one AdamW step, computed once in float exactly as ref::adamw_update.
-struct LazyAdamWConstants {
-  float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay, bias1, bias2;
-  explicit LazyAdamWConstants(const AdamWParams& hp)
-      : lr(hp.lr), beta1(hp.beta1), beta2(hp.beta2), one_minus_beta1(1.0f - hp.beta1),
-        one_minus_beta2(1.0f - hp.beta2), eps(hp.eps), weight_decay(hp.weight_decay),
-        bias1(1.0f - std::pow(hp.beta1, static_cast<float>(hp.step))),
-        bias2(1.0f - std::pow(hp.beta2, static_cast<float>(hp.step))) {}
-};
-
-// AdamW on elements [i, i + Lanes(d)) of one row: the operations of simd/adamw.cc's AdamWStep in
-// the same order (this file is built with -ffp-contract=off, so nothing is fused behind our back).
-template <class D>
-HWY_INLINE void LazyAdamWStep(D d, float* HWY_RESTRICT params, const float* HWY_RESTRICT grads,
-                              float* HWY_RESTRICT m, float* HWY_RESTRICT v, size_t i,
-                              const LazyAdamWConstants& k) {
-  const auto g = hn::LoadU(d, grads + i);
-  const auto m_new = hn::Add(hn::Mul(hn::Set(d, k.beta1), hn::LoadU(d, m + i)),
-                             hn::Mul(hn::Set(d, k.one_minus_beta1), g));
-  const auto v_new = hn::Add(hn::Mul(hn::Set(d, k.beta2), hn::LoadU(d, v + i)),
-                             hn::Mul(hn::Mul(hn::Set(d, k.one_minus_beta2), g), g));
-  hn::StoreU(m_new, d, m + i);
-  hn::StoreU(v_new, d, v + i);
-  const auto m_hat = hn::Div(m_new, hn::Set(d, k.bias1));
-  const auto v_hat = hn::Div(v_new, hn::Set(d, k.bias2));
-  const auto p = hn::LoadU(d, params + i);
-  const auto update = hn::Add(hn::Div(m_hat, hn::Add(hn::Sqrt(v_hat), hn::Set(d, k.eps))),
-                              hn::Mul(hn::Set(d, k.weight_decay), p));
-  hn::StoreU(hn::Sub(p, hn::Mul(hn::Set(d, k.lr), update)), d, params + i);
-}
-
 // AdamW on columns [c0, c1) of one row; grads indexed by the same columns.
 HWY_INLINE void LazyAdamWRange(float* HWY_RESTRICT params, const float* HWY_RESTRICT grads,
                                float* HWY_RESTRICT m, float* HWY_RESTRICT v, size_t c0, size_t c1,
-                               const LazyAdamWConstants& k) {
+                               const AdamWConstants& k) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
   size_t c = c0;
-  for (; c + L <= c1; c += L) LazyAdamWStep(d, params, grads, m, v, c, k);
+  for (; c + L <= c1; c += L) AdamWStep(d, params, grads, m, v, c, k);
   const hn::CappedTag<float, 1> d1;
-  for (; c < c1; ++c) LazyAdamWStep(d1, params, grads, m, v, c, k);
+  for (; c < c1; ++c) AdamWStep(d1, params, grads, m, v, c, k);
 }
 
 void EmbeddingBackwardRows(float* HWY_RESTRICT grad_rows, int32_t* HWY_RESTRICT touched_out,
@@ -367,7 +337,7 @@ void EmbeddingBackwardRows(float* HWY_RESTRICT grad_rows, int32_t* HWY_RESTRICT 
 void AdamWUpdateRows(float* HWY_RESTRICT params, float* HWY_RESTRICT m, float* HWY_RESTRICT v,
                      const float* HWY_RESTRICT grad_rows, const int32_t* HWY_RESTRICT touched,
                      size_t num_touched, size_t C, const AdamWParams& hp) {
-  const LazyAdamWConstants k(hp);
+  const AdamWConstants k(hp);
 #pragma omp parallel for schedule(static)
   for (size_t j = 0; j < num_touched; ++j) {
     const size_t r = static_cast<size_t>(touched[j]) * C;
@@ -381,7 +351,7 @@ void EmbeddingBackwardAdamWLazy(float* HWY_RESTRICT params, float* HWY_RESTRICT 
                                 const AdamWParams& hp, ScatterWorkspace* ws) {
   if (N == 0 || C == 0) return;
   const size_t num_touched = SortById(ids, N, V, ws);
-  const LazyAdamWConstants k(hp);
+  const AdamWConstants k(hp);
   const size_t P = static_cast<size_t>(omp_get_max_threads());
   if (ws->scratch.size() < P * C) ws->scratch.resize(P * C);
   float* scratch = ws->scratch.data();
