@@ -190,68 +190,56 @@ std::map<std::string, std::string> ini_values(const std::string& ini) {
 void save_checkpoint(const std::string& path, const Model& model, const AdamW* optimizer,
                      const Tokenizer& tokenizer, const Config& config, int64_t step,
                      const ResumeState* resume) {
-  hdf5::quiet();
-  const std::string tmp = path + ".tmp";
   const std::string config_ini = config.to_ini();
-  try {
-    {
-      H5::H5File file(tmp, H5F_ACC_TRUNC);
-      H5::Group root = file.openGroup("/");
-      write_string_attr(root, "format", kCheckpointFormat);
-      write_int_attr(root, "format_version", kCheckpointVersion);
-      write_int_attr(root, "step", step);
-      write_uint_attr(root, "config_fnv1a64", fnv1a64(config_ini.data(), config_ini.size()));
-      for (const TensorSpec& t : model.tensors()) {
-        ensure_parent_groups(root, t.name);
-        write_tensor(root, t.name, t.shape, model.param_data() + t.offset);
-      }
-      maybe_pause_for_test(file, tmp, step);
-      if (optimizer != nullptr) {
-        H5::Group opt = root.createGroup("optimizer");
-        write_int_attr(opt, "step", optimizer->step());
-        for (const char* moment : {"m", "v"}) {
-          H5::Group g = opt.createGroup(moment);
-          const float* base = moment[0] == 'm' ? optimizer->m() : optimizer->v();
-          for (const TensorSpec& t : model.tensors()) {
-            ensure_parent_groups(g, t.name);
-            write_tensor(g, t.name, t.shape, base + t.offset);
-          }
+  const auto fill = [&](H5::H5File& file, const std::string& tmp) {
+    H5::Group root = file.openGroup("/");
+    write_string_attr(root, "format", kCheckpointFormat);
+    write_int_attr(root, "format_version", kCheckpointVersion);
+    write_int_attr(root, "step", step);
+    write_uint_attr(root, "config_fnv1a64", fnv1a64(config_ini.data(), config_ini.size()));
+    for (const TensorSpec& t : model.tensors()) {
+      ensure_parent_groups(root, t.name);
+      write_tensor(root, t.name, t.shape, model.param_data() + t.offset);
+    }
+    maybe_pause_for_test(file, tmp, step);
+    if (optimizer != nullptr) {
+      H5::Group opt = root.createGroup("optimizer");
+      write_int_attr(opt, "step", optimizer->step());
+      for (const char* moment : {"m", "v"}) {
+        H5::Group g = opt.createGroup(moment);
+        const float* base = moment[0] == 'm' ? optimizer->m() : optimizer->v();
+        for (const TensorSpec& t : model.tensors()) {
+          ensure_parent_groups(g, t.name);
+          write_tensor(g, t.name, t.shape, base + t.offset);
         }
       }
-      if (resume != nullptr) {
-        H5::Group sched = root.createGroup("schedule");
-        write_int_attr(sched, "step", step);
-        write_int_attr(sched, "total_steps", static_cast<int64_t>(resume->total_steps));
-        write_float_attr(sched, "lr", resume->lr);
-        H5::Group data = root.createGroup("data");
-        const LoaderState& ls = resume->data;
-        write_int_attr(data, "epoch", static_cast<int64_t>(ls.epoch));
-        write_int_attr(data, "cursor", static_cast<int64_t>(ls.cursor));
-        write_int_attr(data, "num_samples", static_cast<int64_t>(ls.num_samples));
-        write_int_attr(data, "shuffle", ls.shuffle ? 1 : 0);
-        write_int_attr(data, "train_tokens", static_cast<int64_t>(resume->train_tokens));
-        write_int_attr(data, "val_tokens", static_cast<int64_t>(resume->val_tokens));
-        write_uint_attr(data, "train_tokens_fnv1a64", resume->train_tokens_fnv1a64);
-        write_uint_attr(data, "val_tokens_fnv1a64", resume->val_tokens_fnv1a64);
-        write_ints(data, "order", ls.order, H5::PredType::STD_U32LE, H5::PredType::NATIVE_UINT32);
-        const std::vector<uint64_t> rng(ls.rng_state.begin(), ls.rng_state.end());
-        write_ints(data, "rng_state", rng, H5::PredType::STD_U64LE, H5::PredType::NATIVE_UINT64);
-      }
-      H5::Group tok = root.createGroup("tokenizer");
-      write_string(tok, "encoder_json", tokenizer.encoder_json());
-      write_string(tok, "vocab_bpe", tokenizer.vocab_bpe());
-      H5::Group cfg = root.createGroup("config");
-      write_string(cfg, "ini", config_ini);
-      file.flush(H5F_SCOPE_GLOBAL);
-    }  // every handle closed here
-    commit_file(tmp, path);
-  } catch (const H5::Exception& e) {
-    std::remove(tmp.c_str());
-    throw Error("writing checkpoint '" + path + "' failed: " + e.getDetailMsg());
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
+    }
+    if (resume != nullptr) {
+      H5::Group sched = root.createGroup("schedule");
+      write_int_attr(sched, "step", step);
+      write_int_attr(sched, "total_steps", static_cast<int64_t>(resume->total_steps));
+      write_float_attr(sched, "lr", resume->lr);
+      H5::Group data = root.createGroup("data");
+      const LoaderState& ls = resume->data;
+      write_int_attr(data, "epoch", static_cast<int64_t>(ls.epoch));
+      write_int_attr(data, "cursor", static_cast<int64_t>(ls.cursor));
+      write_int_attr(data, "num_samples", static_cast<int64_t>(ls.num_samples));
+      write_int_attr(data, "shuffle", ls.shuffle ? 1 : 0);
+      write_int_attr(data, "train_tokens", static_cast<int64_t>(resume->train_tokens));
+      write_int_attr(data, "val_tokens", static_cast<int64_t>(resume->val_tokens));
+      write_uint_attr(data, "train_tokens_fnv1a64", resume->train_tokens_fnv1a64);
+      write_uint_attr(data, "val_tokens_fnv1a64", resume->val_tokens_fnv1a64);
+      write_ints(data, "order", ls.order, H5::PredType::STD_U32LE, H5::PredType::NATIVE_UINT32);
+      const std::vector<uint64_t> rng(ls.rng_state.begin(), ls.rng_state.end());
+      write_ints(data, "rng_state", rng, H5::PredType::STD_U64LE, H5::PredType::NATIVE_UINT64);
+    }
+    H5::Group tok = root.createGroup("tokenizer");
+    write_string(tok, "encoder_json", tokenizer.encoder_json());
+    write_string(tok, "vocab_bpe", tokenizer.vocab_bpe());
+    H5::Group cfg = root.createGroup("config");
+    write_string(cfg, "ini", config_ini);
+  };
+  hdf5::write_file_atomic(path, "checkpoint '" + path + "'", fill);
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& path) {

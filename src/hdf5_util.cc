@@ -1,6 +1,10 @@
 #include "src/hdf5_util.h"
 
 #include <algorithm>
+#include <cstdio>
+
+#include "src/data.h"
+#include "src/error.h"
 
 namespace wte::hdf5 {
 
@@ -10,6 +14,26 @@ void quiet() {
     return true;
   }();
   (void)once;
+}
+
+void write_file_atomic(const std::string& path, const std::string& description,
+                       const std::function<void(H5::H5File& file, const std::string& tmp)>& fill) {
+  quiet();
+  const std::string tmp = path + ".tmp";
+  try {
+    {
+      H5::H5File file(tmp, H5F_ACC_TRUNC);
+      fill(file, tmp);
+      file.flush(H5F_SCOPE_GLOBAL);
+    }  // every handle closed here (fill's own handles closed when it returned)
+    commit_file(tmp, path);
+  } catch (const H5::Exception& e) {
+    std::remove(tmp.c_str());
+    throw Error("writing " + description + " failed: " + e.getDetailMsg());
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
 }
 
 H5::StrType utf8_string_type() {

@@ -1,13 +1,15 @@
 // Internal HDF5 helpers shared by the files wte writes and reads (src/checkpoint.cc, src/gradcheck.cc,
-// train/cmd_grad.cc): quiet error printing, UTF-8 string datasets and attributes, int64 attributes,
-// float32/float64 tensors, and the shape of a dataset. Errors are H5::Exception (HDF5 C++ API);
-// callers turn them into wte::Error naming their file. Not part of wte's public interface.
+// train/cmd_grad.cc): writing a whole file atomically, quiet error printing, UTF-8 string datasets
+// and attributes, int64 attributes, float32/float64 tensors, and the shape of a dataset. Errors of
+// the small helpers are H5::Exception (HDF5 C++ API); callers turn them into wte::Error naming
+// their file (write_file_atomic does). Not part of wte's public interface.
 #pragma once
 
 #include <H5Cpp.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,15 @@ namespace wte::hdf5 {
 /// Stops HDF5 printing its error stack to stderr (wte reports errors itself). Idempotent; call
 /// before any HDF5 work.
 void quiet();
+
+/// Writes the HDF5 file `path` atomically: creates path + ".tmp" (truncating any old one), calls
+/// fill(file, tmp_path) to write its contents, flushes and closes it, then commit_file (src/data.h:
+/// fsync, rename over `path`, fsync of the directory). On any error the temporary file is removed
+/// and nothing is left at `path` (an earlier file there is untouched): an H5::Exception becomes
+/// wte::Error "writing <description> failed: <HDF5's detail>"; any other exception (a wte::Error
+/// from fill or commit_file) passes through unchanged. Calls quiet() first.
+void write_file_atomic(const std::string& path, const std::string& description,
+                       const std::function<void(H5::H5File& file, const std::string& tmp)>& fill);
 
 /// Variable-length string type with the UTF-8 character set (what h5py reads as str).
 H5::StrType utf8_string_type();

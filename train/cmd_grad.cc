@@ -116,50 +116,38 @@ int cmd_grad(int argc, char** argv) {
                                          batch.targets.data(), B, T, &grads_d, &act_d);
   }
 
-  hdf5::quiet();
-  const std::string tmp = out + ".tmp";
-  try {
-    {
-      H5::H5File file(tmp, H5F_ACC_TRUNC);
-      H5::Group root = file.openGroup("/");
-      hdf5::write_string_attr(root, "format", "wte-grads");
-      hdf5::write_int_attr(root, "format_version", 1);
-      hdf5::write_string_attr(root, "checkpoint", ckpt);
-      hdf5::write_string_attr(root, "tokens", tokens);
-      hdf5::write_string_attr(root, "precision", precision);
-      hdf5::write_string_attr(root, "model",
-                              precision == "float32" ? "wte::Model (oneDNN + Highway, float32)"
-                                                     : "wte::ref reference model (double)");
-      write_ids(root, "inputs", B, T, batch.inputs.data());
-      write_ids(root, "targets", B, T, batch.targets.data());
-      if (precision == "float32") {
-        write_array(root, "loss", {}, &loss_f);
-        write_array(root, "logits", {B, T, V}, logits_f.data());
-        for (const TensorSpec& t : model->tensors())
-          write_array(root, t.name, t.shape, dense_gradient(*model, t).data());
-      } else {
-        write_array(root, "loss", {}, &loss_d);
-        write_array(root, "logits", {B, T, V}, act_d.logits.data());
-        auto named = ref::named_tensors(grads_d);
-        for (const TensorSpec& t : model->tensors()) {
-          const std::vector<double>* g = nullptr;
-          for (const auto& nt : named)
-            if (t.name == nt.name) g = nt.data;
-          if (g == nullptr || g->size() != t.size)
-            throw Error("the double reference has no gradient for tensor '" + t.name + "'");
-          write_array(root, t.name, t.shape, g->data());
-        }
+  const auto fill = [&](H5::H5File& file, const std::string& /*tmp*/) {
+    H5::Group root = file.openGroup("/");
+    hdf5::write_string_attr(root, "format", "wte-grads");
+    hdf5::write_int_attr(root, "format_version", 1);
+    hdf5::write_string_attr(root, "checkpoint", ckpt);
+    hdf5::write_string_attr(root, "tokens", tokens);
+    hdf5::write_string_attr(root, "precision", precision);
+    hdf5::write_string_attr(root, "model",
+                            precision == "float32" ? "wte::Model (oneDNN + Highway, float32)"
+                                                   : "wte::ref reference model (double)");
+    write_ids(root, "inputs", B, T, batch.inputs.data());
+    write_ids(root, "targets", B, T, batch.targets.data());
+    if (precision == "float32") {
+      write_array(root, "loss", {}, &loss_f);
+      write_array(root, "logits", {B, T, V}, logits_f.data());
+      for (const TensorSpec& t : model->tensors())
+        write_array(root, t.name, t.shape, dense_gradient(*model, t).data());
+    } else {
+      write_array(root, "loss", {}, &loss_d);
+      write_array(root, "logits", {B, T, V}, act_d.logits.data());
+      auto named = ref::named_tensors(grads_d);
+      for (const TensorSpec& t : model->tensors()) {
+        const std::vector<double>* g = nullptr;
+        for (const auto& nt : named)
+          if (t.name == nt.name) g = nt.data;
+        if (g == nullptr || g->size() != t.size)
+          throw Error("the double reference has no gradient for tensor '" + t.name + "'");
+        write_array(root, t.name, t.shape, g->data());
       }
-      file.flush(H5F_SCOPE_GLOBAL);
     }
-    commit_file(tmp, out);
-  } catch (const H5::Exception& e) {
-    std::remove(tmp.c_str());
-    throw Error("writing '" + out + "' failed: " + e.getDetailMsg());
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
+  };
+  hdf5::write_file_atomic(out, "'" + out + "'", fill);
   std::printf("wrote %s: loss %.9g (%s), B %zu, T %zu, vocab_size %zu; gradients of", out.c_str(),
               precision == "float32" ? static_cast<double>(loss_f) : loss_d, precision.c_str(), B,
               T, V);
