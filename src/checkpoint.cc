@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -75,11 +76,30 @@ void read_tensor(const H5::Group& where, const std::string& name, const std::vec
     throw Error("checkpoint '" + path + "': dataset '" + name + "' has shape " + shape_str(got) +
                 ", expected " + shape_str(shape));
   ds.read(dst, H5::PredType::NATIVE_FLOAT);
+  // A parameter or moment that is NaN or infinite is corruption (or a diverged run saved by some
+  // other tool): training, gradients and geometry computed from it would be meaningless.
+  size_t n = 1;
+  for (size_t d : shape) n *= d;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(dst[i])) {
+      std::string index;
+      size_t rest = i;
+      for (size_t k = shape.size(); k-- > 0;) {
+        index = std::to_string(rest % shape[k]) + (index.empty() ? "" : ", ") + index;
+        rest /= shape[k];
+      }
+      throw Error("checkpoint '" + path + "': dataset '" + name + "' holds " +
+                  std::to_string(dst[i]) + " at [" + index +
+                  "]; every parameter and moment must be finite (a corrupt file?)");
+    }
+  }
 }
 
 void open_or_throw(H5::H5File& file, const std::string& path) {
   hdf5::quiet();
   if (!fs::exists(path)) throw Error("checkpoint '" + path + "' does not exist");
+  if (fs::is_directory(path))
+    throw Error("'" + path + "' is a directory, not a checkpoint file");
   try {
     if (!H5::H5File::isHdf5(path))
       throw Error("'" + path + "' is not an HDF5 file (so not a wte checkpoint)");

@@ -180,8 +180,9 @@ const std::vector<Key>& keys() {
       WTE_UINT(train, log_interval, 1, kMaxU, "steps between progress lines"),
       Key{"train.snapshot_steps",
           "comma-separated steps after which wte is saved as DIR/snapshot_<step>.h5 (0: the "
-          "initial noise), e.g. 0,10,100,1000; empty: none",
-          "empty, or strictly increasing whole numbers <= train.steps separated by commas",
+          "initial noise), e.g. 0,10,100,1000; steps after train.steps are skipped with a note; "
+          "empty: none",
+          "empty, or strictly increasing whole numbers separated by commas",
           [](Config& c, const std::string& s) {
             std::vector<size_t> steps;
             size_t pos = 0;
@@ -248,10 +249,8 @@ void validate(const Config& c, const std::function<std::string(const std::string
     fail("data.train_tokens (" + from("data.train_tokens") +
          ") needs data.tokenizer = a directory with encoder.json and vocab.bpe (the tokenizer "
          "those ids came from), not 'train'");
-  if (!c.train.snapshot_steps.empty() && c.train.snapshot_steps.back() > c.train.steps)
-    fail("train.snapshot_steps (" + from("train.snapshot_steps") + ") has step " +
-         std::to_string(c.train.snapshot_steps.back()) + ", after the last step " +
-         val("train.steps", std::to_string(c.train.steps)));
+  // train.snapshot_steps past train.steps are not an error: a shorter run of the same config
+  // (--train.steps=500 on configs/default.ini) just reaches fewer of them; the trainer says so.
   // Also checked per key; a double just below 1 can still round to 1.0f.
   if (c.optim.beta1 >= 1.0f) fail(val("optim.beta1", fmt_double(c.optim.beta1)) + " must be < 1");
   if (c.optim.beta2 >= 1.0f) fail(val("optim.beta2", fmt_double(c.optim.beta2)) + " must be < 1");
@@ -291,12 +290,31 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
   const po::options_description desc = describe();
   po::variables_map vm;
   std::set<std::string> from_cli;
+  // Boost rejects an empty "--key=" ("should follow immediately after the equal sign"); an empty
+  // value is meaningful for optional keys (train.snapshot_steps=, data.text=), so store those here.
+  std::vector<std::string> rest;
+  std::vector<std::pair<std::string, std::string>> empty_values;
+  for (const std::string& o : overrides) {
+    if (o.size() > 3 && o.rfind("--", 0) == 0 && o.back() == '=' &&
+        o.find('=') == o.size() - 1) {
+      empty_values.emplace_back(o.substr(2, o.size() - 3), "");
+    } else {
+      rest.push_back(o);
+    }
+  }
   try {
     // Command line first: Boost keeps the first stored value, so it wins over the file.
-    po::parsed_options cli = po::command_line_parser(overrides)
+    po::parsed_options cli = po::command_line_parser(rest)
                                  .options(desc)
                                  .style(po::command_line_style::unix_style)
                                  .run();
+    for (const auto& [key, value] : empty_values) {
+      if (desc.find_nothrow(key, false) == nullptr)
+        throw Error("unknown option '--" + key +
+                    "' on the command line; keys are --section.key=value, see 'wte train --help'");
+      po::option opt(key, {value});
+      cli.options.push_back(opt);
+    }
     for (const auto& opt : cli.options) from_cli.insert(opt.string_key);
     po::store(cli, vm);
   } catch (const po::unknown_option& e) {

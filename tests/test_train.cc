@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string>
@@ -236,6 +237,24 @@ TEST(Checkpoint, RoundTripsParametersOptimizerTokenizerAndConfig) {
   EXPECT_EQ(loaded_opt.step(), 7);
 }
 
+TEST(Checkpoint, NonFiniteParametersAreRejectedWithTheirIndex) {
+  const fs::path dir = temp_dir("checkpoint_nonfinite");
+  Config cfg = wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8",
+                                     "--model.n_ctx=4", "--data.seq_len=4"});
+  const wte::Tokenizer tok = wte::Tokenizer::train(tiny_corpus(), 300);
+  wte::Model model(cfg.model);
+  model.init_weights(3);
+  model.params().wte[1 * 8 + 3] = std::numeric_limits<float>::infinity();
+  const std::string path = (dir / "inf.h5").string();
+  wte::save_checkpoint(path, model, nullptr, tok, cfg, 1);
+  wte::Model other(cfg.model);
+  const std::string msg = error_of([&] { wte::load_checkpoint(path, other, nullptr); });
+  EXPECT_NE(msg.find("'wte'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[1, 3]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("inf"), std::string::npos) << msg;
+  EXPECT_NE(error_of([&] { wte::read_checkpoint_info(path); }), "");
+}
+
 TEST(Checkpoint, BadFilesFailLoudlyAndLeaveTheModelUntouched) {
   const fs::path dir = temp_dir("checkpoint_bad");
   Config cfg = wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8",
@@ -401,6 +420,26 @@ TEST_F(TrainCli, BadTokenIdsStopBeforeAnyComputeAndWriteNothing) {
   EXPECT_NE(out.find("tokenizer has 300 tokens but model.vocab_size = 512"), std::string::npos)
       << out;
   EXPECT_FALSE(fs::exists(dir_ / "mismatch"));
+}
+
+// The README's shorter runs of the default config (--train.steps below its snapshot steps, an
+// empty --train.snapshot_steps=) work as written.
+TEST_F(TrainCli, ShortRunsOfTheDefaultConfigWorkAsTheReadmeShows) {
+  const fs::path corpus = fs::path(WTE_SOURCE_DIR) / "datasets" / "kjv" / "kjv.txt";
+  if (!fs::exists(corpus)) GTEST_SKIP() << "run datasets/make_kjv.sh first";
+  const std::string config = (fs::path(WTE_SOURCE_DIR) / "configs" / "default.ini").string();
+  std::string out;
+  int code = run(kCli + " train --config '" + config + "' --train.steps=2 --train.eval_interval=0 "
+                 "--train.threads=2 -q --out '" + (dir_ / "short").string() + "'", &out);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("will not be saved"), std::string::npos) << out;  // snapshots past step 2
+  EXPECT_TRUE(fs::exists(dir_ / "short" / "snapshot_00000000.h5"));
+  EXPECT_TRUE(fs::exists(dir_ / "short" / "checkpoint_00000002.h5"));
+  code = run(kCli + " train --config '" + config + "' --train.steps=2 --train.eval_interval=0 "
+             "--train.snapshot_steps= --train.threads=2 -q --out '" + (dir_ / "none").string() + "'",
+             &out);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_FALSE(fs::exists(dir_ / "none" / "snapshot_00000000.h5"));
 }
 
 TEST_F(TrainCli, UserErrorsAreNamedAndWriteNothing) {

@@ -1,5 +1,6 @@
 // `wte train --config FILE [--out DIR] [--resume PATH|auto] [--section.key=value ...]`
 #include <boost/program_options.hpp>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -27,9 +28,10 @@ int cmd_train(int argc, char** argv) {
       "resume,r", po::value<std::string>(),
       "continue a run from checkpoint PATH, or 'auto': from the newest valid checkpoint in the run "
       "directory (a fresh start if it has none). Without --config the checkpoint's own config is "
-      "used; --section.key=value may change train.steps, the log/eval/checkpoint intervals and "
-      "checkpoint.keep_last, nothing that alters what a step computes")(
-      "stop-at", po::value<size_t>(),
+      "used; --section.key=value may change train.steps, the log/eval/checkpoint intervals, "
+      "train.eval_tokens, train.snapshot_steps, checkpoint.keep_last, train.threads (then not "
+      "bit-identical) and the data paths: nothing that alters what a step computes")(
+      "stop-at", po::value<std::string>(),
       "write a checkpoint after step N and exit, as a pre-empted job would (the learning-rate "
       "schedule still spans train.steps); continue with --resume")(
       "overwrite", "start afresh in a run directory that holds an earlier run's checkpoints and "
@@ -38,11 +40,19 @@ int cmd_train(int argc, char** argv) {
   po::variables_map vm;
   std::vector<std::string> overrides;
   try {
-    po::parsed_options parsed = po::command_line_parser(argc, argv)  // skips argv[0], "train"
-                                    .options(desc)
-                                    .allow_unregistered()
-                                    .run();
+    // Config keys with an empty value ("--train.snapshot_steps=") go straight to the config
+    // loader: Boost's parser rejects an empty value after '='.
+    std::vector<std::string> args, empty_keys;
+    for (int i = 1; i < argc; ++i) {  // argv[0] is "train"
+      const std::string a = argv[i];
+      const bool empty_key = a.rfind("--", 0) == 0 && a.size() > 3 && a.back() == '=' &&
+                             a.find('=') == a.size() - 1 && a.find('.') != std::string::npos;
+      (empty_key ? empty_keys : args).push_back(a);
+    }
+    po::parsed_options parsed =
+        po::command_line_parser(args).options(desc).allow_unregistered().run();
     overrides = po::collect_unrecognized(parsed.options, po::include_positional);
+    overrides.insert(overrides.end(), empty_keys.begin(), empty_keys.end());
     po::store(parsed, vm);
     po::notify(vm);
   } catch (const po::error& e) {
@@ -82,7 +92,15 @@ int cmd_train(int argc, char** argv) {
   RunOptions opts;
   opts.quiet = vm.count("quiet") > 0;
   opts.overwrite = vm.count("overwrite") > 0;
-  if (vm.count("stop-at")) opts.stop_at = vm["stop-at"].as<size_t>();
+  if (vm.count("stop-at")) {
+    const std::string text = vm["stop-at"].as<std::string>();
+    size_t n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n == 0)
+      throw Error("--stop-at = '" + text + "' is not allowed; allowed: a whole number >= 1, "
+                  "after the start step and before train.steps");
+    opts.stop_at = n;
+  }
   if (vm.count("out")) {
     opts.out_dir = vm["out"].as<std::string>();
   } else if (!resume.empty() && resume != "auto") {

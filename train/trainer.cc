@@ -211,6 +211,16 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
       std::fflush(stdout);
     }
   };
+  {
+    std::string skipped;
+    for (size_t v : cfg.train.snapshot_steps)
+      if (v > cfg.train.steps) skipped += (skipped.empty() ? "" : ",") + std::to_string(v);
+    if (!skipped.empty())
+      std::fprintf(stderr,
+                   "wte train: note: train.snapshot_steps %s come after train.steps = %zu and "
+                   "will not be saved\n",
+                   skipped.c_str(), cfg.train.steps);
+  }
 
   // --- Data: split, tokenizer, ids. Every id is checked before any compute.
   const auto t_prep = Clock::now();
