@@ -45,12 +45,12 @@ TokenBatch read_token_batch(const std::string& path, size_t vocab_size, size_t n
       }
       if (used != word.size())
         throw Error("token file '" + path + "', line " + std::to_string(line_no) + ", position " +
-                    std::to_string(ids.size()) + ": '" + word +
+                    std::to_string(ids.size() + 1) + ": '" + word +
                     "' is not an integer token id; allowed: ids in [0, vocab_size=" +
                     std::to_string(vocab_size) + ") separated by spaces");
       if (v < 0 || static_cast<unsigned long long>(v) >= vocab_size)
         throw Error("token file '" + path + "', line " + std::to_string(line_no) + ", position " +
-                    std::to_string(ids.size()) + ": token id " + word +
+                    std::to_string(ids.size() + 1) + ": token id " + word +
                     " is outside [0, vocab_size=" + std::to_string(vocab_size) + ")");
       ids.push_back(static_cast<int32_t>(v));
     }

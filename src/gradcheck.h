@@ -45,7 +45,7 @@ struct TokenBatch {
 /// Reads a token batch from a text file: integer ids separated by spaces or tabs, one sequence per
 /// line, every line the same length L >= 2; blank lines are skipped. Each line gives inputs
 /// ids[0..L-2] and targets ids[1..L-1] (next-token), so B = lines and T = L - 1.
-/// Throws wte::Error, naming the path and 1-based line (and 0-based position for an id), for: a
+/// Throws wte::Error, naming the path, 1-based line and (for an id) 1-based position, for: a
 /// missing file; a token that is not an integer; an id outside [0, vocab_size); a line of another
 /// length than the first; fewer than 2 ids on a line; T > n_ctx; no lines.
 TokenBatch read_token_batch(const std::string& path, size_t vocab_size, size_t n_ctx);

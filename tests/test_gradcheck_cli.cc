@@ -196,8 +196,8 @@ TEST(GradcheckCli, BadTokenFilesWriteNothing) {
     const char* text;
     const char* expected;
   } cases[] = {
-      {"0 1 2\n3 5 1\n", "line 2, position 1: token id 5 is outside [0, vocab_size=5)"},
-      {"0 1 -1\n", "line 1, position 2: token id -1 is outside [0, vocab_size=5)"},
+      {"0 1 2\n3 5 1\n", "line 2, position 2: token id 5 is outside [0, vocab_size=5)"},
+      {"0 1 -1\n", "line 1, position 3: token id -1 is outside [0, vocab_size=5)"},
       {"0 1 2\n0 1\n", "line 2 has 2 ids but line 1 has 3"},
       {"0 x 2\n", "'x' is not an integer token id"},
       {"0 1 2 3 4\n", "T=4, which exceeds n_ctx=3"},

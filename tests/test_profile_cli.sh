@@ -14,6 +14,8 @@ printf '\x05\x00\x00\x00\x07\x00\x00\x00\x05\x00\x00\x00' > "$dir/ids.bin"   # i
 grep -q "scatter     sorted" "$dir/out.txt" || fail "no sorted row in the table"
 grep -q "lazy-adamw" "$dir/out.txt" || fail "no lazy-adamw row"
 grep -q "row-memcpy" "$dir/out.txt" || fail "no row-memcpy limit"
+# stderr is a file here, not a terminal: no "\r\e[K profile: ..." progress lines in it.
+if grep -q $'\r' "$dir/err.txt"; then fail "progress lines written to a non-terminal stderr"; fi
 # Deterministic strategies: same bits for 2 threads as for 1, on every distribution.
 for s in serial sorted row-range auto=sorted; do
   n=$(grep -E "^  2 .* warm  scatter +$s " "$dir/out.txt" | grep -c "same bits as 1t" || true)

@@ -20,6 +20,7 @@
 #include "src/snapshot.h"
 #include "src/svg.h"
 #include "src/tokenizer.h"
+#include "train/cli_util.h"
 #include "train/commands.h"
 
 namespace po = boost::program_options;
@@ -211,11 +212,13 @@ int cmd_geometry(int argc, char** argv) {
       ("data", po::value<std::string>(),
        "int32 token file whose frequencies pick the most frequent tokens (default: train.bin "
        "beside the last checkpoint, as wte train writes it)")
-      ("frequent", po::value<size_t>()->default_value(8), "most frequent tokens to show")
-      ("neighbours", po::value<size_t>()->default_value(8), "neighbours per token")
-      ("k", po::value<size_t>()->default_value(5), "k of the k-NN class purity")
-      ("max-points", po::value<size_t>()->default_value(5000),
-       "without labels, the PCA picture shows the rows of ids [0, max-points)");
+      ("frequent", po::value<std::string>()->default_value("8"),
+       "most frequent tokens to show, in [0, 2^24] (0: only --tokens)")
+      ("neighbours", po::value<std::string>()->default_value("8"), "neighbours per token, in [1, 2^24]")
+      ("k", po::value<std::string>()->default_value("5"),
+       "k of the k-NN class purity, in [1, 2^24] (and below the number of labelled tokens)")
+      ("max-points", po::value<std::string>()->default_value("5000"),
+       "without labels, the PCA picture shows the rows of ids [0, max-points), in [1, 2^24]");
   // clang-format on
   const char* usage =
       "Usage: wte geometry --checkpoint C [--checkpoint C ...] [--tokens LIST] [--labels FILE]\n"
@@ -249,9 +252,13 @@ int cmd_geometry(int argc, char** argv) {
     std::cerr << opts;
     return 2;
   }
-  const size_t n_freq = vm["frequent"].as<size_t>(), n_nb = vm["neighbours"].as<size_t>();
-  const size_t k = vm["k"].as<size_t>(), max_points = vm["max-points"].as<size_t>();
-  if (k == 0) throw Error("--k 0: the k-NN purity needs k >= 1");
+  constexpr size_t kMaxCount = size_t{1} << 24;  // model.vocab_size's upper bound
+  const size_t n_freq = whole_number_option(vm, "frequent", 0, kMaxCount),
+               n_nb = whole_number_option(vm, "neighbours", 1, kMaxCount),
+               k = whole_number_option(vm, "k", 1, kMaxCount),
+               max_points = whole_number_option(vm, "max-points", 1, kMaxCount);
+  // The output directory is created (and checked writable) before any checkpoint is read.
+  if (vm.count("out")) prepare_output_dir("--out", vm["out"].as<std::string>());
 
   // --- Read every checkpoint (validated) before any output.
   const std::vector<std::string> paths = expand_checkpoints(vm["checkpoint"].as<std::vector<std::string>>());
@@ -361,7 +368,9 @@ int cmd_geometry(int argc, char** argv) {
   std::vector<int32_t> shown = queries;
   for (int32_t id : frequent)
     if (std::find(shown.begin(), shown.end(), id) == shown.end()) shown.push_back(id);
-  if (!vm.count("tokens") && frequent.empty())
+  if (!vm.count("tokens") && n_freq == 0)
+    report << "\n(no --tokens and --frequent 0: no nearest neighbours shown)\n";
+  else if (!vm.count("tokens") && frequent.empty())
     report << "\n(no --tokens, and no token file for frequencies: " << data_path
            << " does not exist; pass --data)\n";
   std::vector<size_t> nb_steps = {0};
@@ -398,8 +407,7 @@ int cmd_geometry(int argc, char** argv) {
   if (!vm.count("out")) return 0;
 
   // --- Pictures and the page.
-  const fs::path out = vm["out"].as<std::string>();
-  fs::create_directories(out);
+  const fs::path out = vm["out"].as<std::string>();  // created by prepare_output_dir above
   struct Figure {
     std::string file, caption;
   };

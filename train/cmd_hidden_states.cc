@@ -14,6 +14,7 @@
 #include "src/error.h"
 #include "src/model.h"
 #include "src/tokenizer.h"
+#include "train/cli_util.h"
 #include "train/commands.h"
 
 namespace po = boost::program_options;
@@ -44,8 +45,8 @@ int cmd_hidden_states(int argc, char** argv) {
       ("help,h", "print this help")
       ("checkpoint,c", po::value<std::string>(), "a checkpoint or snapshot .h5 written by wte train")
       ("text,t", po::value<std::vector<std::string>>(), "a text; repeat to compare texts")
-      ("dims", po::value<size_t>()->default_value(8),
-       "values of each row to print (0: all d_model)");
+      ("dims", po::value<std::string>()->default_value("8"),
+       "values of each row to print, in [0, 2^16] (0: all d_model; above d_model: all)");
   // clang-format on
   const char* usage =
       "Usage: wte hidden-states --checkpoint C --text \"...\" [--text \"...\" ...] [--dims N]\n\n"
@@ -77,12 +78,13 @@ int cmd_hidden_states(int argc, char** argv) {
     std::cerr << opts;
     return 2;
   }
+  const size_t dims_arg = whole_number_option(vm, "dims", 0, size_t{1} << 16);
   const std::string path = vm["checkpoint"].as<std::string>();
   const CheckpointInfo info = read_checkpoint_info(path);
   const Config cfg = parse_config(info.config_ini, path + " /config/ini");
   const Tokenizer tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe, path + " /tokenizer");
   const size_t C = cfg.model.d_model;
-  const size_t dims = vm["dims"].as<size_t>() == 0 ? C : std::min(C, vm["dims"].as<size_t>());
+  const size_t dims = dims_arg == 0 ? C : std::min(C, dims_arg);
 
   // Encode every text and check its length before any compute.
   std::vector<Encoded> texts;

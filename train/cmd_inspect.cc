@@ -1,6 +1,7 @@
 // `wte inspect CHECKPOINT`: what a checkpoint holds, after validating it as loading does.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -34,6 +35,9 @@ int cmd_inspect(int argc, char** argv) {
     std::fprintf(stderr, "wte inspect: no checkpoint given (usage: wte inspect CHECKPOINT)\n");
     return 2;
   }
+  if (std::filesystem::is_directory(path))
+    throw Error("'" + path + "' is a directory, not a checkpoint file; give one of its .h5 files "
+                "(wte train writes DIR/checkpoint_<step>.h5)");
   const CheckpointInfo info = read_checkpoint_info(path);  // throws wte::Error: exit 1
   std::printf("checkpoint: %s\nformat: %s version %lld (valid: every dataset read and checked)\n",
               path.c_str(), kCheckpointFormat, static_cast<long long>(info.format_version));

@@ -2,13 +2,13 @@
 // (scatter, every strategy) and a whole training step run on this machine, beside the machine's
 // memory limits measured in the same run.
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -18,10 +18,12 @@
 
 #include "simd/kernels.h"
 #include "src/config.h"
+#include "src/data.h"
 #include "src/error.h"
 #include "src/model.h"
 #include "src/optimizer.h"
 #include "src/profile.h"
+#include "train/cli_util.h"
 #include "train/commands.h"
 
 namespace po = boost::program_options;
@@ -41,14 +43,6 @@ struct Row {
   double gbs() const { return bytes / seconds / 1e9; }
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 // FNV-1a of the bytes of the given rows of a (V, C) table: equal hashes <=> (almost surely) equal bits.
 uint64_t hash_rows(const float* table, const std::vector<int32_t>& rows, size_t C) {
   uint64_t h = 1469598103934665603ULL;
@@ -59,7 +53,10 @@ uint64_t hash_rows(const float* table, const std::vector<int32_t>& rows, size_t 
   return h;
 }
 
+// A progress line, rewritten in place; only on a terminal (a captured stderr gets none).
 void progress(const char* fmt, auto... args) {
+  static const bool tty = isatty(fileno(stderr)) != 0;
+  if (!tty) return;
   std::fprintf(stderr, "\r\033[K");
   std::fprintf(stderr, fmt, args...);
   std::fflush(stderr);
@@ -117,20 +114,21 @@ std::string svg_chart(const std::vector<Row>& rows) {
 int cmd_profile(int argc, char** argv) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "print this help")(
-      "vocab", po::value<size_t>()->default_value(50257), "V: rows of the table")(
-      "d-model", po::value<size_t>()->default_value(768), "C: floats per row")(
-      "tokens", po::value<size_t>()->default_value(8192), "N: ids per step (B*T)")(
+      "vocab", po::value<std::string>()->default_value("50257"), "V: rows of the table, in [1, 2^31)")(
+      "d-model", po::value<std::string>()->default_value("768"), "C: floats per row, in [1, 2^16]")(
+      "tokens", po::value<std::string>()->default_value("8192"), "N: ids per step (B*T), in [1, 2^31)")(
       "dist", po::value<std::string>()->default_value("uniform,zipf:1.1"),
       "comma-separated id distributions: uniform, zipf:S, same, sequential, file:PATH (int32 ids)")(
       "threads", po::value<std::string>()->default_value("1,2"), "comma-separated thread counts")(
       "strategy", po::value<std::string>()->default_value("all"),
       "scatter strategy: all, auto, serial, sorted, row-range, private-hot")(
-      "repeat", po::value<size_t>()->default_value(15), "timed repeats per measurement (median)")(
+      "repeat", po::value<std::string>()->default_value("15"),
+      "timed repeats per measurement (median), in [1, 100000]")(
       "config", po::value<std::string>(), "config for `step` (default: the built-in defaults)")(
       "json", po::value<std::string>(), "also write every measurement to this JSON file")(
       "chart", po::value<std::string>(), "draw GB/s per strategy and distribution as SVG")(
       "quick", "small repeat counts and buffers: finishes in well under 30 s")(
-      "seed", po::value<uint64_t>()->default_value(1234), "seed of the generated ids");
+      "seed", po::value<std::string>()->default_value("1234"), "seed of the generated ids, in [0, 2^64)");
   po::positional_options_description pos;
   pos.add("what", 1);
   po::options_description all(desc);
@@ -165,21 +163,18 @@ int cmd_profile(int argc, char** argv) {
     return 2;
   }
   const bool quick = vm.count("quick") > 0;
-  const size_t V = vm["vocab"].as<size_t>(), C = vm["d-model"].as<size_t>(),
-               N = vm["tokens"].as<size_t>();
-  const size_t repeat = quick ? 3 : vm["repeat"].as<size_t>();
-  if (V == 0 || C == 0 || N == 0 || N >= (size_t{1} << 31))
-    throw Error("--vocab, --d-model and --tokens must be positive (and --tokens < 2^31); got " +
-                std::to_string(V) + ", " + std::to_string(C) + ", " + std::to_string(N));
+  // Every option checked, and the output files probed, before any measurement.
+  const size_t V = whole_number_option(vm, "vocab", 1, (size_t{1} << 31) - 1),
+               C = whole_number_option(vm, "d-model", 1, size_t{1} << 16),
+               N = whole_number_option(vm, "tokens", 1, (size_t{1} << 31) - 1);
+  const size_t repeat_arg = whole_number_option(vm, "repeat", 1, 100000);
+  const size_t repeat = quick ? 3 : repeat_arg;
   std::vector<profile::IdDistribution> dists;
-  for (const std::string& d : split_list(vm["dist"].as<std::string>()))
+  for (const std::string& d : split_list("--dist", vm["dist"].as<std::string>()))
     dists.push_back(profile::parse_distribution(d));
   std::vector<int> thread_counts;
-  for (const std::string& t : split_list(vm["threads"].as<std::string>())) {
-    const int k = std::atoi(t.c_str());
-    if (k < 1 || k > 1024) throw Error("--threads: '" + t + "' is not a thread count in [1, 1024]");
-    thread_counts.push_back(k);
-  }
+  for (const std::string& t : split_list("--threads", vm["threads"].as<std::string>()))
+    thread_counts.push_back(static_cast<int>(parse_whole_number("--threads", t, 1, 1024)));
   std::vector<ScatterStrategy> strategies;
   const std::string strategy_arg = vm["strategy"].as<std::string>();
   if (strategy_arg == "all") {
@@ -192,7 +187,9 @@ int cmd_profile(int argc, char** argv) {
                   "': allowed all, auto, serial, sorted, row-range, private-hot");
     strategies = {s};
   }
-  const uint64_t seed = vm["seed"].as<uint64_t>();
+  const uint64_t seed = whole_number_option(vm, "seed", 0, UINT64_MAX);
+  if (vm.count("json")) check_output_file("--json", vm["json"].as<std::string>());
+  if (vm.count("chart")) check_output_file("--chart", vm["chart"].as<std::string>());
   std::vector<Row> rows;
   nlohmann::json step_json = nlohmann::json::array();
 
@@ -416,14 +413,10 @@ int cmd_profile(int argc, char** argv) {
                               {"bytes", r.bytes}, {"gbs", r.gbs()}, {"copy_gbs", r.copy_gbs},
                               {"rows_gbs", r.rows_gbs}, {"note", r.note}});
     j["step"] = step_json;
-    std::ofstream f(vm["json"].as<std::string>());
-    if (!f) throw Error("--json: cannot create '" + vm["json"].as<std::string>() + "'");
-    f << j.dump(1) << '\n';
+    write_file_atomic(vm["json"].as<std::string>(), j.dump(1) + '\n');
   }
   if (vm.count("chart")) {
-    std::ofstream f(vm["chart"].as<std::string>());
-    if (!f) throw Error("--chart: cannot create '" + vm["chart"].as<std::string>() + "'");
-    f << svg_chart(rows);
+    write_file_atomic(vm["chart"].as<std::string>(), svg_chart(rows));
   }
   return 0;
 }

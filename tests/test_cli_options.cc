@@ -1,0 +1,206 @@
+// The option checks of train/cli_util.h, and the `wte` subcommands that use them as a user runs
+// them: negative, zero, junk and out-of-range whole numbers, empty list items and unwritable output
+// paths are rejected with an error naming the option, the value and the allowed range, before any
+// work (no table printed, no checkpoint read); gradcheck warns at sizes where it cannot fail;
+// defaults print as typed; token-file positions are 1-based; inspect names a directory.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/test_util.h"
+#include "train/cli_util.h"
+
+namespace fs = std::filesystem;
+
+namespace wte {
+namespace {
+
+using test::error_of;
+using test::run;
+using test::slurp;
+using test::temp_dir;
+using test::write;
+
+const std::string kCli = WTE_CLI;
+
+TEST(CliOptions, WholeNumberAcceptsDigitsInRange) {
+  EXPECT_EQ(cli::parse_whole_number("--n", "0", 0, 10), 0u);
+  EXPECT_EQ(cli::parse_whole_number("--n", "10", 0, 10), 10u);
+  EXPECT_EQ(cli::parse_whole_number("--n", "007", 1, 10), 7u);
+  EXPECT_EQ(cli::parse_whole_number("--n", "18446744073709551615", 0, UINT64_MAX), UINT64_MAX);
+}
+
+TEST(CliOptions, WholeNumberRejectsSignJunkAndRange) {
+  EXPECT_EQ(error_of([] { cli::parse_whole_number("--vocab-size", "-3", 1, 16777216); }),
+            "--vocab-size = '-3' is not allowed; allowed: a whole number in [1, 16777216]");
+  for (const char* bad : {"-1", "+3", "", " 3", "3 ", "3x", "0x10", "1e3", "3.0", "11", "0",
+                          "18446744073709551616", "99999999999999999999999"}) {
+    const std::string msg = error_of([&] { cli::parse_whole_number("--n", bad, 1, 10); });
+    EXPECT_EQ(msg, std::string("--n = '") + bad + "' is not allowed; allowed: a whole number in [1, 10]")
+        << "'" << bad << "'";
+  }
+}
+
+TEST(CliOptions, ListItemsMustBeNonEmpty) {
+  EXPECT_EQ(cli::split_list("--dist", "uniform,zipf:1.1"),
+            (std::vector<std::string>{"uniform", "zipf:1.1"}));
+  EXPECT_EQ(error_of([] { cli::split_list("--dist", ""); }),
+            "--dist is empty; allowed: one or more comma-separated items");
+  EXPECT_EQ(error_of([] { cli::split_list("--threads", "1,,2"); }),
+            "--threads = '1,,2': item 2 is empty; allowed: comma-separated items, none empty");
+  EXPECT_NE(error_of([] { cli::split_list("--threads", "1,"); }).find("item 2 is empty"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { cli::split_list("--threads", ",1"); }).find("item 1 is empty"),
+            std::string::npos);
+}
+
+TEST(CliOptions, OutputFileCheckedAndNothingLeftBehind) {
+  const fs::path dir = temp_dir("cli_options_outfile");
+  const std::string missing = (dir / "nodir" / "x.json").string();
+  EXPECT_NE(error_of([&] { cli::check_output_file("--json", missing); })
+                .find("--json " + missing + ": cannot create the file: the directory"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { cli::check_output_file("--json", dir.string()); }).find("is a directory"),
+            std::string::npos);
+  const std::string fresh = (dir / "new.json").string();
+  EXPECT_EQ(error_of([&] { cli::check_output_file("--json", fresh); }), "");
+  EXPECT_FALSE(fs::exists(fresh));  // probed, then removed
+  write(dir / "old.json", "keep");
+  EXPECT_EQ(error_of([&] { cli::check_output_file("--json", (dir / "old.json").string()); }), "");
+  EXPECT_EQ(slurp(dir / "old.json"), "keep");  // not truncated
+}
+
+TEST(CliOptions, OutputDirCreatedOrRejected) {
+  const fs::path dir = temp_dir("cli_options_outdir");
+  EXPECT_NE(error_of([] { cli::prepare_output_dir("--out", "/dev/null/x"); })
+                .find("--out /dev/null/x: cannot create the directory"),
+            std::string::npos);
+  const fs::path nested = dir / "a" / "b";
+  EXPECT_EQ(error_of([&] { cli::prepare_output_dir("--out", nested.string()); }), "");
+  EXPECT_TRUE(fs::is_directory(nested));
+  EXPECT_TRUE(fs::is_empty(nested));  // the write probe is removed
+  write(dir / "file", "x");
+  EXPECT_NE(error_of([&] { cli::prepare_output_dir("--out", (dir / "file").string()); }).find("--out"),
+            std::string::npos);
+}
+
+// Every case: exit 1, the expected message, and no sign of work done (a profile table, a
+// gradcheck line, a checkpoint opened).
+struct CliCase {
+  std::string args, expected;
+};
+
+void expect_rejected(const std::vector<CliCase>& cases) {
+  for (const CliCase& c : cases) {
+    std::string out;
+    EXPECT_EQ(run(kCli + " " + c.args, &out), 1) << c.args << "\n" << out;
+    EXPECT_NE(out.find(c.expected), std::string::npos) << c.args << "\n" << out;
+    for (const char* work : {"median of", "finite differences", "gradcheck: vocab_size", "missing.h5"})
+      EXPECT_EQ(out.find(work), std::string::npos) << c.args << " did work:\n" << out;
+  }
+}
+
+TEST(CliOptions, GradcheckRejectsBadSizes) {
+  const std::string g = "gradcheck --config " WTE_SOURCE_DIR "/configs/default.ini ";
+  expect_rejected({
+      {g + "--vocab-size -3",
+       "--vocab-size = '-3' is not allowed; allowed: a whole number in [1, 16777216]"},
+      {g + "--n-ctx -1", "--n-ctx = '-1' is not allowed; allowed: a whole number in [1, 1048576]"},
+      {g + "--batch-size -1", "--batch-size = '-1' is not allowed"},
+      {g + "--d-model -1", "--d-model = '-1' is not allowed; allowed: a whole number in [1, 65536]"},
+      {g + "--seq-len -2", "--seq-len = '-2' is not allowed"},
+      {g + "--untouched-rows -1",
+       "--untouched-rows = '-1' is not allowed; allowed: a whole number in [0, 16777216]"},
+      {g + "--vocab-size 0", "--vocab-size = '0' is not allowed"},
+      {g + "--d-model 4x", "--d-model = '4x' is not allowed"},
+  });
+}
+
+TEST(CliOptions, ProfileRejectsBadCountsListsAndOutputsBeforeMeasuring) {
+  const fs::path dir = temp_dir("cli_options_profile");
+  const std::string p = "profile scatter --quick --vocab 100 --d-model 8 --tokens 64 --threads 1 ";
+  const std::string nodir = (dir / "nodir").string();
+  expect_rejected({
+      {p + "--repeat -1", "--repeat = '-1' is not allowed; allowed: a whole number in [1, 100000]"},
+      {p + "--repeat 0", "--repeat = '0' is not allowed"},
+      {"profile --tokens -5", "--tokens = '-5' is not allowed; allowed: a whole number in [1, 2147483647]"},
+      {"profile --vocab -1", "--vocab = '-1' is not allowed"},
+      {"profile --seed -1", "--seed = '-1' is not allowed"},
+      {p + "--dist ''", "--dist is empty"},
+      {p + "--dist uniform,,zipf:1.1", "--dist = 'uniform,,zipf:1.1': item 2 is empty"},
+      {"profile --threads 1,,2", "--threads = '1,,2': item 2 is empty"},
+      {"profile --threads 2x", "--threads = '2x' is not allowed; allowed: a whole number in [1, 1024]"},
+      {p + "--json " + nodir + "/x.json", "--json " + nodir + "/x.json: cannot create the file"},
+      {p + "--chart " + nodir + "/x.svg", "--chart " + nodir + "/x.svg: cannot create the file"},
+  });
+  EXPECT_FALSE(fs::exists(nodir));
+}
+
+TEST(CliOptions, ProfileWritesNoProgressLinesWhenStderrIsNotATerminal) {
+  const fs::path dir = temp_dir("cli_options_progress");
+  std::string out;
+  ASSERT_EQ(run(kCli + " profile scatter --quick --vocab 100 --d-model 8 --tokens 64 --threads 1 "
+                       "--dist uniform --strategy serial --json " + (dir / "p.json").string(), &out),
+            0) << out;
+  EXPECT_EQ(out.find("\x1b[K"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\r'), std::string::npos) << out;
+  EXPECT_NE(out.find("median of 3"), std::string::npos) << out;
+  EXPECT_NE(slurp(dir / "p.json").find("\"kernels\""), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "p.json.tmp"));
+}
+
+TEST(CliOptions, GeometryAndHiddenStatesCheckOptionsBeforeReading) {
+  const fs::path dir = temp_dir("cli_options_geometry");
+  const std::string missing = (dir / "missing.h5").string();
+  const std::string g = "geometry --checkpoint " + missing + " ";
+  expect_rejected({
+      {g + "--neighbours -1", "--neighbours = '-1' is not allowed; allowed: a whole number in [1, 16777216]"},
+      {g + "--neighbours 0", "--neighbours = '0' is not allowed"},
+      {g + "--frequent -1", "--frequent = '-1' is not allowed; allowed: a whole number in [0, 16777216]"},
+      {g + "--k -1", "--k = '-1' is not allowed"},
+      {g + "--max-points 0", "--max-points = '0' is not allowed"},
+      {g + "--out /dev/null/x", "--out /dev/null/x: cannot create the directory"},
+      {"hidden-states --checkpoint " + missing + " --text a --dims -1",
+       "--dims = '-1' is not allowed; allowed: a whole number in [0, 65536]"},
+  });
+}
+
+TEST(CliOptions, GradcheckWarnsWhereItCannotFail) {
+  const std::string g = "gradcheck --config " WTE_SOURCE_DIR "/configs/default.ini ";
+  std::string out;
+  ASSERT_EQ(run(kCli + " " + g + "--vocab-size 1", &out), 0) << out;
+  EXPECT_NE(out.find("warning: vocab_size 1: softmax over one logit is 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("this check cannot detect errors"), std::string::npos) << out;
+  EXPECT_NE(out.find("gradcheck passed, but vacuously at this size"), std::string::npos) << out;
+  ASSERT_EQ(run(kCli + " " + g + "--d-model 1 --model.ln_f=true", &out), 0) << out;
+  EXPECT_NE(out.find("warning: d_model 1 with ln_f on"), std::string::npos) << out;
+  // Neither size alone is degenerate: no warning.
+  ASSERT_EQ(run(kCli + " " + g + "--d-model 1 --model.ln_f=false", &out), 0) << out;
+  EXPECT_EQ(out.find("warning"), std::string::npos) << out;
+  EXPECT_NE(out.find("gradcheck passed\n"), std::string::npos) << out;
+}
+
+TEST(CliOptions, GradcheckHelpShowsDefaultsAsTyped) {
+  std::string out;
+  ASSERT_EQ(run(kCli + " gradcheck --help", &out), 0) << out;
+  EXPECT_NE(out.find("(=1e-06)"), std::string::npos) << out;
+  EXPECT_NE(out.find("(=1e-05)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("9.9999"), std::string::npos) << out;
+  EXPECT_EQ(out.find("1.0000000"), std::string::npos) << out;
+}
+
+TEST(CliOptions, InspectNamesADirectory) {
+  const fs::path dir = temp_dir("cli_options_inspect");
+  std::string out;
+  EXPECT_EQ(run(kCli + " inspect " + dir.string(), &out), 1) << out;
+  // (append, not operator+ on a literal: GCC 12 warns falsely with -Wrestrict on that)
+  std::string expected = "'";
+  expected += dir.string() + "' is a directory, not a checkpoint file";
+  EXPECT_NE(out.find(expected), std::string::npos) << out;
+  EXPECT_EQ(out.find("H5Fis_hdf5"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace wte

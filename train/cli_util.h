@@ -1,0 +1,110 @@
+// Option checks shared by the `wte` subcommands: whole numbers typed by the user, comma-separated
+// lists, and output paths checked before any work. Header-only, so tests/test_cli_options.cc can
+// test it directly.
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "src/error.h"
+
+namespace wte::cli {
+
+/// Parses `text`, the value typed for option `option` (e.g. "--vocab-size"), as a whole number
+/// in [lo, hi]. Only decimal digits are accepted, all of them: no sign, no spaces, no junk
+/// ("3x"), no exponent. Why not po::value<size_t>: Boost.Program_options reads "-3" into a size_t
+/// as 2^64 - 3 and the command then crashes or allocates 2^64 bytes.
+/// Throws wte::Error naming the option, the value as typed and the allowed range, e.g.
+/// "--vocab-size = '-3' is not allowed; allowed: a whole number in [1, 16777216]".
+inline uint64_t parse_whole_number(const std::string& option, const std::string& text, uint64_t lo,
+                                   uint64_t hi) {
+  uint64_t v = 0;
+  const char* first = text.data();
+  const char* last = first + text.size();
+  // from_chars takes no '+' and no spaces; it would take a leading '-' only for signed types.
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  const auto [end, ec] = std::from_chars(first, last, v);
+  if (!digits || ec != std::errc() || end != last || v < lo || v > hi)
+    throw Error(option + " = '" + text + "' is not allowed; allowed: a whole number in [" +
+                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
+/// The whole-number option `name` (without "--") of `vm`, declared as po::value<std::string>
+/// (with a default, or checked with vm.count first), parsed by parse_whole_number in [lo, hi].
+inline uint64_t whole_number_option(const boost::program_options::variables_map& vm,
+                                    const std::string& name, uint64_t lo, uint64_t hi) {
+  return parse_whole_number("--" + name, vm[name].as<std::string>(), lo, hi);
+}
+
+/// The items of a comma-separated list typed for `option` ("uniform,zipf:1.1" -> 2 items).
+/// Throws wte::Error naming the option if the list or any item is empty ("", "a,,b", "a,").
+inline std::vector<std::string> split_list(const std::string& option, const std::string& text) {
+  if (text.empty())
+    throw Error(option + " is empty; allowed: one or more comma-separated items");
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (item.empty())
+      throw Error(option + " = '" + text + "': item " + std::to_string(out.size() + 1) +
+                  " is empty; allowed: comma-separated items, none empty");
+    out.push_back(item);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+/// Checks, before any work, that the file `path` given for `option` can be written later: its
+/// directory exists and the file can be opened for writing. Leaves nothing behind: an existing
+/// file is opened for appending (not truncated), a new one is created and removed again.
+/// Throws wte::Error naming the option, the path and the reason.
+inline void check_output_file(const std::string& option, const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string where = option + " " + path;
+  if (path.empty()) throw Error(option + " is empty; allowed: a file path");
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw Error(where + ": is a directory; allowed: a file path");
+  const fs::path dir = fs::path(path).parent_path();
+  if (!dir.empty() && !fs::is_directory(dir, ec))
+    throw Error(where + ": cannot create the file: " +
+                (fs::exists(dir, ec) ? "'" + dir.string() + "' is not a directory"
+                                     : "the directory '" + dir.string() + "' does not exist"));
+  const bool existed = fs::exists(path, ec);
+  {
+    std::ofstream probe(path, std::ios::binary | std::ios::app);
+    if (!probe) throw Error(where + ": cannot open the file for writing (permissions?)");
+  }
+  if (!existed) fs::remove(path, ec);
+}
+
+/// Creates the output directory `dir` given for `option` (and its parents) before any work, and
+/// checks that files can be created in it. Throws wte::Error naming the option, the path and the
+/// reason (e.g. a parent is a file: "--out /dev/null/x").
+inline void prepare_output_dir(const std::string& option, const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string where = option + " " + dir;
+  if (dir.empty()) throw Error(option + " is empty; allowed: a directory path");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(where + ": cannot create the directory: " + ec.message());
+  if (!fs::is_directory(dir, ec)) throw Error(where + ": exists and is not a directory");
+  const fs::path probe_path = fs::path(dir) / ".wte_write_probe";
+  {
+    std::ofstream probe(probe_path, std::ios::binary);
+    if (!probe) throw Error(where + ": cannot create files in the directory (permissions?)");
+  }
+  fs::remove(probe_path, ec);
+}
+
+}  // namespace wte::cli
