@@ -42,5 +42,7 @@ set +e
 "$WTE_CLI" profile scatter --strategy fastest > /dev/null 2> "$dir/e2.txt"; rc=$?
 [ $rc = 1 ] && grep -q "fastest" "$dir/e2.txt" || fail "bad --strategy: rc $rc"
 "$WTE_CLI" profile scatter --vocab 5 --dist file:"$dir/ids.bin" > /dev/null 2> "$dir/e3.txt"; rc=$?
-[ $rc = 1 ] && grep -q "7" "$dir/e3.txt" || fail "out-of-range id in file: rc $rc"
+# ids 5 7 5 with vocab 5: the first bad id is 5, at position 0.
+[ $rc = 1 ] && grep -q "token id 5 at position 0" "$dir/e3.txt" && grep -q "vocab_size=5" "$dir/e3.txt" \
+  || fail "out-of-range id in file: rc $rc, $(cat "$dir/e3.txt")"
 echo "ok"
