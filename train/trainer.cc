@@ -214,7 +214,10 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   {
     std::string skipped;
     for (size_t v : cfg.train.snapshot_steps)
-      if (v > cfg.train.steps) skipped += (skipped.empty() ? "" : ",") + std::to_string(v);
+      if (v > cfg.train.steps) {
+        if (!skipped.empty()) skipped += ',';
+        skipped += std::to_string(v);
+      }
     if (!skipped.empty())
       std::fprintf(stderr,
                    "wte train: note: train.snapshot_steps %s come after train.steps = %zu and "
