@@ -40,24 +40,34 @@ std::string read_string(const H5::Group& where, const std::string& name, const s
   return value;
 }
 
+// Opens attribute `name` of `where`, which must exist (else `missing`) and be of class `cls`
+// (else "attribute NAME is not KIND"): the shared prologue of the read_*_attr functions.
+H5::Attribute open_attr(const H5::H5Object& where, const std::string& name, const std::string& path,
+                        H5T_class_t cls, const char* kind, const std::string& missing) {
+  if (!where.attrExists(name)) throw Error(missing);
+  H5::Attribute attr = where.openAttribute(name);
+  if (attr.getTypeClass() != cls)
+    throw Error("checkpoint '" + path + "': attribute '" + name + "' is not " + kind);
+  return attr;
+}
+
+std::string missing_attr(const std::string& path, const std::string& name) {
+  return "checkpoint '" + path + "' has no attribute '" + name + "'";
+}
+
 std::string read_string_attr(const H5::H5Object& where, const std::string& name,
                              const std::string& path) {
-  if (!where.attrExists(name))
-    throw Error("'" + path + "' is not a wte checkpoint: it has no attribute '" + name + "'");
-  H5::Attribute attr = where.openAttribute(name);
-  if (attr.getTypeClass() != H5T_STRING)
-    throw Error("checkpoint '" + path + "': attribute '" + name + "' is not a string");
+  H5::Attribute attr =
+      open_attr(where, name, path, H5T_STRING, "a string",
+                "'" + path + "' is not a wte checkpoint: it has no attribute '" + name + "'");
   std::string value;
   attr.read(attr.getStrType(), value);
   return value;
 }
 
 int64_t read_int_attr(const H5::H5Object& where, const std::string& name, const std::string& path) {
-  if (!where.attrExists(name))
-    throw Error("checkpoint '" + path + "' has no attribute '" + name + "'");
-  H5::Attribute attr = where.openAttribute(name);
-  if (attr.getTypeClass() != H5T_INTEGER)
-    throw Error("checkpoint '" + path + "': attribute '" + name + "' is not an integer");
+  H5::Attribute attr =
+      open_attr(where, name, path, H5T_INTEGER, "an integer", missing_attr(path, name));
   int64_t value = 0;
   attr.read(H5::PredType::NATIVE_INT64, &value);
   return value;
@@ -124,11 +134,9 @@ void write_float_attr(H5::H5Object& where, const std::string& name, float value)
 
 uint64_t read_uint_attr(const H5::H5Object& where, const std::string& name,
                         const std::string& path) {
-  if (!where.attrExists(name))
-    throw Error("checkpoint '" + path + "' has no attribute '" + name + "'");
-  H5::Attribute attr = where.openAttribute(name);
-  if (attr.getTypeClass() != H5T_INTEGER || attr.getIntType().getSign() != H5T_SGN_NONE ||
-      attr.getIntType().getSize() != 8)
+  H5::Attribute attr =
+      open_attr(where, name, path, H5T_INTEGER, "uint64", missing_attr(path, name));
+  if (attr.getIntType().getSign() != H5T_SGN_NONE || attr.getIntType().getSize() != 8)
     throw Error("checkpoint '" + path + "': attribute '" + name + "' is not uint64");
   uint64_t value = 0;
   attr.read(H5::PredType::NATIVE_UINT64, &value);
@@ -136,11 +144,7 @@ uint64_t read_uint_attr(const H5::H5Object& where, const std::string& name,
 }
 
 float read_float_attr(const H5::H5Object& where, const std::string& name, const std::string& path) {
-  if (!where.attrExists(name))
-    throw Error("checkpoint '" + path + "' has no attribute '" + name + "'");
-  H5::Attribute attr = where.openAttribute(name);
-  if (attr.getTypeClass() != H5T_FLOAT)
-    throw Error("checkpoint '" + path + "': attribute '" + name + "' is not a float");
+  H5::Attribute attr = open_attr(where, name, path, H5T_FLOAT, "a float", missing_attr(path, name));
   float value = 0;
   attr.read(H5::PredType::NATIVE_FLOAT, &value);
   return value;

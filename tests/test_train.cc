@@ -46,6 +46,12 @@ std::string tiny_config(const fs::path& corpus) {
 
 const std::string kCli = WTE_CLI;
 
+// The model of the checkpoint tests: V 300 (a tokenizer trained on tiny_corpus() reaches it), C 8.
+Config small_checkpoint_config() {
+  return wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8", "--model.n_ctx=4",
+                               "--data.seq_len=4"});
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -205,8 +211,7 @@ TEST(Optimizer, ClipGradNormScalesToMaxNorm) {
 
 TEST(Checkpoint, RoundTripsParametersOptimizerTokenizerAndConfig) {
   const fs::path dir = temp_dir("checkpoint_round_trip");
-  Config cfg = wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8",
-                                     "--model.n_ctx=4", "--data.seq_len=4"});
+  Config cfg = small_checkpoint_config();
   const wte::Tokenizer tok = wte::Tokenizer::train(tiny_corpus(), 300);
   wte::Model model(cfg.model);
   model.init_weights(3);
@@ -239,8 +244,7 @@ TEST(Checkpoint, RoundTripsParametersOptimizerTokenizerAndConfig) {
 
 TEST(Checkpoint, NonFiniteParametersAreRejectedWithTheirIndex) {
   const fs::path dir = temp_dir("checkpoint_nonfinite");
-  Config cfg = wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8",
-                                     "--model.n_ctx=4", "--data.seq_len=4"});
+  Config cfg = small_checkpoint_config();
   const wte::Tokenizer tok = wte::Tokenizer::train(tiny_corpus(), 300);
   wte::Model model(cfg.model);
   model.init_weights(3);
@@ -257,8 +261,7 @@ TEST(Checkpoint, NonFiniteParametersAreRejectedWithTheirIndex) {
 
 TEST(Checkpoint, BadFilesFailLoudlyAndLeaveTheModelUntouched) {
   const fs::path dir = temp_dir("checkpoint_bad");
-  Config cfg = wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8",
-                                     "--model.n_ctx=4", "--data.seq_len=4"});
+  Config cfg = small_checkpoint_config();
   const wte::Tokenizer tok = wte::Tokenizer::train(tiny_corpus(), 300);
   wte::Model model(cfg.model);
   model.init_weights(3);
