@@ -59,7 +59,7 @@ SENTENCES_PER_DOCUMENT = 10
 
 
 class SplitMix64:
-    """SplitMix64 (Steele, Lea & Flood 2014; the seeding generator of xoshiro, as in src/rng.h)."""
+    """SplitMix64 (Steele, Lea & Flood 2014; the seeding generator of xoshiro, as in include/wte/rng.h)."""
 
     def __init__(self, seed):
         self.state = seed & 0xFFFFFFFFFFFFFFFF

@@ -22,7 +22,7 @@
 #include <cstddef>
 
 #include "hwy/highway.h"
-#include "simd/kernels.h"
+#include "wte/kernels.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace wte {

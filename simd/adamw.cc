@@ -1,4 +1,4 @@
-// AdamW update, Highway with dynamic dispatch. Contract: simd/kernels.h (wte::adamw_update);
+// AdamW update, Highway with dynamic dispatch. Contract: include/wte/kernels.h (wte::adamw_update);
 // scalar reference: ref::adamw_update<float> in simd/reference.h.
 //
 // Bit-identical to ref::adamw_update<float> on every target: the bias corrections are computed once
@@ -23,7 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "simd/kernels.h"
+#include "wte/kernels.h"
 
 // foreach_target.h must come before every other Highway header.
 // clang-format off

@@ -1,5 +1,5 @@
 // Numerically stable softmax cross-entropy (fused loss + gradient, in place) and the loss alone,
-// Highway with dynamic dispatch. Contracts and shapes: simd/kernels.h; scalar references:
+// Highway with dynamic dispatch. Contracts and shapes: include/wte/kernels.h; scalar references:
 // simd/reference.h (ref::softmax_cross_entropy, ref::cross_entropy_loss).
 //
 // Per row of V logits:
@@ -27,7 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "simd/kernels.h"
+#include "wte/kernels.h"
 
 // foreach_target.h must come before every other Highway header.
 // clang-format off

@@ -1,5 +1,5 @@
 // Embedding lookup forward and backward (token table wte, position table wpe), Highway with dynamic
-// dispatch. Contracts and shapes: simd/kernels.h; scalar references: simd/reference.h.
+// dispatch. Contracts and shapes: include/wte/kernels.h; scalar references: simd/reference.h.
 //
 // All three kernels are exact with respect to the references: each output element sees the same
 // float additions in the same order (SIMD only runs across C, where elements are independent), so
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "simd/kernels.h"
+#include "wte/kernels.h"
 
 // foreach_target.h must come before every other Highway header.
 // clang-format off

@@ -1,4 +1,4 @@
-// Scalar references for the kernels in simd/kernels.h: the same math as plain loops, no SIMD and no
+// Scalar references for the kernels in include/wte/kernels.h: the same math as plain loops, no SIMD and no
 // threads, templated on the float type F (float or double). Tests compare every Highway target with
 // these; the double instantiations are the ground truth for gradient checks.
 #pragma once

@@ -1,4 +1,4 @@
-// Tests of the geometry measures (src/geometry.h), the SVG writer (src/svg.h), snapshots, and the
+// Tests of the geometry measures (src/analysis/geometry.h), the SVG writer (src/analysis/svg.h), snapshots, and the
 // `wte geometry` / `wte hidden-states` commands as a user runs them. Exact values where derivable.
 #include <gtest/gtest.h>
 
@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
-#include "src/checkpoint.h"
-#include "src/config.h"
-#include "src/error.h"
-#include "src/geometry.h"
-#include "src/model.h"
-#include "src/rng.h"
-#include "src/snapshot.h"
-#include "src/svg.h"
-#include "src/tokenizer.h"
+#include "wte/checkpoint.h"
+#include "wte/config.h"
+#include "wte/error.h"
+#include "src/analysis/geometry.h"
+#include "wte/model.h"
+#include "wte/rng.h"
+#include "src/io/snapshot.h"
+#include "src/analysis/svg.h"
+#include "wte/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "src/checkpoint.h"
-#include "src/config.h"
-#include "src/gradcheck.h"
-#include "src/model.h"
-#include "src/reference_model.h"
-#include "src/tokenizer.h"
+#include "wte/checkpoint.h"
+#include "wte/config.h"
+#include "src/analysis/gradcheck.h"
+#include "wte/model.h"
+#include "src/model/reference_model.h"
+#include "wte/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;

@@ -1,5 +1,5 @@
 // Per-op gradient checks (ctest -L gradcheck): each op of the model in the double reference
-// (simd/reference.h, src/reference_model.h) against central finite differences in double, exact
+// (simd/reference.h, src/model/reference_model.h) against central finite differences in double, exact
 // hand-derived cases, and the float32 Highway kernels against the double reference on every
 // compiled target at a stated tolerance.
 //
@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "simd/kernels.h"
+#include "wte/kernels.h"
 #include "simd/reference.h"
-#include "src/reference_model.h"
+#include "src/model/reference_model.h"
 
 namespace wte {
 namespace {

@@ -1,5 +1,5 @@
-// Tests of the model: the double reference (src/reference_model.h) against central finite
-// differences, exact hand-computed cases, and the production float32 wte::Model (src/model.h)
+// Tests of the model: the double reference (src/model/reference_model.h) against central finite
+// differences, exact hand-computed cases, and the production float32 wte::Model (include/wte/model.h)
 // against the double reference.
 #include <gtest/gtest.h>
 
@@ -16,13 +16,13 @@
 
 #include <omp.h>
 
-#include "simd/kernels.h"
-#include "src/config.h"
-#include "src/data.h"
-#include "src/error.h"
-#include "src/model.h"
-#include "src/reference_model.h"
-#include "src/rng.h"
+#include "wte/kernels.h"
+#include "wte/config.h"
+#include "wte/data.h"
+#include "wte/error.h"
+#include "wte/model.h"
+#include "src/model/reference_model.h"
+#include "wte/rng.h"
 
 namespace wte {
 namespace {

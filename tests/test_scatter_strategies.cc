@@ -1,4 +1,4 @@
-// Scatter strategies (simd/kernels.h: embedding_backward_wte_strategy), the row-sparse backward of
+// Scatter strategies (include/wte/kernels.h: embedding_backward_wte_strategy), the row-sparse backward of
 // an untied wte and its lazy AdamW, on every compiled Highway target, against the scalar
 // references in simd/reference.h; and the untied Model end to end.
 #include <gtest/gtest.h>
@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "hwy/targets.h"
-#include "simd/kernels.h"
+#include "wte/kernels.h"
 #include "simd/reference.h"
-#include "src/model.h"
-#include "src/optimizer.h"
+#include "wte/model.h"
+#include "wte/optimizer.h"
 #include "tests/simd_test_util.h"
 
 namespace wte {

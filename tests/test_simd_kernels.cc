@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "hwy/targets.h"
-#include "simd/kernels.h"
+#include "wte/kernels.h"
 #include "simd/reference.h"
 #include "tests/simd_test_util.h"
 

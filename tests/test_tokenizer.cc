@@ -1,4 +1,4 @@
-// Tests of wte::Tokenizer (src/tokenizer.h) and `wte tokenize`: GPT-2's own ids with GPT-2's files,
+// Tests of wte::Tokenizer (include/wte/tokenizer.h) and `wte tokenize`: GPT-2's own ids with GPT-2's files,
 // the pre-tokenizer regex, byte-exact round trips of arbitrary bytes, hand-derived training merges,
 // GPT-2's file format, and timings on the KJV (when datasets/ has been generated).
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "src/error.h"
-#include "src/tokenizer.h"
+#include "wte/error.h"
+#include "wte/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace wte {

@@ -14,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "src/checkpoint.h"
-#include "src/config.h"
-#include "src/data.h"
-#include "src/error.h"
-#include "src/model.h"
-#include "src/optimizer.h"
-#include "src/rng.h"
-#include "src/tokenizer.h"
+#include "wte/checkpoint.h"
+#include "wte/config.h"
+#include "wte/data.h"
+#include "wte/error.h"
+#include "wte/model.h"
+#include "wte/optimizer.h"
+#include "wte/rng.h"
+#include "wte/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "src/error.h"
-#include "src/rng.h"
+#include "wte/error.h"
+#include "wte/rng.h"
 
 namespace wte::test {
 

@@ -14,7 +14,7 @@
 #include <system_error>
 #include <vector>
 
-#include "src/error.h"
+#include "wte/error.h"
 
 namespace wte::cli {
 

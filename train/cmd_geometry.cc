@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "src/checkpoint.h"
-#include "src/config.h"
-#include "src/data.h"
-#include "src/error.h"
-#include "src/geometry.h"
-#include "src/model.h"
-#include "src/snapshot.h"
-#include "src/svg.h"
-#include "src/tokenizer.h"
+#include "wte/checkpoint.h"
+#include "wte/config.h"
+#include "wte/data.h"
+#include "wte/error.h"
+#include "src/analysis/geometry.h"
+#include "wte/model.h"
+#include "src/io/snapshot.h"
+#include "src/analysis/svg.h"
+#include "wte/tokenizer.h"
 #include "train/cli_util.h"
 #include "train/commands.h"
 
@@ -48,7 +48,7 @@ struct Measures {
   double eff_rank = 0, mean_norm = 0, purity = -1, silhouette = -2;
 };
 
-// A token shown as  " the" (259): its bytes escaped by escape_piece (src/tokenizer.h).
+// A token shown as  " the" (259): its bytes escaped by escape_piece (include/wte/tokenizer.h).
 std::string show(const Tokenizer& tok, int32_t id) {
   std::string out = "\"";  // (append, not operator+: GCC 12 warns falsely with -Wrestrict on that)
   out += escape_piece(tok.piece(id));

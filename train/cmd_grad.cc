@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "src/config.h"
-#include "src/data.h"
-#include "src/error.h"
-#include "src/gradcheck.h"
-#include "src/hdf5_util.h"
-#include "src/model.h"
-#include "src/reference_model.h"
+#include "wte/config.h"
+#include "wte/data.h"
+#include "wte/error.h"
+#include "src/analysis/gradcheck.h"
+#include "src/io/hdf5_util.h"
+#include "wte/model.h"
+#include "src/model/reference_model.h"
 #include "train/commands.h"
 
 namespace po = boost::program_options;
@@ -37,7 +37,7 @@ const char* kHelp =
     "                         respect to the checkpoint's tensor of the same name and shape\n"
     "  attributes: format 'wte-grads', format_version 1, checkpoint, tokens, precision, model\n"
     "float32 runs the production model (oneDNN + Highway: what `wte train` computes); float64 runs\n"
-    "the double-precision reference (src/reference_model.h, plain loops, for small models).\n"
+    "the double-precision reference (src/model/reference_model.h, plain loops, for small models).\n"
     "The shapes come from the checkpoint's tensors (a hand-made model may have vocab_size < 256).\n"
     "The file is written to OUT.tmp and renamed: on error nothing is left at OUT.\n\n";
 

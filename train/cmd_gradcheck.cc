@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "src/config.h"
-#include "src/error.h"
-#include "src/gradcheck.h"
-#include "src/model.h"
+#include "wte/config.h"
+#include "wte/error.h"
+#include "src/analysis/gradcheck.h"
+#include "wte/model.h"
 #include "train/cli_util.h"
 #include "train/commands.h"
 
@@ -26,7 +26,7 @@ const char* kHelp =
     "Usage: wte gradcheck [--config FILE] [--section.key=value ...] [options]\n"
     "       wte gradcheck --checkpoint FILE [--tokens FILE] [options]\n\n"
     "Checks wte's gradients on one batch, two ways, and prints one line per tensor:\n\n"
-    "  fd   the analytic gradient of the double-precision reference model (src/reference_model.h)\n"
+    "  fd   the analytic gradient of the double-precision reference model (src/model/reference_model.h)\n"
     "       against central finite differences in double, (L(x+eps) - L(x-eps)) / 2eps, eps 1e-6.\n"
     "       Pass: |analytic - numeric| <= atol + rtol*|numeric| (1e-5 + 1e-3*|n|) for every\n"
     "       checked entry. Checked: every wte row the batch looks up, --untouched-rows sampled rows\n"

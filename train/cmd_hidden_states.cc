@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "src/checkpoint.h"
-#include "src/config.h"
-#include "src/error.h"
-#include "src/model.h"
-#include "src/tokenizer.h"
+#include "wte/checkpoint.h"
+#include "wte/config.h"
+#include "wte/error.h"
+#include "wte/model.h"
+#include "wte/tokenizer.h"
 #include "train/cli_util.h"
 #include "train/commands.h"
 
@@ -22,7 +22,7 @@ namespace po = boost::program_options;
 namespace wte::cli {
 namespace {
 
-// A token's bytes in double quotes, escaped by escape_piece (src/tokenizer.h).
+// A token's bytes in double quotes, escaped by escape_piece (include/wte/tokenizer.h).
 std::string quoted_piece(const Tokenizer& tok, int32_t id) {
   std::string out = "\"";  // (append, not operator+: GCC 12 warns falsely with -Wrestrict on that)
   out += escape_piece(tok.piece(id));

@@ -5,8 +5,8 @@
 #include <iostream>
 #include <string>
 
-#include "src/checkpoint.h"
-#include "src/error.h"
+#include "wte/checkpoint.h"
+#include "wte/error.h"
 #include "train/commands.h"
 
 namespace wte::cli {

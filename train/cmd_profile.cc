@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
-#include "simd/kernels.h"
-#include "src/config.h"
-#include "src/data.h"
-#include "src/error.h"
-#include "src/model.h"
-#include "src/optimizer.h"
-#include "src/profile.h"
+#include "wte/kernels.h"
+#include "wte/config.h"
+#include "wte/data.h"
+#include "wte/error.h"
+#include "wte/model.h"
+#include "wte/optimizer.h"
+#include "src/analysis/profile.h"
 #include "train/cli_util.h"
 #include "train/commands.h"
 

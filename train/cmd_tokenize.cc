@@ -9,8 +9,8 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
-#include "src/error.h"
-#include "src/tokenizer.h"
+#include "wte/error.h"
+#include "wte/tokenizer.h"
 #include "train/commands.h"
 
 namespace wte::cli {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "src/checkpoint.h"
-#include "src/config.h"
-#include "src/error.h"
+#include "wte/checkpoint.h"
+#include "wte/config.h"
+#include "wte/error.h"
 #include "train/commands.h"
 #include "train/trainer.h"
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "src/error.h"
+#include "wte/error.h"
 #include "train/commands.h"
 
 namespace {

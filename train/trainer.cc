@@ -16,13 +16,13 @@
 #include <sstream>
 #include <vector>
 
-#include "src/checkpoint.h"
-#include "src/data.h"
-#include "src/error.h"
-#include "src/model.h"
-#include "src/optimizer.h"
-#include "src/snapshot.h"
-#include "src/tokenizer.h"
+#include "wte/checkpoint.h"
+#include "wte/data.h"
+#include "wte/error.h"
+#include "wte/model.h"
+#include "wte/optimizer.h"
+#include "src/io/snapshot.h"
+#include "wte/tokenizer.h"
 
 namespace fs = std::filesystem;
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "src/config.h"
+#include "wte/config.h"
 
 namespace wte {
 

@@ -2,7 +2,7 @@
 // Every key is registered as a string and parsed here, so that a bad value is reported with its key,
 // its source and the allowed range (Boost's own casts would, for example, wrap "-1" into a huge
 // unsigned number).
-#include "src/config.h"
+#include "wte/config.h"
 
 #include <boost/program_options.hpp>
 #include <cctype>
@@ -15,7 +15,7 @@
 #include <set>
 #include <sstream>
 
-#include "src/error.h"
+#include "wte/error.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;

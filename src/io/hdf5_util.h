@@ -1,4 +1,4 @@
-// Internal HDF5 helpers shared by the files wte writes and reads (src/checkpoint.cc, src/gradcheck.cc,
+// Internal HDF5 helpers shared by the files wte writes and reads (src/io/checkpoint.cc, src/analysis/gradcheck.cc,
 // train/cmd_grad.cc): writing a whole file atomically, quiet error printing, UTF-8 string datasets
 // and attributes, int64 attributes, float32/float64 tensors, and the shape of a dataset. Errors of
 // the small helpers are H5::Exception (HDF5 C++ API); callers turn them into wte::Error naming
@@ -20,7 +20,7 @@ namespace wte::hdf5 {
 void quiet();
 
 /// Writes the HDF5 file `path` atomically: creates path + ".tmp" (truncating any old one), calls
-/// fill(file, tmp_path) to write its contents, flushes and closes it, then commit_file (src/data.h:
+/// fill(file, tmp_path) to write its contents, flushes and closes it, then commit_file (include/wte/data.h:
 /// fsync, rename over `path`, fsync of the directory). On any error the temporary file is removed
 /// and nothing is left at `path` (an earlier file there is untouched): an H5::Exception becomes
 /// wte::Error "writing <description> failed: <HDF5's detail>"; any other exception (a wte::Error

@@ -1,11 +1,11 @@
-#include "src/svg.h"
+#include "src/analysis/svg.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
-#include "src/error.h"
+#include "wte/error.h"
 
 namespace wte::svg {
 namespace {

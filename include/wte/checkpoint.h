@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "src/config.h"
-#include "src/data.h"
-#include "src/model.h"
-#include "src/optimizer.h"
-#include "src/tokenizer.h"
+#include "wte/config.h"
+#include "wte/data.h"
+#include "wte/model.h"
+#include "wte/optimizer.h"
+#include "wte/tokenizer.h"
 
 namespace wte {
 
@@ -34,7 +34,7 @@ inline constexpr int64_t kCheckpointVersion = 2;
 
 /// What a resumed run needs besides parameters and optimizer moments: the data order, the identity
 /// of the token streams it was trained on, and the learning-rate schedule's position.
-/// The schedule is learning_rate(step, train.steps, optim) (src/optimizer.h), a pure function of the
+/// The schedule is learning_rate(step, train.steps, optim) (include/wte/optimizer.h), a pure function of the
 /// checkpoint's step, so the position is the step itself; `lr` records the value used at the last
 /// step taken, for inspection. wte has no other random state during training: the init's Rng
 /// (Model::init_weights) is used up before step 1 and nothing else draws random numbers.

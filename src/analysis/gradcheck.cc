@@ -1,4 +1,4 @@
-#include "src/gradcheck.h"
+#include "src/analysis/gradcheck.h"
 
 #include <H5Cpp.h>
 
@@ -11,10 +11,10 @@
 #include <set>
 #include <sstream>
 
-#include "src/data.h"
-#include "src/error.h"
-#include "src/hdf5_util.h"
-#include "src/rng.h"
+#include "wte/data.h"
+#include "wte/error.h"
+#include "src/io/hdf5_util.h"
+#include "wte/rng.h"
 
 namespace fs = std::filesystem;
 

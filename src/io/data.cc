@@ -1,4 +1,4 @@
-#include "src/data.h"
+#include "wte/data.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "src/error.h"
+#include "wte/error.h"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/rng.h"
+#include "wte/rng.h"
 
 namespace wte {
 

@@ -5,13 +5,13 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "src/config.h"
-#include "src/model.h"
+#include "wte/config.h"
+#include "wte/model.h"
 
 namespace wte {
 
 /// AdamW state: first and second moments m, v in the parameter arena's layout, and the step count.
-/// The update is wte::adamw_update (simd/kernels.h) applied per tensor, so weight decay applies to
+/// The update is wte::adamw_update (include/wte/kernels.h) applied per tensor, so weight decay applies to
 /// the tensors whose TensorSpec::weight_decay is set (wte, wpe, lm_head) and never to ln_f.
 /// A row-sparse tensor (an untied wte, TensorSpec::sparse_grad) gets a lazy AdamW instead
 /// (wte::adamw_update_rows): only the rows the step looked up are read or written; the others'

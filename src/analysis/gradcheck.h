@@ -1,7 +1,7 @@
 // Gradient checks users can run (`wte gradcheck`, `wte grad`) and the pieces tests share.
 //
 // Two checks, reported one line per tensor:
-//   1. Finite differences, in double, on the double reference (src/reference_model.h): for each
+//   1. Finite differences, in double, on the double reference (src/model/reference_model.h): for each
 //      checked entry i of each parameter tensor,
 //        numeric = (L(θ + eps·e_i) - L(θ - eps·e_i)) / (2·eps)      (central, eps 1e-6)
 //      passes iff |analytic - numeric| <= atol + rtol·|numeric|   (defaults 1e-5, 1e-3; PyTorch's
@@ -11,7 +11,7 @@
 //      The tied dwte is checked as a whole ("wte") and path by path: "wte:lookup" and
 //      "wte:unembedding" are the gradients of the untied model with lm_head = wte (chain rule: their
 //      sum is the tied gradient), so each path is checked against its own finite difference.
-//   2. The float32 production model (src/model.h: oneDNN + Highway) against the double reference's
+//   2. The float32 production model (include/wte/model.h: oneDNN + Highway) against the double reference's
 //      analytic values at the same float parameters (widened exactly, so only the arithmetic
 //      differs): per tensor, max_i |f32_i - ref_i| <= f32_atol + f32_rtol·max_i |ref_i|
 //      (defaults 1e-5, 1e-4). Why that bound: every value is a short chain of float32 sums of K
@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
-#include "src/config.h"
-#include "src/model.h"
-#include "src/reference_model.h"
+#include "wte/config.h"
+#include "wte/model.h"
+#include "src/model/reference_model.h"
 
 namespace wte {
 

@@ -38,7 +38,7 @@ struct TrainConfig {
   size_t eval_interval = 100;   // steps between validation losses (0: only at the end)
   size_t eval_tokens = 0;       // validation tokens per periodic evaluation (0: the whole split)
   size_t log_interval = 10;     // steps between progress lines
-  // Steps after which wte is saved as a weights-only snapshot DIR/snapshot_<step>.h5 (src/snapshot.h);
+  // Steps after which wte is saved as a weights-only snapshot DIR/snapshot_<step>.h5 (src/io/snapshot.h);
   // step 0 is the initial noise. Strictly increasing, each <= steps. Empty: none.
   std::vector<size_t> snapshot_steps;
 };

@@ -1,6 +1,6 @@
 // GPT-2's byte-level BPE (see tokenizer.h): bytes_to_unicode, the PCRE2 pre-tokenizer, bpe(),
 // training, and GPT-2's encoder.json / vocab.bpe format.
-#include "src/tokenizer.h"
+#include "wte/tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/error.h"
+#include "wte/error.h"
 
 namespace wte {
 namespace {

@@ -1,12 +1,12 @@
-#include "src/snapshot.h"
+#include "src/io/snapshot.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <regex>
 
-#include "src/checkpoint.h"
-#include "src/error.h"
+#include "wte/checkpoint.h"
+#include "wte/error.h"
 
 namespace fs = std::filesystem;
 

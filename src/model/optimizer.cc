@@ -1,10 +1,10 @@
-#include "src/optimizer.h"
+#include "wte/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "simd/kernels.h"
+#include "wte/kernels.h"
 
 namespace wte {
 

@@ -1,4 +1,4 @@
-#include "src/model.h"
+#include "wte/model.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -6,10 +6,10 @@
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "simd/kernels.h"
-#include "src/data.h"
-#include "src/error.h"
-#include "src/rng.h"
+#include "wte/kernels.h"
+#include "wte/data.h"
+#include "wte/error.h"
+#include "wte/rng.h"
 
 namespace wte {
 

@@ -1,4 +1,4 @@
-// A plain-loop reference of the whole model in src/model.h: the same math, no SIMD, no oneDNN, no
+// A plain-loop reference of the whole model in include/wte/model.h: the same math, no SIMD, no oneDNN, no
 // threads, templated on the float type F (float or double). The double instantiation is the ground
 // truth for gradient checks and for judging the float32 production wte::Model.
 //
@@ -18,7 +18,7 @@
 //
 // Untied variant: when ModelParams::lm_head is not empty, logits = h' · lm_headᵀ and wte gets only
 // the lookup path. The tied model's dwte is exactly untied dwte + dlm_head at lm_head = wte (chain
-// rule), which is how src/gradcheck.h checks each path of the tied sum on its own.
+// rule), which is how src/analysis/gradcheck.h checks each path of the tied sum on its own.
 //
 // Each op is also a free function (layernorm_*, unembedding_*, below, and the embedding and
 // cross-entropy ops of simd/reference.h), so tests can check them one by one.
@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "simd/reference.h"
-#include "src/data.h"
-#include "src/error.h"
+#include "wte/data.h"
+#include "wte/error.h"
 
 namespace wte::ref {
 

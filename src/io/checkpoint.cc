@@ -1,4 +1,4 @@
-#include "src/checkpoint.h"
+#include "wte/checkpoint.h"
 
 #include <H5Cpp.h>
 
@@ -13,9 +13,9 @@
 #include <sstream>
 #include <vector>
 
-#include "src/data.h"
-#include "src/error.h"
-#include "src/hdf5_util.h"
+#include "wte/data.h"
+#include "wte/error.h"
+#include "src/io/hdf5_util.h"
 
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-#include "src/profile.h"
+#include "src/analysis/profile.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,8 +7,8 @@
 #include <numeric>
 #include <random>
 
-#include "src/data.h"
-#include "src/error.h"
+#include "wte/data.h"
+#include "wte/error.h"
 
 namespace wte::profile {
 

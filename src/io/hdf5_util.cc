@@ -1,10 +1,10 @@
-#include "src/hdf5_util.h"
+#include "src/io/hdf5_util.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "src/data.h"
-#include "src/error.h"
+#include "wte/data.h"
+#include "wte/error.h"
 
 namespace wte::hdf5 {
 

@@ -15,7 +15,7 @@
 // Untied (model.tie_embeddings = false): logits = h' · lm_headᵀ with a separate lm_head (V,C) whose
 // gradient is dense (the GEMM); wte's gradient is row-sparse and never stored as (V,C): backward
 // leaves the touched rows' sums in wte_grad_rows() and the optimizer applies a lazy AdamW to those
-// rows only (src/optimizer.h). grads().wte is then unused (zero).
+// rows only (include/wte/optimizer.h). grads().wte is then unused (zero).
 #pragma once
 
 #include <cstddef>
@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "src/config.h"
+#include "wte/config.h"
 
 namespace wte {
 

@@ -1,5 +1,5 @@
 // Snapshots of wte during training: the series from the initial noise (step 0) to the end that
-// `wte geometry` draws. A snapshot is a weights-only checkpoint (src/checkpoint.h: no /optimizer,
+// `wte geometry` draws. A snapshot is a weights-only checkpoint (include/wte/checkpoint.h: no /optimizer,
 // no resume state), so every checkpoint reader opens it.
 #pragma once
 
@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "src/config.h"
-#include "src/model.h"
-#include "src/tokenizer.h"
+#include "wte/config.h"
+#include "wte/model.h"
+#include "wte/tokenizer.h"
 
 namespace wte {
 

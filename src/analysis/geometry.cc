@@ -1,4 +1,4 @@
-#include "src/geometry.h"
+#include "src/analysis/geometry.h"
 
 #include <Eigen/Dense>
 #include <algorithm>
@@ -6,8 +6,8 @@
 #include <map>
 #include <string>
 
-#include "src/error.h"
-#include "src/rng.h"
+#include "wte/error.h"
+#include "wte/rng.h"
 
 namespace wte {
 namespace {
