@@ -102,4 +102,123 @@ void adamw_update(F* params, const F* grads, F* m, F* v, size_t n, F lr, F beta1
   }
 }
 
+// --- Transformer block kernels (contracts: include/wte/kernels.h) ---------------------------------
+
+/// GPT-2's norm(). out (N,C), mean, rstd (N) written.
+template <typename F>
+void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* g, const F* b, size_t N,
+                       size_t C, F eps) {
+  for (size_t n = 0; n < N; ++n) {
+    const F* x = inp + n * C;
+    F m = 0;
+    for (size_t c = 0; c < C; ++c) m += x[c];
+    m /= static_cast<F>(C);
+    F var = 0;
+    for (size_t c = 0; c < C; ++c) var += (x[c] - m) * (x[c] - m);
+    var /= static_cast<F>(C);
+    const F s = F(1) / std::sqrt(var + eps);
+    for (size_t c = 0; c < C; ++c) out[n * C + c] = (x[c] - m) * s * g[c] + b[c];
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+/// dinp, dg, db accumulated (+=).
+template <typename F>
+void layernorm_backward(F* dinp, F* dg, F* db, const F* dout, const F* inp, const F* g,
+                        const F* mean, const F* rstd, size_t N, size_t C) {
+  for (size_t n = 0; n < N; ++n) {
+    const F* x = inp + n * C;
+    const F* dy = dout + n * C;
+    F mean_dxhat = 0, mean_dxhat_xhat = 0;
+    for (size_t c = 0; c < C; ++c) {
+      const F xhat = (x[c] - mean[n]) * rstd[n];
+      const F dxhat = dy[c] * g[c];
+      mean_dxhat += dxhat;
+      mean_dxhat_xhat += dxhat * xhat;
+    }
+    mean_dxhat /= static_cast<F>(C);
+    mean_dxhat_xhat /= static_cast<F>(C);
+    for (size_t c = 0; c < C; ++c) {
+      const F xhat = (x[c] - mean[n]) * rstd[n];
+      const F dxhat = dy[c] * g[c];
+      dg[c] += dy[c] * xhat;
+      db[c] += dy[c];
+      dinp[n * C + c] += rstd[n] * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+  }
+}
+
+/// GPT-2's tanh GELU.
+template <typename F>
+F gelu(F x) {
+  const F k = static_cast<F>(0.79788456080286535588);  // sqrt(2/pi)
+  return F(0.5) * x * (F(1) + std::tanh(k * (x + F(0.044715) * x * x * x)));
+}
+template <typename F>
+F gelu_grad(F x) {
+  const F k = static_cast<F>(0.79788456080286535588);
+  const F t = std::tanh(k * (x + F(0.044715) * x * x * x));
+  return F(0.5) * (F(1) + t) + F(0.5) * x * (F(1) - t * t) * k * (F(1) + F(3 * 0.044715) * x * x);
+}
+template <typename F>
+void gelu_forward(F* out, const F* inp, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = gelu(inp[i]);
+}
+/// dinp written.
+template <typename F>
+void gelu_backward(F* dinp, const F* inp, const F* dout, size_t n) {
+  for (size_t i = 0; i < n; ++i) dinp[i] = dout[i] * gelu_grad(inp[i]);
+}
+
+/// Causal softmax over j <= t of scale * preatt; zeros for j > t.
+template <typename F>
+void attention_softmax_forward(F* att, const F* preatt, size_t Z, size_t T, F scale) {
+  for (size_t r = 0; r < Z * T; ++r) {
+    const size_t t = r % T;
+    const F* p = preatt + r * T;
+    F* a = att + r * T;
+    F mx = scale * p[0];
+    for (size_t j = 1; j <= t; ++j) mx = scale * p[j] > mx ? scale * p[j] : mx;
+    F sum = 0;
+    for (size_t j = 0; j <= t; ++j) {
+      a[j] = std::exp(scale * p[j] - mx);
+      sum += a[j];
+    }
+    for (size_t j = 0; j <= t; ++j) a[j] /= sum;
+    for (size_t j = t + 1; j < T; ++j) a[j] = 0;
+  }
+}
+
+/// dpreatt written (zeros for j > t).
+template <typename F>
+void attention_softmax_backward(F* dpreatt, const F* datt, const F* att, size_t Z, size_t T,
+                                F scale) {
+  for (size_t r = 0; r < Z * T; ++r) {
+    const size_t t = r % T;
+    const F* da = datt + r * T;
+    const F* a = att + r * T;
+    F* dp = dpreatt + r * T;
+    F dot = 0;
+    for (size_t j = 0; j <= t; ++j) dot += a[j] * da[j];
+    for (size_t j = 0; j <= t; ++j) dp[j] = scale * a[j] * (da[j] - dot);
+    for (size_t j = t + 1; j < T; ++j) dp[j] = 0;
+  }
+}
+
+template <typename F>
+void residual_forward(F* out, const F* a, const F* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+/// dbias accumulated (+=), rows summed in increasing n.
+template <typename F>
+void bias_backward(F* dbias, const F* dout, size_t N, size_t OC) {
+  for (size_t j = 0; j < OC; ++j) {
+    F sum = 0;
+    for (size_t n = 0; n < N; ++n) sum += dout[n * OC + j];
+    dbias[j] += sum;
+  }
+}
+
 }  // namespace wte::ref

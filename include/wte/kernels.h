@@ -148,6 +148,62 @@ struct AdamWParams {
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                   const AdamWParams& hp);
 
+// ================================================================================================
+// Transformer block kernels (GPT-2's block: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))).
+// Source of the math: GPT-2's model.py (Radford et al. 2019): norm(), gelu(), mask_attn_weights(),
+// softmax(). Argument order as every layer here: outputs (and saved values) first, then inputs, then
+// weights, then sizes. Backward kernels say whether they write (=) or accumulate (+=) each output.
+// ================================================================================================
+
+// LayerNorm forward, GPT-2's norm(): biased variance, epsilon inside the square root.
+//   mean[n] = (1/C) Σ_c inp[n,c];  rstd[n] = 1 / sqrt((1/C) Σ_c (inp[n,c] - mean[n])² + eps)
+//   out[n,c] = (inp[n,c] - mean[n]) * rstd[n] * g[c] + b[c]
+// out (N,C) written; mean, rstd (N) written (saved for backward); inp (N,C); g, b (C).
+// out may not alias inp. Parallel over rows.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* g,
+                       const float* b, size_t N, size_t C, float eps);
+
+// LayerNorm backward. With xhat = (inp - mean) * rstd and dxhat = dout * g:
+//   dinp[n,c] += rstd[n] * (dxhat[n,c] - mean_c(dxhat[n]) - xhat[n,c] * mean_c(dxhat[n] * xhat[n]))
+//   dg[c] += Σ_n dout[n,c] * xhat[n,c];   db[c] += Σ_n dout[n,c]
+// All three accumulate (+=): dinp is the residual stream's gradient. The sums over n are taken in
+// fixed row blocks combined in block order, so the bits do not depend on the thread count.
+// dinp (N,C); dg, db (C); dout, inp (N,C); g (C); mean, rstd (N) from the forward.
+void layernorm_backward(float* dinp, float* dg, float* db, const float* dout, const float* inp,
+                        const float* g, const float* mean, const float* rstd, size_t N, size_t C);
+
+// GELU, GPT-2's tanh form: gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))).
+// out, inp (n); out may alias inp. Parallel over elements.
+void gelu_forward(float* out, const float* inp, size_t n);
+
+// GELU backward: dinp = dout * gelu'(inp) (written, not accumulated; may alias dout).
+// gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh²(u)) sqrt(2/pi) (1 + 3·0.044715 x²),
+// u = sqrt(2/pi) (x + 0.044715 x³).
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
+
+// Causal softmax of attention scores, per row t of each of Z = B·NH (T,T) matrices:
+//   att[z,t,j] = exp(scale·preatt[z,t,j] - mx) / Σ_{k<=t} exp(scale·preatt[z,t,k] - mx),  j <= t
+//   att[z,t,j] = 0                                                                         j >  t
+// with mx = max_{k<=t} scale·preatt[z,t,k]. Entries j > t of preatt are never read (they may hold
+// anything, NaN included). preatt, att (Z,T,T), rows contiguous; att may alias preatt.
+// scale is 1/sqrt(head size). Parallel over rows.
+void attention_softmax_forward(float* att, const float* preatt, size_t Z, size_t T, float scale);
+
+// Its backward: for j <= t
+//   dpreatt[z,t,j] = scale · att[z,t,j] · (datt[z,t,j] - Σ_{k<=t} att[z,t,k] · datt[z,t,k])
+// and dpreatt[z,t,j] = 0 for j > t (written). datt entries j > t are never read.
+// dpreatt, datt, att (Z,T,T); dpreatt may alias datt.
+void attention_softmax_backward(float* dpreatt, const float* datt, const float* att, size_t Z,
+                                size_t T, float scale);
+
+// Residual add: out = a + b, elementwise (n). out may alias a or b.
+void residual_forward(float* out, const float* a, const float* b, size_t n);
+
+// Bias gradient of a linear layer dout = inp · w + bias: dbias[j] += Σ_n dout[n,j] (accumulates).
+// The sum over n is taken in fixed row blocks combined in block order (bits independent of the
+// thread count). dbias (OC); dout (N, OC).
+void bias_backward(float* dbias, const float* dout, size_t N, size_t OC);
+
 // ------------------------------------------------------------------------------------------------
 // The Highway target (an HWY_* bit such as HWY_AVX3; int64_t, never 32 bits) that dynamic dispatch
 // currently picks for these kernels. For tests that force each target and for logs; name it with
