@@ -134,17 +134,27 @@ void check_run_directory(const std::string& out_dir) {
                 parent.string() + "': " + std::strerror(errno));
 }
 
-}  // namespace
+// printf to stdout unless the run is quiet (progress lines; errors and the summary always print).
+struct Say {
+  bool quiet;
+  template <typename... Args>
+  void operator()(const char* fmt, Args... args) const {
+    if (quiet) return;
+    std::printf(fmt, args...);
+    std::fflush(stdout);
+  }
+};
 
-RunSummary run_training(const Config& cfg, const RunOptions& opts) {
-  // --- Checks that need no work: every missing path is reported before anything is computed.
+// --- Set-up and validation ---------------------------------------------------------------------
+
+// Checks that need no work: every missing path is reported before anything is computed.
+void check_paths(const Config& cfg, const RunOptions& opts) {
   check_run_directory(opts.out_dir);
-  const bool from_token_files = !cfg.data.train_tokens.empty();
   auto require_file = [](const std::string& key, const std::string& path, const char* hint) {
     if (!fs::is_regular_file(path))
       throw Error(key + ": file '" + path + "' does not exist" + hint);
   };
-  if (from_token_files) {
+  if (!cfg.data.train_tokens.empty()) {
     require_file("data.train_tokens", cfg.data.train_tokens, "");
     require_file("data.val_tokens", cfg.data.val_tokens, "");
   } else if (cfg.data.text.empty()) {
@@ -162,157 +172,382 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
                    " (a tokenizer directory holds GPT-2's encoder.json and vocab.bpe; or set "
                    "data.tokenizer = train)");
   }
-  // --- Resume: the checkpoint must be whole and resumable, and every setting that changes what a
-  // step computes must equal the checkpoint's. All checked before anything is written.
-  const bool resuming = !opts.resume.empty();
-  CheckpointInfo ckpt;
-  if (resuming) {
-    ckpt = read_checkpoint_info(opts.resume);  // validates every dataset
-    if (!ckpt.resumable())
-      throw Error("checkpoint '" + opts.resume + "' cannot be resumed: it has no " +
-                  (ckpt.has_optimizer ? "/data and /schedule (data order and schedule position)"
-                                      : "/optimizer (AdamW moments)") +
-                  "; it is a weights-only file");
-    const Config stored = parse_config(ckpt.config_ini, "the config stored in '" + opts.resume + "'");
-    const std::vector<std::string> diffs = resume_config_mismatches(stored, cfg);
-    if (!diffs.empty()) {
-      std::string msg = "cannot resume from '" + opts.resume + "': " +
-                        std::to_string(diffs.size()) +
-                        " setting(s) differ from the checkpoint's and may not change on resume:";
-      for (const std::string& d : diffs) msg += "\n  " + d;
-      msg += "\n(settings that may change: ";
-      for (size_t i = 0; i < resume_mutable_keys().size(); ++i)
-        msg += (i ? ", " : "") + resume_mutable_keys()[i];
-      throw Error(msg + ")");
-    }
-    if (static_cast<uint64_t>(ckpt.step) >= cfg.train.steps)
-      throw Error("checkpoint '" + opts.resume + "' is at step " + std::to_string(ckpt.step) +
-                  " and train.steps = " + std::to_string(cfg.train.steps) +
-                  ": nothing left to train; raise --train.steps above " +
-                  std::to_string(ckpt.step) + " to continue");
-    if (stored.train.threads != cfg.train.threads)
-      std::fprintf(stderr,
-                   "wte train: note: train.threads is %zu, the checkpoint's run used %zu: the run "
-                   "continues, but oneDNN's rounding differs, so it is not bit-identical to an "
-                   "uninterrupted run\n",
-                   cfg.train.threads, stored.train.threads);
+}
+
+// Resume: the checkpoint must be whole and resumable, and every setting that changes what a step
+// computes must equal the checkpoint's. All checked before anything is written.
+CheckpointInfo check_resume(const Config& cfg, const RunOptions& opts) {
+  CheckpointInfo ckpt = read_checkpoint_info(opts.resume);  // validates every dataset
+  if (!ckpt.resumable())
+    throw Error("checkpoint '" + opts.resume + "' cannot be resumed: it has no " +
+                (ckpt.has_optimizer ? "/data and /schedule (data order and schedule position)"
+                                    : "/optimizer (AdamW moments)") +
+                "; it is a weights-only file");
+  const Config stored = parse_config(ckpt.config_ini, "the config stored in '" + opts.resume + "'");
+  const std::vector<std::string> diffs = resume_config_mismatches(stored, cfg);
+  if (!diffs.empty()) {
+    std::string msg = "cannot resume from '" + opts.resume + "': " + std::to_string(diffs.size()) +
+                      " setting(s) differ from the checkpoint's and may not change on resume:";
+    for (const std::string& d : diffs) msg += "\n  " + d;
+    msg += "\n(settings that may change: ";
+    for (size_t i = 0; i < resume_mutable_keys().size(); ++i)
+      msg += (i ? ", " : "") + resume_mutable_keys()[i];
+    throw Error(msg + ")");
   }
+  if (static_cast<uint64_t>(ckpt.step) >= cfg.train.steps)
+    throw Error("checkpoint '" + opts.resume + "' is at step " + std::to_string(ckpt.step) +
+                " and train.steps = " + std::to_string(cfg.train.steps) +
+                ": nothing left to train; raise --train.steps above " + std::to_string(ckpt.step) +
+                " to continue");
+  if (stored.train.threads != cfg.train.threads)
+    std::fprintf(stderr,
+                 "wte train: note: train.threads is %zu, the checkpoint's run used %zu: the run "
+                 "continues, but oneDNN's rounding differs, so it is not bit-identical to an "
+                 "uninterrupted run\n",
+                 cfg.train.threads, stored.train.threads);
+  return ckpt;
+}
+
+void check_stop_at(const Config& cfg, const RunOptions& opts, bool resuming, int64_t resume_step) {
   if (opts.stop_at > 0 &&
       (opts.stop_at >= cfg.train.steps ||
-       (resuming && opts.stop_at <= static_cast<uint64_t>(ckpt.step))))
+       (resuming && opts.stop_at <= static_cast<uint64_t>(resume_step))))
     throw Error("--stop-at " + std::to_string(opts.stop_at) + " must be after the start step " +
-                std::to_string(resuming ? ckpt.step : 0) + " and before train.steps = " +
+                std::to_string(resuming ? resume_step : 0) + " and before train.steps = " +
                 std::to_string(cfg.train.steps));
-  if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
-  const size_t B = cfg.train.batch_size, T = cfg.data.seq_len, V = cfg.model.vocab_size;
-  auto say = [&](const char* fmt, auto... args) {
-    if (!opts.quiet) {
-      std::printf(fmt, args...);
-      std::fflush(stdout);
-    }
-  };
-  {
-    std::string skipped;
-    for (size_t v : cfg.train.snapshot_steps)
-      if (v > cfg.train.steps) {
-        if (!skipped.empty()) skipped += ',';
-        skipped += std::to_string(v);
-      }
-    if (!skipped.empty())
-      std::fprintf(stderr,
-                   "wte train: note: train.snapshot_steps %s come after train.steps = %zu and "
-                   "will not be saved\n",
-                   skipped.c_str(), cfg.train.steps);
-  }
+}
 
-  // --- Data: split, tokenizer, ids. Every id is checked before any compute.
-  const auto t_prep = Clock::now();
+void note_skipped_snapshots(const Config& cfg) {
+  std::string skipped;
+  for (size_t v : cfg.train.snapshot_steps)
+    if (v > cfg.train.steps) {
+      if (!skipped.empty()) skipped += ',';
+      skipped += std::to_string(v);
+    }
+  if (!skipped.empty())
+    std::fprintf(stderr,
+                 "wte train: note: train.snapshot_steps %s come after train.steps = %zu and "
+                 "will not be saved\n",
+                 skipped.c_str(), cfg.train.steps);
+}
+
+// --- Data ---------------------------------------------------------------------------------------
+
+// The run's tokenizer and token streams, every id checked.
+struct RunData {
   Tokenizer tokenizer;
   std::vector<int32_t> train_ids, val_ids;
-  size_t train_bytes = 0;
-  if (resuming) {
+  uint64_t train_hash = 0, val_hash = 0;
+  size_t train_bytes = 0;  // bytes of the train split's text (0 from token files)
+  Clock::time_point t_prep;
+};
+
+// Splits, tokenizes (or reads token files) and checks every id before any compute. Resuming, the
+// checkpoint's tokenizer is always the one used, and the data must hash as the checkpoint's.
+RunData prepare_data(const Config& cfg, const RunOptions& opts, const CheckpointInfo* ckpt,
+                     const Say& say) {
+  const size_t T = cfg.data.seq_len, V = cfg.model.vocab_size;
+  const bool from_token_files = !cfg.data.train_tokens.empty();
+  RunData d;
+  d.t_prep = Clock::now();
+  if (ckpt != nullptr) {
     // The checkpoint's tokenizer, always: a tokenizer directory must hold the same one; with
     // data.tokenizer = train, BPE is not trained again.
-    tokenizer = Tokenizer::from_strings(ckpt.encoder_json, ckpt.vocab_bpe,
-                                        "the tokenizer stored in '" + opts.resume + "'");
+    d.tokenizer = Tokenizer::from_strings(ckpt->encoder_json, ckpt->vocab_bpe,
+                                          "the tokenizer stored in '" + opts.resume + "'");
     if (cfg.data.tokenizer != "train") {
       const Tokenizer dir_tok = Tokenizer::load(cfg.data.tokenizer);
-      if (dir_tok.encoder_json() != ckpt.encoder_json || dir_tok.vocab_bpe() != ckpt.vocab_bpe)
+      if (dir_tok.encoder_json() != ckpt->encoder_json || dir_tok.vocab_bpe() != ckpt->vocab_bpe)
         throw Error("cannot resume from '" + opts.resume + "': tokenizer: data.tokenizer '" +
                     cfg.data.tokenizer + "' holds another vocabulary than the checkpoint's (" +
                     std::to_string(dir_tok.size()) + " tokens, " +
                     std::to_string(dir_tok.num_merges()) + " merges, vs " +
-                    std::to_string(tokenizer.size()) + " tokens, " +
-                    std::to_string(tokenizer.num_merges()) + " merges, or the same sizes with "
+                    std::to_string(d.tokenizer.size()) + " tokens, " +
+                    std::to_string(d.tokenizer.num_merges()) + " merges, or the same sizes with "
                     "other contents)");
     }
   }
   if (from_token_files) {
-    if (!resuming) tokenizer = Tokenizer::load(cfg.data.tokenizer);
-    train_ids = read_token_file(cfg.data.train_tokens);
-    val_ids = read_token_file(cfg.data.val_tokens);
-    say("data: %zu train tokens from %s, %zu validation tokens from %s\n", train_ids.size(),
-        cfg.data.train_tokens.c_str(), val_ids.size(), cfg.data.val_tokens.c_str());
+    if (ckpt == nullptr) d.tokenizer = Tokenizer::load(cfg.data.tokenizer);
+    d.train_ids = read_token_file(cfg.data.train_tokens);
+    d.val_ids = read_token_file(cfg.data.val_tokens);
+    say("data: %zu train tokens from %s, %zu validation tokens from %s\n", d.train_ids.size(),
+        cfg.data.train_tokens.c_str(), d.val_ids.size(), cfg.data.val_tokens.c_str());
   } else {
     const std::string text = read_text_file(cfg.data.text);
     const TextSplit split = split_documents(text, cfg.data.val_fraction);
     say("data: %s, %zu bytes, %zu train / %zu validation documents\n", cfg.data.text.c_str(),
         text.size(), split.train_documents, split.val_documents);
-    if (resuming) {
-      say("tokenizer: the checkpoint's (%zu tokens)\n", tokenizer.size());
+    if (ckpt != nullptr) {
+      say("tokenizer: the checkpoint's (%zu tokens)\n", d.tokenizer.size());
     } else if (cfg.data.tokenizer == "train") {
       say("tokenizer: training byte-level BPE to vocab_size %zu on the train split...\n", V);
-      tokenizer = Tokenizer::train(split.train, V);
+      d.tokenizer = Tokenizer::train(split.train, V);
     } else {
-      tokenizer = Tokenizer::load(cfg.data.tokenizer);
+      d.tokenizer = Tokenizer::load(cfg.data.tokenizer);
     }
-    train_bytes = split.train.size();
-    if (tokenizer.size() == V) {
-      train_ids = tokenizer.encode(split.train);
-      val_ids = tokenizer.encode(split.val);
+    d.train_bytes = split.train.size();
+    if (d.tokenizer.size() == V) {
+      d.train_ids = d.tokenizer.encode(split.train);
+      d.val_ids = d.tokenizer.encode(split.val);
     }
   }
-  if (tokenizer.size() != V)
-    throw Error("the tokenizer has " + std::to_string(tokenizer.size()) +
+  if (d.tokenizer.size() != V)
+    throw Error("the tokenizer has " + std::to_string(d.tokenizer.size()) +
                 " tokens but model.vocab_size = " + std::to_string(V) +
                 "; they must be equal (set model.vocab_size = " +
-                std::to_string(tokenizer.size()) + ")");
-  check_token_ids(train_ids.data(), train_ids.size(), V,
+                std::to_string(d.tokenizer.size()) + ")");
+  check_token_ids(d.train_ids.data(), d.train_ids.size(), V,
                   from_token_files ? "data.train_tokens '" + cfg.data.train_tokens + "'"
                                    : std::string("the encoded train split"));
-  check_token_ids(val_ids.data(), val_ids.size(), V,
+  check_token_ids(d.val_ids.data(), d.val_ids.size(), V,
                   from_token_files ? "data.val_tokens '" + cfg.data.val_tokens + "'"
                                    : std::string("the encoded validation split"));
-  if (val_ids.size() < T + 1)
-    throw Error("the validation split has " + std::to_string(val_ids.size()) +
+  if (d.val_ids.size() < T + 1)
+    throw Error("the validation split has " + std::to_string(d.val_ids.size()) +
                 " tokens, fewer than data.seq_len + 1 = " + std::to_string(T + 1));
-  const uint64_t train_hash = fnv1a64(train_ids), val_hash = fnv1a64(val_ids);
-  BatchLoader loader(&train_ids, T, /*shuffle=*/true, cfg.train.seed ^ 0x5eed0da7aULL);
-  if (resuming) {
-    const ResumeState& rs = ckpt.resume;
+  d.train_hash = fnv1a64(d.train_ids);
+  d.val_hash = fnv1a64(d.val_ids);
+  if (ckpt != nullptr) {
+    const ResumeState& rs = ckpt->resume;
     std::string diffs;
-    auto compare = [&](const char* split, uint64_t n_then, uint64_t h_then, uint64_t n_now,
+    auto compare = [&](const char* which, uint64_t n_then, uint64_t h_then, uint64_t n_now,
                        uint64_t h_now) {
       if (n_then != n_now || h_then != h_now)
-        diffs += std::string("\n  dataset (") + split + " tokens): checkpoint " +
+        diffs += std::string("\n  dataset (") + which + " tokens): checkpoint " +
                  std::to_string(n_then) + " tokens, fnv1a64 " + hex64(h_then) + ", now " +
                  std::to_string(n_now) + " tokens, fnv1a64 " + hex64(h_now);
     };
-    compare("train", rs.train_tokens, rs.train_tokens_fnv1a64, train_ids.size(), train_hash);
-    compare("validation", rs.val_tokens, rs.val_tokens_fnv1a64, val_ids.size(), val_hash);
+    compare("train", rs.train_tokens, rs.train_tokens_fnv1a64, d.train_ids.size(), d.train_hash);
+    compare("validation", rs.val_tokens, rs.val_tokens_fnv1a64, d.val_ids.size(), d.val_hash);
     if (!diffs.empty())
       throw Error("cannot resume from '" + opts.resume +
                   "': the data differs from the data the checkpoint was trained on:" + diffs);
-    loader.restore(rs.data, "checkpoint '" + opts.resume + "'");
   }
+  return d;
+}
+
+// --- The run directory --------------------------------------------------------------------------
+
+// A fresh run never mixes with an earlier run's checkpoints: `--resume auto` would later pick the
+// newest of them, which may belong to the other run. With --overwrite they are deleted.
+void clear_earlier_run(const RunOptions& opts, const Say& say) {
+  if (!fs::exists(opts.out_dir)) return;
+  auto earlier = list_checkpoints(opts.out_dir);
+  for (const auto& s : list_snapshots(opts.out_dir)) earlier.push_back(s);
+  if (!earlier.empty() && !opts.overwrite)
+    throw Error("run directory '" + opts.out_dir + "' already holds " +
+                std::to_string(earlier.size()) + " checkpoint/snapshot file(s) of an earlier run "
+                "(e.g. '" + earlier.back().second + "'); continue that run with --resume auto, "
+                "choose another --out, or pass --overwrite to delete them and start over");
+  for (const auto& e : earlier) {
+    std::error_code ec;
+    fs::remove(e.second, ec);
+    if (ec) throw Error("cannot delete '" + e.second + "' for --overwrite: " + ec.message());
+  }
+  // An unfinished write of an interrupted run (Ctrl-C, a kill) is garbage, never a checkpoint.
+  for (const auto& e : fs::directory_iterator(opts.out_dir)) {
+    const std::string name = e.path().filename().string();
+    if ((name.rfind("checkpoint_", 0) == 0 || name.rfind("snapshot_", 0) == 0) &&
+        name.size() > 7 && name.compare(name.size() - 7, 7, ".h5.tmp") == 0) {
+      std::error_code ec;
+      fs::remove(e.path(), ec);
+    }
+  }
+  if (!earlier.empty())
+    say("--overwrite: deleted %zu checkpoint/snapshot file(s) of an earlier run in '%s'\n",
+        earlier.size(), opts.out_dir.c_str());
+}
+
+// Resuming: a checkpoint write a stopped run left unfinished is garbage, never a checkpoint.
+void remove_unfinished_checkpoints(const std::string& out_dir, const Say& say) {
+  for (const auto& e : fs::directory_iterator(out_dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("checkpoint_", 0) == 0 && name.size() > 7 &&
+        name.compare(name.size() - 7, 7, ".h5.tmp") == 0) {
+      say("removing '%s' (an unfinished checkpoint write of a stopped run)\n",
+          e.path().string().c_str());
+      std::error_code ec;
+      fs::remove(e.path(), ec);
+    }
+  }
+}
+
+const char kMetricsHeader[] = "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,elapsed_s\n";
+
+// Everything a later tool needs to read this run: config.ini, tokenizer/, train.bin, val.bin, and
+// metrics.csv opened for appending (a resumed run keeps its rows up to the checkpoint's step).
+std::ofstream write_run_files(const Config& cfg, const RunOptions& opts, const RunData& d,
+                              size_t start_step, const Say& say, std::string* metrics_path) {
+  fs::create_directories(opts.out_dir);
+  write_file_atomic((fs::path(opts.out_dir) / "config.ini").string(), cfg.to_ini());
+  d.tokenizer.save((fs::path(opts.out_dir) / "tokenizer").string());
+  write_token_file((fs::path(opts.out_dir) / "train.bin").string(), d.train_ids);
+  write_token_file((fs::path(opts.out_dir) / "val.bin").string(), d.val_ids);
+  *metrics_path = (fs::path(opts.out_dir) / "metrics.csv").string();
+  const bool resuming = !opts.resume.empty();
+  if (resuming) {
+    truncate_metrics(*metrics_path, start_step, kMetricsHeader);
+    remove_unfinished_checkpoints(opts.out_dir, say);
+  }
+  std::ofstream metrics(*metrics_path, resuming ? std::ios::app : std::ios::trunc);
+  if (!metrics) throw Error("cannot create '" + *metrics_path + "'");
+  metrics.precision(9);  // float32 losses round-trip exactly
+  if (!resuming) metrics << kMetricsHeader;
+  return metrics;
+}
+
+// --- The step -----------------------------------------------------------------------------------
+
+struct StepResult {
+  float loss;
+  double grad_norm;  // before clipping
+  float lr;
+};
+
+// One optimizer step on the batch in inputs/targets: forward, backward, clip, AdamW. A diverged
+// step stops the run before it reaches the parameters: the last checkpoint and the parameters in
+// memory stay finite.
+StepResult train_step(Model& model, AdamW& optimizer, const Config& cfg, size_t step,
+                      const int32_t* inputs, const int32_t* targets) {
+  const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
+  StepResult r;
+  r.loss = model.forward(inputs, targets, B, T);
+  model.backward();
+  r.grad_norm = clip_grad_norm(model, cfg.optim.grad_clip);
+  r.lr = learning_rate(step, cfg.train.steps, cfg.optim);
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+    char msg[320];
+    std::snprintf(msg, sizeof msg,
+                  "training diverged at step %zu: loss %g, gradient norm %g (learning rate %.3g "
+                  "at that step); the update was not applied. Try a lower optim.lr, a larger "
+                  "optim.eps or optim.beta2 closer to 1, or optim.grad_clip > 0",
+                  step + 1, static_cast<double>(r.loss), r.grad_norm, static_cast<double>(r.lr));
+    throw Error(msg);
+  }
+  optimizer.update(model, r.lr, cfg.optim);
+  return r;
+}
+
+// Test hook: WTE_TEST_TRACE_SAMPLES=FILE appends "step epoch:sample ..." per step (the batch
+// order, so a test can compare runs and count samples per epoch).
+class SampleTrace {
+ public:
+  SampleTrace() {
+    const char* path = std::getenv("WTE_TEST_TRACE_SAMPLES");
+    if (path != nullptr) out_.open(path, std::ios::app);
+  }
+  // Where the loader should report the samples it served (nullptr: tracing is off).
+  std::vector<std::array<uint64_t, 2>>* served() {
+    served_.clear();
+    return out_.is_open() ? &served_ : nullptr;
+  }
+  void write(size_t step) {
+    if (!out_.is_open()) return;
+    out_ << step;
+    for (const auto& es : served_) out_ << ' ' << es[0] << ':' << es[1];
+    out_ << '\n' << std::flush;
+  }
+
+ private:
+  std::ofstream out_;
+  std::vector<std::array<uint64_t, 2>> served_;
+};
+
+// --- Logging and checkpoints --------------------------------------------------------------------
+
+void log_step(std::ofstream& metrics, const Say& say, const Config& cfg, size_t done,
+              size_t start_step, const StepResult& r, double val_loss, double tok_s,
+              double step_seconds, double elapsed, bool force_line) {
+  metrics << done << ',' << r.loss << ',';
+  if (val_loss >= 0) metrics << val_loss;
+  metrics << ',' << r.lr << ',' << r.grad_norm << ',' << tok_s << ',' << elapsed << '\n';
+  if (done % cfg.train.log_interval == 0 || force_line || done == 1) {
+    const double eta = step_seconds / static_cast<double>(done - start_step) *
+                       static_cast<double>(cfg.train.steps - done);
+    char val_text[32] = "";
+    if (val_loss >= 0) std::snprintf(val_text, sizeof val_text, " | val %.4f", val_loss);
+    say("step %6zu/%zu | loss %.4f%s | lr %.2e | norm %.3f | %.1fk tok/s | ETA %s\n", done,
+        cfg.train.steps, r.loss, val_text, r.lr, r.grad_norm, tok_s / 1000.0,
+        format_duration(eta).c_str());
+    metrics.flush();
+  }
+}
+
+// Writes checkpoint_<done>.h5 with everything an exact resume needs, then prunes old ones.
+void write_checkpoint(const Config& cfg, const RunOptions& opts, const Model& model,
+                      const AdamW& optimizer, const RunData& d, const BatchLoader& loader,
+                      size_t done, float lr, RunSummary* summary) {
+  summary->last_checkpoint = checkpoint_path(opts.out_dir, done);
+  ResumeState rs;
+  rs.data = loader.state();
+  rs.train_tokens = d.train_ids.size();
+  rs.val_tokens = d.val_ids.size();
+  rs.train_tokens_fnv1a64 = d.train_hash;
+  rs.val_tokens_fnv1a64 = d.val_hash;
+  rs.total_steps = cfg.train.steps;
+  rs.lr = lr;
+  const auto t_save = Clock::now();
+  save_checkpoint(summary->last_checkpoint, model, &optimizer, d.tokenizer, cfg,
+                  static_cast<int64_t>(done), &rs);
+  summary->checkpoint_seconds += seconds_since(t_save);
+  summary->checkpoints_written += 1;
+  prune_checkpoints(opts.out_dir, done, cfg.checkpoint.keep_last);
+}
+
+void print_summary(const Config& cfg, const RunData& d, size_t val_windows_all,
+                   size_t trained, const std::string& metrics_path, RunSummary* summary) {
+  const size_t T = cfg.data.seq_len;
+  summary->tokens_per_second =
+      static_cast<double>(trained * cfg.train.batch_size * T) / summary->train_seconds;
+  // The baseline scores exactly the targets the final evaluation scored.
+  const std::vector<int32_t> val_targets(
+      d.val_ids.begin() + 1, d.val_ids.begin() + 1 + static_cast<long>(val_windows_all * T));
+  summary->unigram_baseline = unigram_cross_entropy(d.train_ids, val_targets, cfg.model.vocab_size);
+  std::printf(
+      "final validation loss %.4f nats/token (whole validation split, %zu tokens) vs unigram "
+      "baseline %.4f (train-split frequencies): %s by %.4f\n",
+      summary->final_val_loss, val_windows_all * T, summary->unigram_baseline,
+      summary->final_val_loss < summary->unigram_baseline ? "below" : "NOT below",
+      std::fabs(summary->unigram_baseline - summary->final_val_loss));
+  std::printf("trained %zu steps in %s, %.0f tokens/s; checkpoint %s; metrics %s\n", trained,
+              format_duration(summary->train_seconds).c_str(), summary->tokens_per_second,
+              summary->last_checkpoint.c_str(), metrics_path.c_str());
+  std::printf("checkpoints: %zu written, %.3f s each on average (%s)\n",
+              summary->checkpoints_written,
+              summary->checkpoints_written
+                  ? summary->checkpoint_seconds / static_cast<double>(summary->checkpoints_written)
+                  : 0.0,
+              fs::exists(summary->last_checkpoint)
+                  ? (std::to_string(fs::file_size(summary->last_checkpoint)) + " bytes each").c_str()
+                  : "");
+}
+
+}  // namespace
+
+RunSummary run_training(const Config& cfg, const RunOptions& opts) {
+  // Set-up: every check that needs no work, then the data, then the model. Nothing is written
+  // before all of them pass.
+  check_paths(cfg, opts);
+  const bool resuming = !opts.resume.empty();
+  CheckpointInfo ckpt;
+  if (resuming) ckpt = check_resume(cfg, opts);
+  check_stop_at(cfg, opts, resuming, ckpt.step);
+  if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
+  const Say say{opts.quiet};
+  note_skipped_snapshots(cfg);
+  const RunData d = prepare_data(cfg, opts, resuming ? &ckpt : nullptr, say);
+  const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
+  BatchLoader loader(&d.train_ids, T, /*shuffle=*/true, cfg.train.seed ^ 0x5eed0da7aULL);
+  if (resuming) loader.restore(ckpt.resume.data, "checkpoint '" + opts.resume + "'");
   say("tokens: %zu train, %zu validation (%.2f bytes/token); %zu train sequences of %zu; "
       "prepared in %.1f s\n",
-      train_ids.size(), val_ids.size(),
-      static_cast<double>(train_bytes) / static_cast<double>(train_ids.size()),
-      loader.num_samples(), T, seconds_since(t_prep));
+      d.train_ids.size(), d.val_ids.size(),
+      static_cast<double>(d.train_bytes) / static_cast<double>(d.train_ids.size()),
+      loader.num_samples(), T, seconds_since(d.t_prep));
 
-  // --- Model and optimizer: fresh, or everything from the checkpoint (read into temporaries
-  // first, so a failure changes nothing and nothing has been written yet).
+  // Model and optimizer: fresh, or everything from the checkpoint (read into temporaries first,
+  // so a failure changes nothing and nothing has been written yet).
   Model model(cfg.model);
   AdamW optimizer(model);
   const size_t start_step = resuming ? static_cast<size_t>(ckpt.step) : 0;
@@ -323,77 +558,19 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
         static_cast<unsigned long long>(loader.cursor()), loader.num_samples());
   } else {
     model.init_weights(cfg.train.seed);
+    clear_earlier_run(opts, say);
   }
-  // A fresh run never mixes with an earlier run's checkpoints: `--resume auto` would later pick
-  // the newest of them, which may belong to the other run.
-  if (!resuming && fs::exists(opts.out_dir)) {
-    auto earlier = list_checkpoints(opts.out_dir);
-    for (const auto& s : list_snapshots(opts.out_dir)) earlier.push_back(s);
-    if (!earlier.empty() && !opts.overwrite)
-      throw Error("run directory '" + opts.out_dir + "' already holds " +
-                  std::to_string(earlier.size()) + " checkpoint/snapshot file(s) of an earlier run "
-                  "(e.g. '" + earlier.back().second + "'); continue that run with --resume auto, "
-                  "choose another --out, or pass --overwrite to delete them and start over");
-    for (const auto& e : earlier) {
-      std::error_code ec;
-      fs::remove(e.second, ec);
-      if (ec) throw Error("cannot delete '" + e.second + "' for --overwrite: " + ec.message());
-    }
-    // An unfinished write of an interrupted run (Ctrl-C, a kill) is garbage, never a checkpoint.
-    for (const auto& e : fs::directory_iterator(opts.out_dir)) {
-      const std::string name = e.path().filename().string();
-      if ((name.rfind("checkpoint_", 0) == 0 || name.rfind("snapshot_", 0) == 0) &&
-          name.size() > 7 && name.compare(name.size() - 7, 7, ".h5.tmp") == 0) {
-        std::error_code ec;
-        fs::remove(e.path(), ec);
-      }
-    }
-    if (!earlier.empty())
-      say("--overwrite: deleted %zu checkpoint/snapshot file(s) of an earlier run in '%s'\n",
-          earlier.size(), opts.out_dir.c_str());
-  }
-
-  // --- Outputs: everything a later tool needs to read this run.
-  fs::create_directories(opts.out_dir);
-  write_file_atomic((fs::path(opts.out_dir) / "config.ini").string(), cfg.to_ini());
-  tokenizer.save((fs::path(opts.out_dir) / "tokenizer").string());
-  write_token_file((fs::path(opts.out_dir) / "train.bin").string(), train_ids);
-  write_token_file((fs::path(opts.out_dir) / "val.bin").string(), val_ids);
-  const std::string metrics_path = (fs::path(opts.out_dir) / "metrics.csv").string();
-  const std::string metrics_header = "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,elapsed_s\n";
-  if (resuming) {
-    truncate_metrics(metrics_path, start_step, metrics_header);
-    // A checkpoint write a stopped run left unfinished is garbage, never a checkpoint.
-    for (const auto& e : fs::directory_iterator(opts.out_dir)) {
-      const std::string name = e.path().filename().string();
-      if (name.rfind("checkpoint_", 0) == 0 && name.size() > 7 &&
-          name.compare(name.size() - 7, 7, ".h5.tmp") == 0) {
-        say("removing '%s' (an unfinished checkpoint write of a stopped run)\n",
-            e.path().string().c_str());
-        std::error_code ec;
-        fs::remove(e.path(), ec);
-      }
-    }
-  }
-  std::ofstream metrics(metrics_path, resuming ? std::ios::app : std::ios::trunc);
-  if (!metrics) throw Error("cannot create '" + metrics_path + "'");
-  metrics.precision(9);  // float32 losses round-trip exactly
-  if (!resuming) {
-    metrics << metrics_header;
-    save_snapshot_if_due(cfg, opts.out_dir, model, tokenizer, 0);  // train.snapshot_steps
-  }
-  // Test hook: WTE_TEST_TRACE_SAMPLES=FILE appends "step epoch:sample ..." per step (the batch
-  // order, so a test can compare runs and count samples per epoch).
-  const char* trace_env = std::getenv("WTE_TEST_TRACE_SAMPLES");
-  std::ofstream trace;
-  if (trace_env != nullptr) trace.open(trace_env, std::ios::app);
-  std::vector<std::array<uint64_t, 2>> served;
+  std::string metrics_path;
+  std::ofstream metrics = write_run_files(cfg, opts, d, start_step, say, &metrics_path);
+  if (!resuming) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, 0);
+  SampleTrace trace;
   say("model: vocab_size %zu, d_model %zu, n_ctx %zu, ln_f %s, tied lm_head; %zu parameters; "
       "%d threads\n",
-      V, cfg.model.d_model, cfg.model.n_ctx, cfg.model.ln_f ? "on" : "off",
+      cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx, cfg.model.ln_f ? "on" : "off",
       model.num_parameters(), omp_get_max_threads());
 
-  const size_t val_windows_all = (val_ids.size() - 1) / T;
+  // The loop: a step, then (when due) evaluation, a log line, a checkpoint.
+  const size_t val_windows_all = (d.val_ids.size() - 1) / T;
   const size_t val_windows_periodic =
       cfg.train.eval_tokens == 0 ? val_windows_all : std::max<size_t>(1, cfg.train.eval_tokens / T);
   std::vector<int32_t> inputs(B * T), targets(B * T);
@@ -402,31 +579,11 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   const auto t_start = Clock::now();
   for (size_t step = start_step; step < cfg.train.steps; ++step) {
     const auto t0 = Clock::now();
-    served.clear();
-    loader.next_batch(inputs.data(), targets.data(), B, trace.is_open() ? &served : nullptr);
-    if (trace.is_open()) {
-      trace << step + 1;
-      for (const auto& es : served) trace << ' ' << es[0] << ':' << es[1];
-      trace << '\n' << std::flush;
-    }
-    const float loss = model.forward(inputs.data(), targets.data(), B, T);
-    model.backward();
-    const double norm = clip_grad_norm(model, cfg.optim.grad_clip);
-    const float lr = learning_rate(step, cfg.train.steps, cfg.optim);
-    // A diverged step stops the run before it reaches the parameters: the last checkpoint and
-    // the parameters in memory stay finite.
-    if (!std::isfinite(loss) || !std::isfinite(norm)) {
-      char msg[320];
-      std::snprintf(msg, sizeof msg,
-                    "training diverged at step %zu: loss %g, gradient norm %g (learning rate %.3g "
-                    "at that step); the update was not applied. Try a lower optim.lr, a larger "
-                    "optim.eps or optim.beta2 closer to 1, or optim.grad_clip > 0",
-                    step + 1, static_cast<double>(loss), norm, static_cast<double>(lr));
-      throw Error(msg);
-    }
-    optimizer.update(model, lr, cfg.optim);
+    loader.next_batch(inputs.data(), targets.data(), B, trace.served());
+    trace.write(step + 1);
+    const StepResult r = train_step(model, optimizer, cfg, step, inputs.data(), targets.data());
     step_seconds += seconds_since(t0);
-    save_snapshot_if_due(cfg, opts.out_dir, model, tokenizer, step + 1);  // not timed
+    save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, step + 1);  // not timed
     const size_t done = step + 1;
     const double tok_s = static_cast<double>((done - start_step) * B * T) / step_seconds;
 
@@ -434,40 +591,12 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     const bool stop_now = done == opts.stop_at;
     const bool eval_now = last || (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0);
     double val_loss = -1.0;
-    if (eval_now && !last) val_loss = evaluate(model, val_ids, T, B, val_windows_periodic);
-    if (last) val_loss = evaluate(model, val_ids, T, B, val_windows_all);
-
-    metrics << done << ',' << loss << ',';
-    if (val_loss >= 0) metrics << val_loss;
-    metrics << ',' << lr << ',' << norm << ',' << tok_s << ',' << seconds_since(t_start) << '\n';
-    if (done % cfg.train.log_interval == 0 || eval_now || done == 1) {
-      const double eta = step_seconds / static_cast<double>(done - start_step) *
-                         static_cast<double>(cfg.train.steps - done);
-      char val_text[32] = "";
-      if (val_loss >= 0) std::snprintf(val_text, sizeof val_text, " | val %.4f", val_loss);
-      say("step %6zu/%zu | loss %.4f%s | lr %.2e | norm %.3f | %.1fk tok/s | ETA %s\n", done,
-          cfg.train.steps, loss, val_text, lr, norm, tok_s / 1000.0,
-          format_duration(eta).c_str());
-      metrics.flush();
-    }
-    if (last || stop_now ||
-        (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0)) {
+    if (eval_now) val_loss = evaluate(model, d.val_ids, T, B, last ? val_windows_all : val_windows_periodic);
+    log_step(metrics, say, cfg, done, start_step, r, val_loss, tok_s, step_seconds,
+             seconds_since(t_start), eval_now);
+    if (last || stop_now || (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0)) {
       metrics.flush();  // rows up to this checkpoint are on disk before it is
-      summary.last_checkpoint = checkpoint_path(opts.out_dir, done);
-      ResumeState rs;
-      rs.data = loader.state();
-      rs.train_tokens = train_ids.size();
-      rs.val_tokens = val_ids.size();
-      rs.train_tokens_fnv1a64 = train_hash;
-      rs.val_tokens_fnv1a64 = val_hash;
-      rs.total_steps = cfg.train.steps;
-      rs.lr = lr;
-      const auto t_save = Clock::now();
-      save_checkpoint(summary.last_checkpoint, model, &optimizer, tokenizer, cfg,
-                      static_cast<int64_t>(done), &rs);
-      summary.checkpoint_seconds += seconds_since(t_save);
-      summary.checkpoints_written += 1;
-      prune_checkpoints(opts.out_dir, done, cfg.checkpoint.keep_last);
+      write_checkpoint(cfg, opts, model, optimizer, d, loader, done, r.lr, &summary);
     }
     if (last) summary.final_val_loss = val_loss;
     if (stop_now) {
@@ -484,29 +613,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
                 summary.last_checkpoint.c_str(), summary.last_checkpoint.c_str());
     return summary;
   }
-  const size_t trained = cfg.train.steps - start_step;
-  summary.tokens_per_second = static_cast<double>(trained * B * T) / step_seconds;
-  // The baseline scores exactly the targets the final evaluation scored.
-  const std::vector<int32_t> val_targets(val_ids.begin() + 1,
-                                         val_ids.begin() + 1 + static_cast<long>(val_windows_all * T));
-  summary.unigram_baseline = unigram_cross_entropy(train_ids, val_targets, V);
-  std::printf(
-      "final validation loss %.4f nats/token (whole validation split, %zu tokens) vs unigram "
-      "baseline %.4f (train-split frequencies): %s by %.4f\n",
-      summary.final_val_loss, val_windows_all * T, summary.unigram_baseline,
-      summary.final_val_loss < summary.unigram_baseline ? "below" : "NOT below",
-      std::fabs(summary.unigram_baseline - summary.final_val_loss));
-  std::printf("trained %zu steps in %s, %.0f tokens/s; checkpoint %s; metrics %s\n", trained,
-              format_duration(step_seconds).c_str(), summary.tokens_per_second,
-              summary.last_checkpoint.c_str(), metrics_path.c_str());
-  std::printf("checkpoints: %zu written, %.3f s each on average (%s)\n",
-              summary.checkpoints_written,
-              summary.checkpoints_written ? summary.checkpoint_seconds /
-                                                static_cast<double>(summary.checkpoints_written)
-                                          : 0.0,
-              fs::exists(summary.last_checkpoint)
-                  ? (std::to_string(fs::file_size(summary.last_checkpoint)) + " bytes each").c_str()
-                  : "");
+  print_summary(cfg, d, val_windows_all, cfg.train.steps - start_step, metrics_path, &summary);
   return summary;
 }
 
