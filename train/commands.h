@@ -13,5 +13,6 @@ int cmd_gradcheck(int argc, char** argv); // train/cmd_gradcheck.cc
 int cmd_grad(int argc, char** argv);      // train/cmd_grad.cc
 int cmd_geometry(int argc, char** argv);       // train/cmd_geometry.cc
 int cmd_hidden_states(int argc, char** argv);  // train/cmd_hidden_states.cc
+int cmd_sample(int argc, char** argv);         // train/cmd_sample.cc
 
 }  // namespace wte::cli

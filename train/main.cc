@@ -28,6 +28,7 @@ constexpr Command kCommands[] = {
      "measure and draw wte's geometry (neighbours, anisotropy, rank, purity, PCA) over snapshots"},
     {"hidden-states", wte::cli::cmd_hidden_states,
      "print hidden_states[0] = wte[id] + wpe[pos] of texts; same token, same index: same bits"},
+    {"sample", wte::cli::cmd_sample, "generate text from a checkpoint (KV cache, temperature, top-k, seed)"},
 };
 
 void print_usage(FILE* out) {
