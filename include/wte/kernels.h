@@ -168,7 +168,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 //   dg[c] += Σ_n dout[n,c] * xhat[n,c];   db[c] += Σ_n dout[n,c]
 // All three accumulate (+=): dinp is the residual stream's gradient. The sums over n are taken in
 // fixed row blocks combined in block order, so the bits do not depend on the thread count.
-// dinp (N,C); dg, db (C); dout, inp (N,C); g (C); mean, rstd (N) from the forward.
+// dinp (N,C); dg, db (C); dout, inp (N,C); g (C); mean, rstd (N) from the forward. No output may
+// alias an input.
 void layernorm_backward(float* dinp, float* dg, float* db, const float* dout, const float* inp,
                         const float* g, const float* mean, const float* rstd, size_t N, size_t C);
 
@@ -200,8 +201,8 @@ void attention_softmax_backward(float* dpreatt, const float* datt, const float* 
 void residual_forward(float* out, const float* a, const float* b, size_t n);
 
 // Bias gradient of a linear layer dout = inp · w + bias: dbias[j] += Σ_n dout[n,j] (accumulates).
-// The sum over n is taken in fixed row blocks combined in block order (bits independent of the
-// thread count). dbias (OC); dout (N, OC).
+// Each column is summed over n in increasing order (threads split the columns, never the rows), so
+// the bits equal ref::bias_backward<float>'s for any thread count. dbias (OC); dout (N, OC).
 void bias_backward(float* dbias, const float* dout, size_t N, size_t OC);
 
 // ------------------------------------------------------------------------------------------------

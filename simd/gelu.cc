@@ -1,0 +1,103 @@
+// GELU forward and backward, GPT-2's tanh form, Highway with dynamic dispatch. Contracts:
+// include/wte/kernels.h; scalar references: ref::gelu_forward/backward in simd/reference.h.
+//
+// The same function, written without tanh. With u = sqrt(2/pi)·(x + 0.044715·x³) and
+// σ(z) = 1/(1 + exp(-z)), the identity 0.5·(1 + tanh(u)) = σ(2u) gives
+//   gelu(x)  = x · σ(2u)
+//   gelu'(x) = σ(2u) + 2·x·σ(2u)·(1 - σ(2u)) · sqrt(2/pi)·(1 + 3·0.044715·x²)
+// (0.5·(1 - tanh²(u)) = 2·σ(2u)·(1 - σ(2u))). We evaluate σ from e = exp(-|2u|) in (0, 1], which
+// never overflows (Highway's Exp is valid up to +104 only) and loses nothing to cancellation:
+//   r = 1/(1 + e);  σ(2u) = r if u >= 0, else e·r;  σ(2u)·(1 - σ(2u)) = e·r²  (either sign).
+// The reference's float form 0.5·(1 + tanh(u)) cancels for negative x (at x = -5 half its digits
+// are lost); this one keeps a small relative error everywhere. One exp (hn::Exp, 1 ulp) and one
+// division per element instead of tanh's expm1 and division.
+//
+// For |x| > ~1e19, x² overflows and gelu'(x) is NaN, as in the reference; gelu(x) is x for large
+// positive x and -0 for large negative x. tests/test_block_kernels.cc derives the error bounds.
+
+#include <cstddef>
+
+#include "wte/kernels.h"
+
+// foreach_target.h must come before every other Highway header.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd/gelu.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "simd/loops-inl.h"  // ParallelForEachVector
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace wte {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+constexpr float kCubic = 0.044715f;
+constexpr float kCubic3 = 0.134145f;  // 3 · 0.044715, as the reference's F(3 * 0.044715)
+
+// σ(2u) and σ(2u)·(1 - σ(2u)) = e·r² for one vector x (see the top).
+template <class V>
+struct GeluTerms {
+  V sigma;
+  V e_r2;
+};
+template <class D, class V>
+HWY_INLINE GeluTerms<V> ComputeGeluTerms(D d, V x) {
+  // u = k · (x + ((c·x)·x)·x), the reference's order.
+  const V cubic = hn::Mul(hn::Mul(hn::Mul(hn::Set(d, kCubic), x), x), x);
+  const V u = hn::Mul(hn::Set(d, kSqrt2OverPi), hn::Add(x, cubic));
+  const V two_abs_u = hn::Abs(hn::Add(u, u));
+  const V e = hn::Exp(d, hn::Neg(two_abs_u));
+  const V r = hn::Div(hn::Set(d, 1.0f), hn::Add(hn::Set(d, 1.0f), e));
+  const V er = hn::Mul(e, r);
+  return {hn::IfThenElse(hn::Ge(u, hn::Zero(d)), r, er), hn::Mul(er, r)};
+}
+
+void GeluForward(float* out, const float* inp, size_t n) {
+  // Elements are independent: any split among threads gives the same bits. out may alias inp:
+  // each element is read before it is written.
+  ParallelForEachVector(n, [&](auto d, size_t i) {
+    const auto x = hn::LoadU(d, inp + i);
+    hn::StoreU(hn::Mul(x, ComputeGeluTerms(d, x).sigma), d, out + i);
+  });
+}
+
+void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n) {
+  // dinp may alias dout: each element is read before it is written.
+  ParallelForEachVector(n, [&](auto d, size_t i) {
+    const auto x = hn::LoadU(d, inp + i);
+    const auto terms = ComputeGeluTerms(d, x);
+    // slope = k · (1 + ((3c)·x)·x);  gelu' = σ + ((2x) · e_r2) · slope
+    const auto slope = hn::Mul(hn::Set(d, kSqrt2OverPi),
+                               hn::Add(hn::Set(d, 1.0f),
+                                       hn::Mul(hn::Mul(hn::Set(d, kCubic3), x), x)));
+    const auto grad = hn::Add(terms.sigma, hn::Mul(hn::Mul(hn::Add(x, x), terms.e_r2), slope));
+    hn::StoreU(hn::Mul(hn::LoadU(d, dout + i), grad), d, dinp + i);
+  });
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace wte
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace wte {
+
+HWY_EXPORT(GeluForward);
+HWY_EXPORT(GeluBackward);
+
+void gelu_forward(float* out, const float* inp, size_t n) {
+  HWY_DYNAMIC_DISPATCH(GeluForward)(out, inp, n);
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+  HWY_DYNAMIC_DISPATCH(GeluBackward)(dinp, inp, dout, n);
+}
+
+}  // namespace wte
+#endif  // HWY_ONCE
