@@ -309,9 +309,14 @@ TEST(HiddenStates, BankAtIndexOneIsBitIdenticalWithGpt2Vocabulary) {
   EXPECT_NE(out.find("layer 0"), std::string::npos) << out;
   EXPECT_NE(out.find("vocab_size 50257"), std::string::npos) << out;
   EXPECT_NE(out.find("      1   3331  \" bank\""), std::string::npos) << out;
-  EXPECT_NE(out.find("\" bank\" (3331) at index 1 of text 0 and text 1: bit-identical"),
+  // The seed's pair: " bank" at index 1 sees only "The" and itself, so it is equal at every layer,
+  // and the command says why.
+  EXPECT_NE(out.find("\" bank\" (3331) at index 1: bit-identical at all 2 layers"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("why equal: the texts are the same tokens up to index 2 (\"The\" \" bank\" \" was\")"),
             std::string::npos)
       << out;
+  EXPECT_NE(out.find("put them BEFORE the token"), std::string::npos) << out;
   EXPECT_NE(out.find("bit for bit: 14 of 14 rows"), std::string::npos) << out;
   // " bank" at index 1 (text 0) and index 2 (text 2): differs by wpe[1] - wpe[2].
   EXPECT_NE(out.find("\" bank\" (3331) at index 1 of text 0 and index 2 of text 2: rows differ"),

@@ -187,7 +187,7 @@ void Decoder::block_forward(size_t l, float* h) {
   residual_forward(h, h, proj_.data(), C);
 }
 
-const float* Decoder::step(int32_t id) {
+void Decoder::run_position(int32_t id) {
   if (id < 0 || static_cast<size_t>(id) >= V_)
     throw Error("token id " + std::to_string(id) + " at position " + std::to_string(pos_) +
                 " is outside [0, vocab_size=" + std::to_string(V_) + ")");
@@ -214,7 +214,15 @@ const float* Decoder::step(int32_t id) {
   } else {
     std::memcpy(final_.data(), last, C * sizeof(float));
   }
+  ++pos_;
+}
+
+void Decoder::step_hidden(int32_t id) { run_position(id); }
+
+const float* Decoder::step(int32_t id) {
+  run_position(id);
   // logits = h' · lm_headᵀ: one dot product per row of lm_head (V, C)
+  const size_t C = C_;
   const float* hf = final_.data();
   const size_t V = V_;
 #pragma omp parallel for schedule(static) if (V * C >= (size_t{1} << 18))
@@ -224,7 +232,6 @@ const float* Decoder::step(int32_t id) {
     for (size_t c = 0; c < C; ++c) dot += hf[c] * w[c];
     logits_[v] = dot;
   }
-  ++pos_;
   return logits_.data();
 }
 

@@ -49,6 +49,9 @@ class Decoder {
   /// work, if id is outside [0, vocab_size) or the cache is full (position() == n_ctx: wpe has no
   /// row for it).
   const float* step(int32_t id);
+  /// Same, without the unembedding (no logits: the (V,C) product is skipped), for callers that
+  /// only read residual() and final_hidden(). Returns nothing; same checks.
+  void step_hidden(int32_t id);
 
   /// Positions decoded since the last reset() (the next step's position).
   size_t position() const { return pos_; }
@@ -68,6 +71,7 @@ class Decoder {
  private:
   struct Block;
   void block_forward(size_t l, float* h);
+  void run_position(int32_t id);  // every layer up to final_hidden; advances the position
 
   const Model& model_;
   size_t V_ = 0, C_ = 0, n_ctx_ = 0, n_layer_ = 0, n_head_ = 1;
