@@ -261,8 +261,15 @@ TEST(Snapshots, TrainWritesStepZeroNoiseAndTheChosenSteps) {
   EXPECT_NE(out.find("\" cat\" (285):"), std::string::npos) << out;
   for (const char* f : {"index.html", "geometry.csv", "pca_step_00000000.svg",
                         "pca_step_00000006.svg", "cosines.svg", "norms.svg", "series_purity.svg",
-                        "series_anisotropy.svg", "series_rank.svg"})
+                        "series_anisotropy.svg", "series_rank.svg", "context_layers.svg",
+                        "context_layer_00_raw.svg", "context_layer_01_centred.svg"})
     EXPECT_TRUE(fs::is_regular_file(dir / "geo" / f)) << f;
+  // The hidden states per layer of the last checkpoint (no blocks: layer 0 and ln_f of it), on
+  // the run's val.bin, and the page's section for them.
+  EXPECT_NE(out.find("hidden states per layer of "), std::string::npos) << out;
+  EXPECT_NE(out.find("hidden_states[1] (ln_f of hidden_states[0])"), std::string::npos) << out;
+  EXPECT_NE(slurp(dir / "geo" / "index.html").find("Hidden states per layer (contextual geometry)"),
+            std::string::npos);
   const std::string csv = slurp(dir / "geo" / "geometry.csv");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
 

@@ -12,6 +12,8 @@
 #include "wte/config.h"
 #include "wte/data.h"
 #include "wte/error.h"
+#include "src/analysis/context_geometry.h"
+#include "src/analysis/context_page.h"
 #include "src/analysis/geometry.h"
 #include "src/analysis/geometry_page.h"
 #include "src/analysis/geometry_report.h"
@@ -110,7 +112,13 @@ int cmd_geometry(int argc, char** argv) {
       ("k", po::value<std::string>()->default_value("5"),
        "k of the k-NN class purity, in [1, 2^24] (and below the number of labelled tokens)")
       ("max-points", po::value<std::string>()->default_value("5000"),
-       "without labels, the PCA picture shows the rows of ids [0, max-points), in [1, 2^24]");
+       "without labels, the PCA picture shows the rows of ids [0, max-points), in [1, 2^24]")
+      ("context-tokens", po::value<std::string>()->default_value("4096"),
+       "hidden states per layer of the last checkpoint: rows sampled from --context-data, in "
+       "[0, 2^20] (0: skip); adds anisotropy and self-similarity per layer and their pictures")
+      ("context-data", po::value<std::string>(),
+       "int32 token file for the hidden-state sample (default: val.bin beside the last "
+       "checkpoint, as wte train writes it)");
   // clang-format on
   const char* usage =
       "Usage: wte geometry --checkpoint C [--checkpoint C ...] [--tokens LIST] [--labels FILE]\n"
@@ -120,7 +128,12 @@ int cmd_geometry(int argc, char** argv) {
       "effective rank (participation ratio (sum s^2)^2 / sum s^4 of the singular values), mean\n"
       "row norm, and with --labels the k-NN class purity and silhouette (cosine distance) over the\n"
       "labelled rows; prints the nearest neighbours by cosine of --tokens and of the most frequent\n"
-      "tokens at the first and last step; with --out writes the pictures and DIR/index.html.\n\n";
+      "tokens at the first and last step; with --out writes the pictures and DIR/index.html.\n"
+      "Then, for the last checkpoint, the hidden states per layer (Hugging Face's hidden_states)\n"
+      "of --context-tokens positions of the validation tokens: per layer the anisotropy (mean\n"
+      "cosine of random rows) and Ethayarajh's (2019) self-similarity (mean cosine of the same\n"
+      "token's rows in different contexts, tokens with >= 5 rows, positions >= 1), raw and after\n"
+      "subtracting the layer's mean row, with a histogram of each per layer.\n\n";
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
@@ -148,7 +161,10 @@ int cmd_geometry(int argc, char** argv) {
   const size_t n_freq = whole_number_option(vm, "frequent", 0, kMaxCount),
                n_nb = whole_number_option(vm, "neighbours", 1, kMaxCount),
                k = whole_number_option(vm, "k", 1, kMaxCount),
-               max_points = whole_number_option(vm, "max-points", 1, kMaxCount);
+               max_points = whole_number_option(vm, "max-points", 1, kMaxCount),
+               context_rows = whole_number_option(vm, "context-tokens", 0, size_t{1} << 20);
+  if (vm.count("context-data") && !fs::is_regular_file(vm["context-data"].as<std::string>()))
+    throw Error("--context-data " + vm["context-data"].as<std::string>() + ": no such file");
   // The output directory is created (and checked writable) before any checkpoint is read.
   if (vm.count("out")) prepare_output_dir("--out", vm["out"].as<std::string>());
 
@@ -198,12 +214,40 @@ int cmd_geometry(int argc, char** argv) {
   in.n_frequent = n_freq;
   in.data_path = data_path;
   in.neighbours = n_nb;
-  const std::string report = geometry_report(in);
+  std::string report = geometry_report(in);
   std::cout << report;
+  // Hidden states per layer of the last checkpoint (its whole model, blocks included).
+  HiddenStateSample sample;
+  ContextGeometryRun ctx;
+  if (context_rows > 0) {
+    ctx.checkpoint = snaps.back().path;
+    ctx.data = vm.count("context-data")
+                   ? vm["context-data"].as<std::string>()
+                   : (fs::path(ctx.checkpoint).parent_path() / "val.bin").string();
+    if (fs::is_regular_file(ctx.data)) {
+      const CheckpointInfo info = read_checkpoint_info(ctx.checkpoint);
+      const Config cfg = parse_config(info.config_ini, ctx.checkpoint + " /config/ini");
+      Model model(cfg.model);
+      load_checkpoint(ctx.checkpoint, model, nullptr);
+      sample = sample_hidden_states(model, read_token_file(ctx.data), context_rows,
+                                    cfg.model.n_ctx, ctx.data);
+      ctx.sample = &sample;
+      ctx.layers = context_geometry(sample, ctx.min_position, ctx.min_count);
+      const std::string text = "\n" + context_report(ctx);
+      std::cout << text;
+      report += text;
+    } else {
+      const std::string note = "\n(no hidden states per layer: " + ctx.data +
+                               " does not exist; pass --context-data or --context-tokens 0)\n";
+      std::cout << note;
+      report += note;
+    }
+  }
   if (!vm.count("out")) return 0;
 
   const std::string out = vm["out"].as<std::string>();  // created by prepare_output_dir above
   std::vector<PageSection> sections = {{"", "", write_wte_figures(out, in, max_points)}};
+  if (ctx.sample != nullptr) sections.push_back(write_context_figures(out, ctx));
   write_geometry_csv(out, snaps, series, has_labels);
   const std::string intro = "Rows of wte from " + std::to_string(snaps.size()) +
                             " checkpoint(s), steps " + std::to_string(snaps.front().step) + " to " +
