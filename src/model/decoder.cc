@@ -83,7 +83,7 @@ Decoder::Decoder(const Model& model) : model_(model) {
   V_ = cfg.vocab_size, C_ = cfg.d_model, n_ctx_ = cfg.n_ctx;
   n_layer_ = config_n_layer(cfg);
   n_head_ = config_n_head(cfg);
-  if (n_head_ == 0 || C_ % n_head_ != 0)
+  if (n_layer_ > 0 && (n_head_ == 0 || C_ % n_head_ != 0))
     throw Error("Decoder: n_head = " + std::to_string(n_head_) + " does not divide d_model = " +
                 std::to_string(C_));
   const size_t C = C_;
