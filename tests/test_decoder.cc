@@ -141,7 +141,9 @@ void check_two_blocks() {
             diff = std::max(diff, std::fabs(double(got[c]) - double(want[c])));
           }
           worst_row = std::max(worst_row, diff / (1.0 + scale));
-          if (l == 0) EXPECT_EQ(diff, 0.0) << "layer 0 is the lookup: bit-identical, t " << t;
+          if (l == 0) {
+            EXPECT_EQ(diff, 0.0) << "layer 0 is the lookup: bit-identical, t " << t;
+          }
         }
       }
       std::printf("n_layer 2, tied %d: worst row gap over residual(0..2), final_hidden = %.3g\n",
