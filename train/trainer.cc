@@ -22,6 +22,7 @@
 #include "wte/model.h"
 #include "wte/optimizer.h"
 #include "src/io/snapshot.h"
+#include "train/grad_sync.h"
 #include "wte/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -373,7 +374,8 @@ void remove_unfinished_checkpoints(const std::string& out_dir, const Say& say) {
   }
 }
 
-const char kMetricsHeader[] = "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,elapsed_s\n";
+const char kMetricsHeader[] =
+    "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,elapsed_s,ranks\n";
 
 // Everything a later tool needs to read this run: config.ini, tokenizer/, train.bin, val.bin, and
 // metrics.csv opened for appending (a resumed run keeps its rows up to the checkpoint's step).
@@ -405,16 +407,20 @@ struct StepResult {
   float lr;
 };
 
-// One optimizer step on the batch in inputs/targets: forward, backward, clip, AdamW. A diverged
-// step stops the run before it reaches the parameters: the last checkpoint and the parameters in
-// memory stay finite.
-StepResult train_step(Model& model, AdamW& optimizer, const Config& cfg, size_t step,
-                      const int32_t* inputs, const int32_t* targets) {
-  const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
+// One optimizer step on the global batch in inputs/targets: forward and backward on this rank's
+// slice, the ranks' gradients summed (train/grad_sync.h; nothing with one rank), clip, AdamW. A
+// diverged step stops the run before it reaches the parameters: the last checkpoint and the
+// parameters in memory stay finite.
+StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, const Config& cfg,
+                      size_t step, const int32_t* inputs, const int32_t* targets) {
+  const size_t T = cfg.data.seq_len;
+  const BatchSlice mine = sync.slice();
   StepResult r;
-  r.loss = model.forward(inputs, targets, B, T);
+  r.loss = model.forward(inputs + mine.first * T, targets + mine.first * T, mine.count, T);
   model.backward();
-  r.grad_norm = clip_grad_norm(model, cfg.optim.grad_clip);
+  r.loss = sync.reduce(model, r.loss);
+  const SparseRowGrad wte_rows = sync.wte_rows(model);
+  r.grad_norm = clip_grad_norm(model, cfg.optim.grad_clip, wte_rows);
   r.lr = learning_rate(step, cfg.train.steps, cfg.optim);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     char msg[320];
@@ -425,7 +431,7 @@ StepResult train_step(Model& model, AdamW& optimizer, const Config& cfg, size_t 
                   step + 1, static_cast<double>(r.loss), r.grad_norm, static_cast<double>(r.lr));
     throw Error(msg);
   }
-  optimizer.update(model, r.lr, cfg.optim);
+  optimizer.update(model, r.lr, cfg.optim, wte_rows);
   return r;
 }
 
@@ -433,9 +439,9 @@ StepResult train_step(Model& model, AdamW& optimizer, const Config& cfg, size_t 
 // order, so a test can compare runs and count samples per epoch).
 class SampleTrace {
  public:
-  SampleTrace() {
+  explicit SampleTrace(bool enabled) {
     const char* path = std::getenv("WTE_TEST_TRACE_SAMPLES");
-    if (path != nullptr) out_.open(path, std::ios::app);
+    if (path != nullptr && enabled) out_.open(path, std::ios::app);
   }
   // Where the loader should report the samples it served (nullptr: tracing is off).
   std::vector<std::array<uint64_t, 2>>* served() {
@@ -458,10 +464,11 @@ class SampleTrace {
 
 void log_step(std::ofstream& metrics, const Say& say, const Config& cfg, size_t done,
               size_t start_step, const StepResult& r, double val_loss, double tok_s,
-              double step_seconds, double elapsed, bool force_line) {
+              double step_seconds, double elapsed, bool force_line, int ranks) {
   metrics << done << ',' << r.loss << ',';
   if (val_loss >= 0) metrics << val_loss;
-  metrics << ',' << r.lr << ',' << r.grad_norm << ',' << tok_s << ',' << elapsed << '\n';
+  metrics << ',' << r.lr << ',' << r.grad_norm << ',' << tok_s << ',' << elapsed << ',' << ranks
+          << '\n';
   if (done % cfg.train.log_interval == 0 || force_line || done == 1) {
     const double eta = step_seconds / static_cast<double>(done - start_step) *
                        static_cast<double>(cfg.train.steps - done);
@@ -533,6 +540,12 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   CheckpointInfo ckpt;
   if (resuming) ckpt = check_resume(cfg, opts);
   check_stop_at(cfg, opts, resuming, ckpt.step);
+  // Data-parallel ranks (mpirun -np R): every rank serves the same global batches and trains on
+  // its slice; only rank 0 writes files and evaluates (the other ranks' stdout is closed in
+  // cmd_train). One rank: exactly the single-process run.
+  Comm& comm = Comm::world();
+  GradientSync sync(comm, cfg.train.batch_size);  // checks R <= train.batch_size
+  const bool writer = comm.rank() == 0;
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
   const Say say{opts.quiet};
   note_skipped_snapshots(cfg);
@@ -558,16 +571,17 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
         static_cast<unsigned long long>(loader.cursor()), loader.num_samples());
   } else {
     model.init_weights(cfg.train.seed);
-    clear_earlier_run(opts, say);
+    if (writer) clear_earlier_run(opts, say);
   }
   std::string metrics_path;
-  std::ofstream metrics = write_run_files(cfg, opts, d, start_step, say, &metrics_path);
-  if (!resuming) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, 0);
-  SampleTrace trace;
+  std::ofstream metrics;  // ranks other than 0 write nothing
+  if (writer) metrics = write_run_files(cfg, opts, d, start_step, say, &metrics_path);
+  if (!resuming && writer) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, 0);
+  SampleTrace trace(writer);
   say("model: vocab_size %zu, d_model %zu, n_ctx %zu, ln_f %s, tied lm_head; %zu parameters; "
-      "%d threads\n",
+      "%d threads%s\n",
       cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx, cfg.model.ln_f ? "on" : "off",
-      model.num_parameters(), omp_get_max_threads());
+      model.num_parameters(), omp_get_max_threads(), sync.describe().c_str());
 
   // The loop: a step, then (when due) evaluation, a log line, a checkpoint.
   const size_t val_windows_all = (d.val_ids.size() - 1) / T;
@@ -581,9 +595,10 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     const auto t0 = Clock::now();
     loader.next_batch(inputs.data(), targets.data(), B, trace.served());
     trace.write(step + 1);
-    const StepResult r = train_step(model, optimizer, cfg, step, inputs.data(), targets.data());
+    const StepResult r =
+        train_step(model, optimizer, sync, cfg, step, inputs.data(), targets.data());
     step_seconds += seconds_since(t0);
-    save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, step + 1);  // not timed
+    if (writer) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, step + 1);  // not timed
     const size_t done = step + 1;
     const double tok_s = static_cast<double>((done - start_step) * B * T) / step_seconds;
 
@@ -591,10 +606,11 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     const bool stop_now = done == opts.stop_at;
     const bool eval_now = last || (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0);
     double val_loss = -1.0;
-    if (eval_now) val_loss = evaluate(model, d.val_ids, T, B, last ? val_windows_all : val_windows_periodic);
+    if (eval_now && writer) val_loss = evaluate(model, d.val_ids, T, B, last ? val_windows_all : val_windows_periodic);
     log_step(metrics, say, cfg, done, start_step, r, val_loss, tok_s, step_seconds,
-             seconds_since(t_start), eval_now);
-    if (last || stop_now || (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0)) {
+             seconds_since(t_start), eval_now, comm.size());
+    if (writer &&
+        (last || stop_now || (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0))) {
       metrics.flush();  // rows up to this checkpoint are on disk before it is
       write_checkpoint(cfg, opts, model, optimizer, d, loader, done, r.lr, &summary);
     }
@@ -611,9 +627,12 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
                 "wte train --resume %s\n",
                 opts.stop_at, cfg.train.steps, format_duration(step_seconds).c_str(),
                 summary.last_checkpoint.c_str(), summary.last_checkpoint.c_str());
+    sync.print_share(step_seconds, opts.stop_at - start_step);
     return summary;
   }
-  print_summary(cfg, d, val_windows_all, cfg.train.steps - start_step, metrics_path, &summary);
+  if (writer)
+    print_summary(cfg, d, val_windows_all, cfg.train.steps - start_step, metrics_path, &summary);
+  sync.print_share(step_seconds, cfg.train.steps - start_step);
   return summary;
 }
 

@@ -23,6 +23,9 @@ class AdamW {
   explicit AdamW(const Model& model);
   /// One update with learning rate `lr`; increments step() first (bias correction uses 1, 2, ...).
   void update(Model& model, float lr, const OptimConfig& hp);
+  /// The same with an untied wte's row-sparse gradient given explicitly (data-parallel training:
+  /// the ranks' merged rows) instead of model.wte_grad_rows().
+  void update(Model& model, float lr, const OptimConfig& hp, const SparseRowGrad& wte_rows);
   int64_t step() const { return step_; }
   void set_step(int64_t s) { step_ = s; }
   float* m() { return m_.get(); }
@@ -41,6 +44,8 @@ class AdamW {
 /// thread count). If max_norm > 0 and the norm exceeds it, scales every gradient by max_norm / norm.
 /// Returns the norm before clipping.
 double clip_grad_norm(Model& model, double max_norm);
+/// The same with an untied wte's row-sparse gradient given explicitly (scaled in place).
+double clip_grad_norm(Model& model, double max_norm, const SparseRowGrad& wte_rows);
 
 /// Learning rate at 0-based `step` of `total_steps`: linear warmup to optim.lr over warmup_steps
 /// (lr·(step+1)/warmup_steps), then cosine decay to optim.min_lr at the last step

@@ -12,12 +12,15 @@ AdamW::AdamW(const Model& model)
     : n_(model.num_parameters()), m_(allocate_floats(n_)), v_(allocate_floats(n_)) {}
 
 void AdamW::update(Model& model, float lr, const OptimConfig& hp) {
+  update(model, lr, hp, model.wte_grad_rows());
+}
+
+void AdamW::update(Model& model, float lr, const OptimConfig& hp, const SparseRowGrad& g) {
   ++step_;
   for (const TensorSpec& t : model.tensors()) {
     const AdamWParams p{lr, hp.beta1, hp.beta2, hp.eps, t.weight_decay ? hp.weight_decay : 0.0f,
                         step_};
     if (t.sparse_grad) {  // untied wte: lazy AdamW on the rows the step touched
-      const SparseRowGrad g = model.wte_grad_rows();
       adamw_update_rows(model.param_data() + t.offset, m_.get() + t.offset, v_.get() + t.offset,
                         g.rows, g.ids, g.count, g.C, p);
       continue;
@@ -55,12 +58,15 @@ void scale_all(float* g, size_t n, float scale) {
 }  // namespace
 
 double clip_grad_norm(Model& model, double max_norm) {
+  return clip_grad_norm(model, max_norm, model.wte_grad_rows());
+}
+
+double clip_grad_norm(Model& model, double max_norm, const SparseRowGrad& sparse) {
   // The gradient is the arena, minus a row-sparse tensor's (unused) slot, plus its rows. Only an
   // untied wte is sparse, and it is tensor 0: the dense part is then [wte's end, n).
   const size_t n = model.num_parameters();
   const TensorSpec& first = model.tensors().front();
   const size_t dense_begin = first.sparse_grad ? first.offset + first.size : 0;
-  const SparseRowGrad sparse = model.wte_grad_rows();
   double total = sum_of_squares(model.grad_data() + dense_begin, n - dense_begin);
   if (sparse.count > 0) total += sum_of_squares(sparse.rows, sparse.count * sparse.C);
   const double norm = std::sqrt(total);

@@ -1,0 +1,181 @@
+#!/bin/bash
+# Data-parallel `wte train` under mpirun (issue 14), on loopback only: 2 ranks x 1 thread against
+# 1 rank x 1 thread (tied and untied), two 2-rank runs bit-identical, a 2-rank --stop-at resumed
+# bit-exactly with 2 ranks and also with 1 rank, and a rank killed with SIGKILL. Tiny model (V 300,
+# d_model 16, T 16, B 8); a few seconds. Skipped (exit 77) without mpirun or an MPI build.
+#
+# The loss bound. Step 1 starts from the same parameters: one rank's loss is the float mean of the
+# N = B*T = 128 per-token losses l_i >= 0; with two ranks it is (1/2)(mean of 64) + (1/2)(mean of
+# 64), summed in double. Recursive summation of n nonnegative floats has relative error
+# <= (n-1)u (Higham, Accuracy and Stability, 4.2; u = 2^-24), the divisions and the final
+# rounding add a few u, so the two differ by at most (127 + 63 + 4)u < 2*N*u relative:
+#   |L_2 - L_1| <= 2*N*u*L_1 = 1.5e-5 * L_1.
+# Later steps also carry the gradients' rounding (each gradient element is a sum of the same N
+# token contributions, split at another place, so it differs by <= N*u relative) through AdamW
+# into the parameters; over these 10 steps (lr <= 6e-4) that moves the loss far less than the
+# summation bound, and the test holds every step to the same 2*N*u*L. Measured: at most 1 ulp of
+# the float loss (4.8e-7 at L = 5.7).
+set -euo pipefail
+: "${WTE_CLI:?}" "${WTE_BINARY_DIR:?}"
+if ! command -v mpirun > /dev/null 2>&1; then
+  echo "SKIP: mpirun not found (Debian: openmpi-bin)"; exit 77
+fi
+command -v h5diff > /dev/null 2>&1 || { echo "SKIP: h5diff not found (hdf5-tools)"; exit 77; }
+dir=$(mktemp -d "${WTE_BINARY_DIR}/mpi_test.XXXXXX")
+mpirun_pid=""
+cleanup() {
+  if [ -n "$mpirun_pid" ]; then kill -9 "$mpirun_pid" 2> /dev/null || true; fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# Loopback only: no traffic to any other address (PLATFORM.md, Open MPI).
+MPI=(mpirun --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo
+     --mca btl_tcp_if_include lo)
+
+/usr/bin/python3 - "$dir/corpus.txt" <<'PY'
+import random, sys
+r = random.Random(7)
+words = ("the cat sat on a mat and dog ran to red blue house river king said unto him lord god "
+         "water fire land of in").split()
+docs = []
+for d in range(60):
+    sents = [" ".join(r.choice(words) for _ in range(r.randint(4, 12))).capitalize() + "."
+             for _ in range(r.randint(3, 8))]
+    docs.append(" ".join(sents))
+open(sys.argv[1], "w").write("\n\n".join(docs) + "\n")
+PY
+cat > "$dir/tiny.ini" <<INI
+[model]
+vocab_size = 300
+d_model = 16
+n_ctx = 16
+[data]
+text = $dir/corpus.txt
+seq_len = 16
+val_fraction = 0.1
+[train]
+batch_size = 8
+steps = 10
+eval_interval = 5
+eval_tokens = 256
+log_interval = 1
+threads = 1
+[checkpoint]
+interval = 5
+INI
+
+train1() { "$WTE_CLI" train --config "$dir/tiny.ini" -q "$@"; }
+train2() { "${MPI[@]}" -np 2 "$WTE_CLI" train --config "$dir/tiny.ini" -q "$@"; }
+
+# An MPI build? (A build without MPI refuses to run as 2 ranks, naming WTE_MPI.)
+if ! train2 --out "$dir/probe" --train.steps=2 > "$dir/probe.txt" 2>&1; then
+  if grep -q "built without MPI" "$dir/probe.txt"; then
+    echo "SKIP: wte was built without MPI (WTE_MPI off or libopenmpi-dev missing)"; exit 77
+  fi
+  cat "$dir/probe.txt"; fail "a 2-rank run failed"
+fi
+
+# Per-step losses (metrics.csv) of run A and run B agree within the bound; prints the largest gap.
+check_losses() {
+  /usr/bin/python3 - "$1" "$2" "$3" <<'PY' || fail "losses of $1 and $2 differ beyond the bound"
+import csv, sys
+def rows(d):
+    return {int(r["step"]): r for r in csv.DictReader(open(d + "/metrics.csv"))}
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+assert sorted(a) == sorted(b) == list(range(1, 11)), (sorted(a), sorted(b))
+N, u = 128, 2.0 ** -24
+worst = 0.0
+for s in sorted(a):
+    la, lb = float(a[s]["train_loss"]), float(b[s]["train_loss"])
+    bound = 2 * N * u * la
+    worst = max(worst, abs(la - lb) / la)
+    assert abs(la - lb) <= bound, f"step {s}: {la} vs {lb}, |diff| {abs(la - lb):.3g} > {bound:.3g}"
+print(f"{sys.argv[3]}: every step within 2*N*u*L = {2 * N * u:.3g}*L; largest relative gap {worst:.3g}")
+assert {a[s]["ranks"] for s in a} == {"1"} and {b[s]["ranks"] for s in b} == {"2"}, "ranks column"
+PY
+}
+
+# 1. 2 ranks x 1 thread = 1 rank x 1 thread within rounding, tied and untied.
+for tie in true false; do
+  train1 --out "$dir/one_$tie" --model.tie_embeddings=$tie > /dev/null
+  train2 --out "$dir/two_$tie" --model.tie_embeddings=$tie > "$dir/two_$tie.txt"
+  check_losses "$dir/one_$tie" "$dir/two_$tie" "tie_embeddings=$tie, 1 vs 2 ranks"
+  grep -q "^communication: .* step time (" "$dir/two_$tie.txt" || fail "no communication share printed"
+  [ "$(grep -c '^final validation loss' "$dir/two_$tie.txt")" = 1 ] || fail "summary not printed once"
+done
+grep -q "1 threads x 2 ranks" <("${MPI[@]}" -np 2 "$WTE_CLI" train --config "$dir/tiny.ini" \
+  --out "$dir/progress" --train.steps=2) || fail "model line does not name 2 ranks"
+
+# 2. Two 2-rank runs are bit-identical (every dataset, and every logged number but timings).
+train2 --out "$dir/again" --model.tie_embeddings=false > /dev/null
+h5diff "$dir/two_false/checkpoint_00000010.h5" "$dir/again/checkpoint_00000010.h5" \
+  || fail "two 2-rank runs differ"
+cmp <(cut -d, -f1-5 "$dir/two_false/metrics.csv") <(cut -d, -f1-5 "$dir/again/metrics.csv") \
+  || fail "two 2-rank runs logged different losses"
+echo "two 2-rank runs: bit-identical checkpoints and losses"
+
+# 3. A 2-rank run stopped with --stop-at resumes bit-exactly with 2 ranks, and also with 1 rank.
+train2 --out "$dir/stopped" --stop-at 5 > /dev/null
+[ -f "$dir/stopped/checkpoint_00000005.h5" ] || fail "no checkpoint at the stop"
+[ ! -f "$dir/stopped/checkpoint_00000010.h5" ] || fail "--stop-at did not stop"
+cp -r "$dir/stopped" "$dir/stopped1"
+"${MPI[@]}" -np 2 "$WTE_CLI" train --resume "$dir/stopped/checkpoint_00000005.h5" -q > /dev/null \
+  || fail "2-rank resume failed"
+h5diff "$dir/two_true/checkpoint_00000010.h5" "$dir/stopped/checkpoint_00000010.h5" \
+  || fail "2-rank stop + 2-rank resume differs from the uninterrupted 2-rank run"
+cmp <(cut -d, -f1-5 "$dir/two_true/metrics.csv") <(cut -d, -f1-5 "$dir/stopped/metrics.csv") \
+  || fail "resumed losses differ"
+echo "2-rank --stop-at 5 + 2-rank resume: bit-identical to the uninterrupted 2-rank run"
+"$WTE_CLI" train --resume "$dir/stopped1/checkpoint_00000005.h5" -q > /dev/null \
+  || fail "1-rank resume of a 2-rank checkpoint failed"
+/usr/bin/python3 - "$dir/two_true" "$dir/stopped1" <<'PY' || fail "1-rank resume losses"
+import csv, sys
+a = {int(r["step"]): r for r in csv.DictReader(open(sys.argv[1] + "/metrics.csv"))}
+b = {int(r["step"]): r for r in csv.DictReader(open(sys.argv[2] + "/metrics.csv"))}
+assert sorted(b) == list(range(1, 11)), sorted(b)
+for s in range(1, 6):
+    assert a[s]["train_loss"] == b[s]["train_loss"] and b[s]["ranks"] == "2", s
+N, u = 128, 2.0 ** -24
+for s in range(6, 11):
+    la, lb = float(a[s]["train_loss"]), float(b[s]["train_loss"])
+    assert abs(la - lb) <= 2 * N * u * la, (s, la, lb)
+    assert b[s]["ranks"] == "1", s
+print("2-rank --stop-at 5 + 1-rank resume: steps 6-10 within 2*N*u*L of the 2-rank run")
+PY
+
+# 4. A rank killed with SIGKILL: mpirun ends the job naming the rank; the last checkpoint is whole
+# and --resume auto continues from it.
+"${MPI[@]}" -np 2 "$WTE_CLI" train --config "$dir/tiny.ini" --out "$dir/killed" -q \
+  --train.steps=1000000 --checkpoint.interval=20 --train.eval_interval=0 \
+  > "$dir/killed.txt" 2>&1 &
+mpirun_pid=$!
+for _ in $(seq 600); do
+  ls "$dir/killed"/checkpoint_*.h5 > /dev/null 2>&1 && break
+  sleep 0.1
+done
+ls "$dir/killed"/checkpoint_*.h5 > /dev/null 2>&1 || fail "no checkpoint within 60 s"
+rank1=""
+for p in $(pgrep -P "$mpirun_pid"); do
+  if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then rank1=$p; fi
+done
+[ -n "$rank1" ] || fail "rank 1's process not found among mpirun's children"
+sleep 0.3
+kill -9 "$rank1"
+set +e
+wait "$mpirun_pid"; rc=$?
+set -e
+mpirun_pid=""
+[ "$rc" != 0 ] || fail "mpirun exited 0 after rank 1 was killed"
+grep -q "rank 1 with PID [0-9]* .*exited on signal 9" "$dir/killed.txt" \
+  || { cat "$dir/killed.txt"; fail "mpirun's message does not name rank 1 and signal 9"; }
+echo "rank 1 killed: mpirun exited $rc: $(grep -o "process rank 1 with PID [0-9]* .*exited on signal 9 ([A-Za-z]*)" "$dir/killed.txt")"
+last=$(ls "$dir/killed"/checkpoint_*.h5 | sort | tail -n 1)
+"$WTE_CLI" inspect "$last" > /dev/null || fail "the last checkpoint $last is not whole"
+step=$((10#$(basename "$last" .h5 | sed 's/checkpoint_//')))
+"${MPI[@]}" -np 2 "$WTE_CLI" train --config "$dir/tiny.ini" --out "$dir/killed" -q \
+  --train.steps=1000000 --checkpoint.interval=20 --train.eval_interval=0 --resume auto \
+  --stop-at $((step + 3)) > "$dir/resumed.txt" 2>&1 || { cat "$dir/resumed.txt"; fail "--resume auto after the kill"; }
+[ -f "$dir/killed/checkpoint_$(printf %08d $((step + 3))).h5" ] || fail "resume did not reach step $((step + 3))"
+echo "after the kill: $last is whole; --resume auto continued from step $step"
+echo "PASS"
