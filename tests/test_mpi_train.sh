@@ -178,4 +178,12 @@ step=$((10#$(basename "$last" .h5 | sed 's/checkpoint_//')))
   --stop-at $((step + 3)) > "$dir/resumed.txt" 2>&1 || { cat "$dir/resumed.txt"; fail "--resume auto after the kill"; }
 [ -f "$dir/killed/checkpoint_$(printf %08d $((step + 3))).h5" ] || fail "resume did not reach step $((step + 3))"
 echo "after the kill: $last is whole; --resume auto continued from step $step"
+# 5. `wte profile comm` on the tiny config: the measured exchange, the sweep and the projection.
+"${MPI[@]}" -np 2 "$WTE_CLI" profile comm --config "$dir/tiny.ini" --model.tie_embeddings=false \
+  --repeat 3 --ranks 2,8 > "$dir/comm.txt" || fail "wte profile comm"
+grep -q "^gradient exchanged per step: dense [0-9]* floats .*sparse rows" "$dir/comm.txt" || fail "comm: sizes"
+grep -q "latency .* bandwidth .* GB/s" "$dir/comm.txt" || fail "comm: latency/bandwidth"
+[ "$(grep -cE '^(10|100) Gbit/s' "$dir/comm.txt")" = 4 ] || { cat "$dir/comm.txt"; fail "comm: projection rows"; }
+"$WTE_CLI" profile comm > /dev/null 2> "$dir/comm_err.txt" && fail "profile comm ran with one process"
+grep -q "run it under mpirun -np 2" "$dir/comm_err.txt" || fail "profile comm: one-process error"
 echo "PASS"

@@ -112,6 +112,7 @@ std::string svg_chart(const std::vector<Row>& rows) {
 }  // namespace
 
 int cmd_profile(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "comm") return cmd_profile_comm(argc - 1, argv + 1);
   po::options_description desc("Options");
   desc.add_options()("help,h", "print this help")(
       "vocab", po::value<std::string>()->default_value("50257"), "V: rows of the table, in [1, 2^31)")(
@@ -142,7 +143,8 @@ int cmd_profile(int argc, char** argv) {
     return 2;
   }
   if (vm.count("help")) {
-    std::cout << "Usage: wte profile [scatter|gather|step|all] [options]\n\n"
+    std::cout << "Usage: wte profile [scatter|gather|step|all] [options]\n"
+                 "       mpirun -np 2 wte profile comm [--config FILE] (see wte profile comm --help)\n\n"
                  "Times the embedding gather (wte[ids] + wpe), every scatter strategy of its\n"
                  "backward, the untied backward fused with lazy AdamW, and (step) one whole\n"
                  "training step split into its parts, beside this machine's memory limits measured\n"
@@ -158,7 +160,7 @@ int cmd_profile(int argc, char** argv) {
   }
   const std::string what = vm["what"].as<std::string>();
   if (what != "scatter" && what != "gather" && what != "step" && what != "all") {
-    std::fprintf(stderr, "wte profile: unknown part '%s'; allowed: scatter, gather, step, all\n",
+    std::fprintf(stderr, "wte profile: unknown part '%s'; allowed: scatter, gather, step, all, comm\n",
                  what.c_str());
     return 2;
   }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <limits>
 
 #include "wte/error.h"
@@ -129,6 +130,21 @@ void Comm::abort(int code) {
 void Comm::barrier() {
 #ifdef WTE_HAVE_MPI
   if (mpi_) check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+#endif
+}
+
+void Comm::barrier_sleeping() {
+#ifdef WTE_HAVE_MPI
+  if (!mpi_) return;
+  MPI_Request req;
+  check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier");
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    const struct timespec ms{0, 1000000};
+    nanosleep(&ms, nullptr);
+  }
 #endif
 }
 

@@ -35,6 +35,9 @@ class Comm {
   [[noreturn]] void abort(int code);
 
   void barrier();
+  /// A barrier that waits in 1 ms sleeps (MPI_Ibarrier + MPI_Test) instead of spinning, so a rank
+  /// that waits leaves its core to the others.
+  void barrier_sleeping();
   /// recv (size() · bytes) = every rank's `bytes` bytes of send, in rank order.
   void allgather(const void* send, size_t bytes, void* recv);
   /// recv = the concatenation, in rank order, of every rank's send; recv_counts[r] = rank r's count

@@ -42,6 +42,12 @@ class GradientSync {
   /// (clipping scales it); one rank: the model's own.
   SparseRowGrad wte_rows(Model& model);
 
+  /// The dense exchange alone on n floats of g (in place; `wte profile comm`'s size sweep).
+  void reduce_floats(float* g, size_t n) {
+    bytes_sent_ = 0;
+    if (comm_.size() > 1) reduce_dense(g, n);
+  }
+
   /// Seconds spent in reduce() since construction (includes waiting for slower ranks), and bytes
   /// this rank sent in its last reduce().
   double seconds() const { return seconds_; }
