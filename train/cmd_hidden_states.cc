@@ -254,7 +254,7 @@ int cmd_hidden_states(int argc, char** argv) {
     std::printf("  %-28s baseline %.4f\n", layer_name(l).c_str(), base.anisotropy[l]);
 
   bool causal_ok = true;
-  size_t same_index = 0;
+  size_t same_index = 0, tables = 0;
   std::printf("\nsame token at the same index in two texts, layer by layer:\n");
   for (size_t a = 0; a < texts.size(); ++a)
     for (size_t b = a + 1; b < texts.size(); ++b) {
@@ -293,6 +293,7 @@ int cmd_hidden_states(int argc, char** argv) {
       for (size_t i = first_diff; i < n; ++i) {
         if (ia[i] != ib[i]) continue;
         ++same_index;
+        ++tables;
         std::printf("  %s (%d) at index %zu; why: the texts differ at index %zu (%s vs %s), before it. "
                     "Layer 0 is wte[id] + wpe[%zu] in both, the context-free row, so it is "
                     "bit-identical; %s\n",
@@ -324,7 +325,7 @@ int cmd_hidden_states(int argc, char** argv) {
       }
     }
   if (same_index == 0) std::printf("  (none: no two texts share a token at one index)\n");
-  if (same_index > 0)
+  if (tables > 0)
     std::printf("\nread each cosine against its layer's baseline: when random rows of a layer "
                 "already have a high mean cosine (they crowd into one cone), a high cosine says "
                 "little; the centred cosine removes that common direction.\n");
