@@ -107,6 +107,18 @@ done
 grep -q "1 threads x 2 ranks" <("${MPI[@]}" -np 2 "$WTE_CLI" train --config "$dir/tiny.ini" \
   --out "$dir/progress" --train.steps=2) || fail "model line does not name 2 ranks"
 
+# An error on one rank names it and ends the job (rank 0 alone checks the run directory).
+set +e
+train2 --out "$dir/two_true" > /dev/null 2> "$dir/err.txt"; rc=$?
+"${MPI[@]}" -np 3 "$WTE_CLI" train --config "$dir/tiny.ini" -q --out "$dir/three" \
+  --train.batch_size=2 > /dev/null 2> "$dir/err3.txt"; rc3=$?
+set -e
+[ "$rc" != 0 ] && grep -q "wte train: error on rank 0 of 2: run directory .* already holds" "$dir/err.txt" \
+  || { cat "$dir/err.txt"; fail "an error on rank 0 did not end the job naming the rank"; }
+[ "$rc3" != 0 ] && grep -q "train.batch_size = 2 is smaller than the number of ranks (3)" "$dir/err3.txt" \
+  || { cat "$dir/err3.txt"; fail "3 ranks for a batch of 2"; }
+[ ! -e "$dir/three" ] || fail "3 ranks for a batch of 2 wrote the run directory"
+
 # 2. Two 2-rank runs are bit-identical (every dataset, and every logged number but timings).
 train2 --out "$dir/again" --model.tie_embeddings=false > /dev/null
 h5diff "$dir/two_false/checkpoint_00000010.h5" "$dir/again/checkpoint_00000010.h5" \
