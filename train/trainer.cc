@@ -399,6 +399,17 @@ std::ofstream write_run_files(const Config& cfg, const RunOptions& opts, const R
   return metrics;
 }
 
+// Sizes the activation arena for the training batch and prints what the run holds in memory.
+void print_memory(Model& model, size_t B, size_t T, const Say& say) {
+  model.reserve(B, T);
+  const double mb = 1.0 / (1024.0 * 1024.0);
+  const double params = static_cast<double>(model.num_parameters() * sizeof(float)) * mb;
+  const double acts = static_cast<double>(model.activation_bytes()) * mb;
+  say("memory: parameters %.1f MiB, gradients %.1f MiB, AdamW m and v %.1f MiB, activations "
+      "%.1f MiB (B %zu, T %zu); total %.1f MiB\n",
+      params, params, 2 * params, acts, B, T, 4 * params + acts);
+}
+
 // --- The step -----------------------------------------------------------------------------------
 
 struct StepResult {
@@ -578,10 +589,13 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   if (writer) metrics = write_run_files(cfg, opts, d, start_step, say, &metrics_path);
   if (!resuming && writer) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, 0);
   SampleTrace trace(writer);
-  say("model: vocab_size %zu, d_model %zu, n_ctx %zu, ln_f %s, tied lm_head; %zu parameters; "
-      "%d threads%s\n",
-      cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx, cfg.model.ln_f ? "on" : "off",
-      model.num_parameters(), omp_get_max_threads(), sync.describe().c_str());
+  say("model: vocab_size %zu, d_model %zu, n_ctx %zu, n_layer %zu, n_head %zu, ln_f %s, %s; "
+      "%zu parameters; %d threads%s\n",
+      cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx, cfg.model.n_layer,
+      cfg.model.n_head, cfg.model.ln_f ? "on" : "off",
+      cfg.model.tie_embeddings ? "tied lm_head" : "untied lm_head", model.num_parameters(),
+      omp_get_max_threads(), sync.describe().c_str());
+  print_memory(model, B, T, say);
 
   // The loop: a step, then (when due) evaluation, a log line, a checkpoint.
   const size_t val_windows_all = (d.val_ids.size() - 1) / T;

@@ -14,6 +14,8 @@ struct ModelConfig {
   size_t vocab_size = 4096;
   size_t d_model = 128;
   size_t n_ctx = 128;
+  size_t n_layer = 0;           // transformer blocks h0..h{n_layer-1}; 0: the embedding-only model
+  size_t n_head = 4;            // NH attention heads per block; must divide d_model (hs = C / NH)
   bool ln_f = true;             // final LayerNorm before the tied unembedding
   bool tie_embeddings = true;   // true: logits = h · wteᵀ; false: separate lm_head (V,C)
   float wte_init_std = 0.02f;   // GPT-2 model.py: wte ~ N(0, 0.02²)
@@ -50,7 +52,7 @@ struct OptimConfig {
   float beta1 = 0.9f;
   float beta2 = 0.95f;
   float eps = 1e-8f;
-  float weight_decay = 0.0f;    // decoupled (AdamW); applies to wte and wpe, never to ln_f
+  float weight_decay = 0.0f;    // decoupled (AdamW): wte, wpe, lm_head, blocks' */w; never biases or LayerNorms
   float grad_clip = 1.0f;       // clip the global gradient L2 norm to this (0: off)
 };
 

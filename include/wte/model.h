@@ -1,12 +1,18 @@
-// The embedding model: GPT-2 with no transformer blocks yet.
+// GPT-2 (Radford et al. 2019, model.py) on the CPU in float32, with n_layer transformer blocks
+// (n_layer = 0: the embedding-only model, bit for bit what wte trained before blocks existed).
 //
-//   hidden_states[0] = wte[x] + wpe[t]          (B,T,C)  lookup + position     (simd kernel)
-//   h'               = ln_f(hidden_states[0])   (B,T,C)  optional final norm   (oneDNN)
-//   logits           = h' · wteᵀ                (B,T,V)  tied lm_head          (oneDNN matmul)
-//   loss             = mean cross-entropy of logits against the next tokens    (simd kernel)
+//   residual(0) = wte[x] + wpe[t]              (B,T,C)  lookup + position  (simd kernel)
+//   for l in 0..n_layer-1:                              block h{l}          (src/model/block.*)
+//     x = residual(l)
+//     x = x + attn(ln_1(x))                             c_attn, causal multi-head attention, c_proj
+//     residual(l+1) = x + mlp(ln_2(x))                  c_fc, GELU (tanh form), c_proj
+//   h'     = ln_f(residual(n_layer))           (B,T,C)  optional final norm (oneDNN)
+//   logits = h' · wteᵀ                         (B,T,V)  tied lm_head        (oneDNN matmul)
+//   loss   = mean cross-entropy of logits against the next tokens           (simd kernel)
 //
-// Source: GPT-2's model.py (Radford et al. 2019): model(), norm(), the tied `tf.matmul(h_flat, wte,
-// transpose_b=True)`; initialisation from the same file.
+// Source: GPT-2's model.py: model(), block(), attn(), mlp(), norm(), the tied
+// `tf.matmul(h_flat, wte, transpose_b=True)`; initialisation from the same file and the GPT-2
+// paper (residual projections scaled by 1/√(2·n_layer)).
 //
 // wte's gradient has two paths that add into ONE buffer, grads.wte: the unembedding GEMM
 // (dlogitsᵀ · h', dense, written first with beta = 0, so no V×C zero-fill is needed) and the lookup
@@ -28,6 +34,22 @@
 
 namespace wte {
 
+/// Named views of one block's tensors (GPT-2's names under h{l}/; linear weights stored (in, out)).
+struct BlockTensors {
+  float* ln_1_g;         // (C)      h{l}/ln_1/g
+  float* ln_1_b;         // (C)      h{l}/ln_1/b
+  float* c_attn_w;       // (C,3C)   h{l}/attn/c_attn/w   columns [q | k | v]
+  float* c_attn_b;       // (3C)     h{l}/attn/c_attn/b
+  float* attn_c_proj_w;  // (C,C)    h{l}/attn/c_proj/w
+  float* attn_c_proj_b;  // (C)      h{l}/attn/c_proj/b
+  float* ln_2_g;         // (C)      h{l}/ln_2/g
+  float* ln_2_b;         // (C)      h{l}/ln_2/b
+  float* c_fc_w;         // (C,4C)   h{l}/mlp/c_fc/w
+  float* c_fc_b;         // (4C)     h{l}/mlp/c_fc/b
+  float* mlp_c_proj_w;   // (4C,C)   h{l}/mlp/c_proj/w
+  float* mlp_c_proj_b;   // (C)      h{l}/mlp/c_proj/b
+};
+
 /// Named views into one parameter arena (or the gradient arena, same layout).
 struct ParameterTensors {
   float* wte;     // (V, C)      token embedding, also the (tied) lm_head
@@ -35,6 +57,7 @@ struct ParameterTensors {
   float* ln_f_g;  // (C)         ln_f gain   (GPT-2's name: model/ln_f/g)
   float* ln_f_b;  // (C)         ln_f bias   (GPT-2's name: model/ln_f/b)
   float* lm_head; // (V, C)      untied lm_head; nullptr when tie_embeddings (wte is the lm_head)
+  std::vector<BlockTensors> h;  // (n_layer) blocks h0, h1, ...
 };
 
 /// wte's row-sparse gradient of an untied model (see Model::wte_grad_rows).
@@ -50,15 +73,17 @@ struct SparseRowGrad {
 struct StepTimes {
   double lookup = 0, ln_f_fwd = 0, logits_gemm = 0, cross_entropy = 0, dlm_head_gemm = 0,
          dh_gemm = 0, ln_f_bwd = 0, scatter = 0, dwpe = 0;
+  double blocks_fwd = 0, blocks_bwd = 0;  // all transformer blocks, forward and backward
 };
 
 /// One tensor of the arena: its name (also its HDF5 dataset name), shape, offset and size in floats.
 struct TensorSpec {
-  std::string name;            // "wte", "wpe", "ln_f/g", "ln_f/b"
+  std::string name;            // "wte", "wpe", "ln_f/g", "ln_f/b", "h0/attn/c_attn/w", ...
   std::vector<size_t> shape;
   size_t offset;
   size_t size;
-  bool weight_decay;           // AdamW decays the embedding tables and lm_head, never ln_f
+  bool weight_decay;           // AdamW decays the embedding tables, lm_head and */w; never
+                               // biases or LayerNorms
   bool sparse_grad = false;    // gradient is row-sparse (Model::wte_grad_rows), not in the arena
 };
 
@@ -71,17 +96,22 @@ struct TensorSpec {
 /// bit-identical for any thread count.
 class Model {
  public:
-  /// Allocates the arenas: wte and wpe zero, ln_f g = 1 and b = 0 (call init_weights for noise).
-  /// Tensors in arena order: wte, wpe, ln_f/g, ln_f/b, then lm_head (V,C) if untied (zero until
-  /// init_weights). Throws wte::Error if a shape is 0.
+  /// Allocates the arenas: everything zero except LayerNorm gains (ln_f/g, h{l}/ln_1/g, ln_2/g) = 1
+  /// (call init_weights for noise). Tensors in arena order: wte, wpe, ln_f/g, ln_f/b, then
+  /// lm_head (V,C) if untied, then for each block l in order h{l}/ln_1/g, ln_1/b, attn/c_attn/w,
+  /// attn/c_attn/b, attn/c_proj/w, attn/c_proj/b, ln_2/g, ln_2/b, mlp/c_fc/w, mlp/c_fc/b,
+  /// mlp/c_proj/w, mlp/c_proj/b (docs/checkpoint.md). Throws wte::Error if a shape is 0 or, with
+  /// n_layer > 0, if n_head is 0 or does not divide d_model.
   explicit Model(const ModelConfig& config);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   /// GPT-2 init: wte ~ N(0, wte_init_std²), wpe ~ N(0, wpe_init_std²), ln_f g = 1, b = 0, then an
-  /// untied lm_head ~ N(0, wte_init_std²), drawn in that order from wte::Rng(seed): identical on
-  /// every machine and thread count (a tied model draws exactly what it drew before lm_head existed).
+  /// untied lm_head ~ N(0, wte_init_std²), then the blocks in arena order: every */w ~ N(0, 0.02²)
+  /// except attn/c_proj/w and mlp/c_proj/w ~ N(0, (0.02/√(2·n_layer))²), biases 0, LayerNorm
+  /// g = 1, b = 0; all drawn in that order from one wte::Rng(seed): identical on every machine and
+  /// thread count (a model draws exactly what it drew before lm_head or the blocks existed).
   void init_weights(uint64_t seed);
 
   /// Training forward: fills activations, returns the mean loss over the B·T targets, and leaves
@@ -92,7 +122,9 @@ class Model {
 
   /// Gradients of the loss of the last forward() into grads(): every gradient is overwritten, so
   /// no zero_grad is needed. Order: unembedding GEMM writes grads.wte, the ln_f backward writes
-  /// dhidden and grads.ln_f, the scatter adds into grads.wte, dwpe is zeroed and accumulated.
+  /// the residual stream's gradient and grads.ln_f, the blocks from last to first write their
+  /// gradients and update the residual gradient in place, the scatter adds into grads.wte, dwpe is
+  /// zeroed and accumulated.
   void backward();
 
   /// Inference forward: returns the logits (B,T,V), valid until the next call; if targets is not
@@ -107,8 +139,29 @@ class Model {
   /// Attach (or detach with nullptr) per-part timing of forward()/backward() (`wte profile step`).
   void set_step_times(StepTimes* times) { times_ = times; }
 
-  /// hidden_states[0] = wte[x] + wpe[t] (B,T,C) of the last forward.
+  /// hidden_states[0] = wte[x] + wpe[t] (B,T,C) of the last forward (= residual(0)).
   const float* hidden_states() const;
+
+  /// The residual stream entering block l (B,T,C) of the last forward, for l in [0, n_layer]:
+  /// residual(0) = wte[x] + wpe[t]; residual(n_layer) = after the last block, before ln_f.
+  /// Throws wte::Error if l > n_layer.
+  const float* residual(size_t l) const;
+
+  /// What the unembedding read in the last forward (B,T,C): ln_f's output, or residual(n_layer)
+  /// when ln_f is off. Hugging Face's hidden_states list is [residual(0), ..., residual(n_layer-1),
+  /// final_hidden()].
+  const float* final_hidden() const;
+
+  /// The parameter tensor named `name` (e.g. "h0/attn/c_attn/w", see tensors()), or nullptr.
+  float* param(const std::string& name);
+  const float* param(const std::string& name) const;
+
+  /// Sizes the activation arena for batches up to (B, T) now rather than at the first forward
+  /// (forward() grows it when needed). Throws wte::Error if T > n_ctx or B or T is 0.
+  void reserve(size_t B, size_t T);
+  /// Bytes of the activation arena (one allocation: residual stream, every block's saved values,
+  /// ln_f, logits, scratch), 0 before the first reserve/forward.
+  size_t activation_bytes() const;
 
   const ModelConfig& config() const { return config_; }
   const std::vector<TensorSpec>& tensors() const { return tensors_; }

@@ -141,13 +141,19 @@ const std::vector<Key>& keys() {
                "V: rows of wte (>= 256, the byte tokens); must equal the tokenizer's size"),
       WTE_UINT(model, d_model, 1, 1u << 16, "C: width of every embedding row"),
       WTE_UINT(model, n_ctx, 1, 1u << 20, "number of position rows in wpe (max sequence length)"),
-      WTE_BOOL(model, ln_f, "apply the final LayerNorm ln_f before the tied unembedding"),
+      WTE_UINT(model, n_layer, 0, 1024,
+               "transformer blocks (GPT-2's h0, h1, ...): x = x + attn(ln_1(x)); "
+               "x = x + mlp(ln_2(x)); 0: the embedding-only model (wte + wpe -> ln_f -> logits)"),
+      WTE_UINT(model, n_head, 1, 1u << 16,
+               "NH: attention heads per block; must divide model.d_model (head size d_model / "
+               "n_head)"),
+      WTE_BOOL(model, ln_f, "apply the final LayerNorm ln_f (after the last block) before the unembedding"),
       WTE_BOOL(model, tie_embeddings,
                "true: logits = h · wteᵀ (GPT-2's tied lm_head); false: a separate lm_head (V, C) and a "
                "row-sparse lazy AdamW for wte (only the rows a step looks up are updated)"),
       WTE_FLOAT(model, wte_init_std, 0.0, 10.0, false, "std of wte's normal init (GPT-2: 0.02)"),
       WTE_FLOAT(model, wpe_init_std, 0.0, 10.0, false, "std of wpe's normal init (GPT-2: 0.01)"),
-      WTE_FLOAT(model, ln_eps, 0.0, 1.0, true, "ln_f epsilon added to the variance"),
+      WTE_FLOAT(model, ln_eps, 0.0, 1.0, true, "LayerNorm epsilon added to the variance (ln_f, and ln_1/ln_2 of every block)"),
       make_string("data.text", "UTF-8 corpus; documents separated by a blank line",
                   "a path to a text file", true, true, [](const Config& c) { return c.data.text; },
                   [](Config& c, const std::string& s) { c.data.text = s; }),
@@ -215,7 +221,7 @@ const std::vector<Key>& keys() {
       WTE_FLOAT_BELOW(optim, beta2, 0.0, 1.0, "AdamW beta2"),
       WTE_FLOAT(optim, eps, 0.0, 1.0, true, "AdamW epsilon"),
       WTE_FLOAT(optim, weight_decay, 0.0, 10.0, false,
-                "decoupled weight decay on wte and wpe (never ln_f)"),
+                "decoupled weight decay on wte, wpe, lm_head and the blocks' weights */w (never biases or LayerNorms)"),
       WTE_FLOAT(optim, grad_clip, 0.0, 1e6, false, "clip the global gradient norm (0: off)"),
       WTE_UINT(checkpoint, interval, 0, kMaxU, "steps between checkpoints (0: at the end only)"),
       WTE_UINT(checkpoint, keep_last, 0, kMaxU,
@@ -240,6 +246,13 @@ void validate(const Config& c, const std::function<std::string(const std::string
     fail(val("data.seq_len", std::to_string(c.data.seq_len)) + " exceeds " +
          val("model.n_ctx", std::to_string(c.model.n_ctx)) +
          "; a sequence may be at most n_ctx tokens long");
+  // Only a model with blocks has heads: zero-block configs (and their checkpoints) of any d_model
+  // stay valid.
+  if (c.model.n_layer > 0 && c.model.d_model % c.model.n_head != 0)
+    fail(val("model.n_head", std::to_string(c.model.n_head)) + " does not divide " +
+         val("model.d_model", std::to_string(c.model.d_model)) + " (with " +
+         val("model.n_layer", std::to_string(c.model.n_layer)) +
+         "); every head has d_model / n_head channels");
   if (c.data.train_tokens.empty() != c.data.val_tokens.empty())
     fail("data.train_tokens and data.val_tokens must be given together (" +
          (c.data.train_tokens.empty() ? val("data.val_tokens", c.data.val_tokens)

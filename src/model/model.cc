@@ -1,21 +1,25 @@
+// wte::Model: the parameter arena, the activation arena and GPT-2's forward and backward, reading
+// like the architecture diagram (include/wte/model.h). The layers live in their own files:
+// src/model/matmul.* (linear layers and every GEMM), attention.*, block.* (one transformer block),
+// layernorm.* (ln_f on oneDNN); the elementwise kernels are in include/wte/kernels.h.
 #include "wte/model.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <oneapi/dnnl/dnnl.hpp>
+#include <utility>
 
-#include "wte/kernels.h"
+#include "src/model/block.h"
+#include "src/model/layernorm.h"
+#include "src/model/matmul.h"
 #include "wte/data.h"
 #include "wte/error.h"
+#include "wte/kernels.h"
 #include "wte/rng.h"
 
 namespace wte {
-
-using dnnl::memory;
-using tag = dnnl::memory::format_tag;
-using dt = dnnl::memory::data_type;
 
 void Model::Deleter::operator()(float* p) const { std::free(p); }
 
@@ -29,90 +33,49 @@ Model::Buffer allocate_floats(size_t n) {
 
 namespace {
 
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
+// GPT-2's initializer_range for every block weight (model.py / Hugging Face's GPT2Config).
+constexpr double kBlockInitStd = 0.02;
 
-// A matmul dst = src · wei for plain row-major buffers; strides express transposes, so no copy
-// is ever made. Created once per shape; buffers are bound per call.
-struct Matmul {
-  dnnl::matmul prim;
-  memory src, wei, dst;
-
-  // src (M,K) with strides src_strides, wei (K,N) with strides wei_strides, dst (M,N) row-major.
-  Matmul(memory::dim M, memory::dim K, memory::dim N, memory::dims src_strides,
-         memory::dims wei_strides) {
-    memory::desc src_md({M, K}, dt::f32, src_strides);
-    memory::desc wei_md({K, N}, dt::f32, wei_strides);
-    memory::desc dst_md({M, N}, dt::f32, tag::ab);
-    dnnl::matmul::desc desc(src_md, wei_md, dst_md);
-    dnnl::matmul::primitive_desc pd(desc, cpu_engine());
-    prim = dnnl::matmul(pd);
-    src = memory(src_md, cpu_engine(), DNNL_MEMORY_NONE);
-    wei = memory(wei_md, cpu_engine(), DNNL_MEMORY_NONE);
-    dst = memory(dst_md, cpu_engine(), DNNL_MEMORY_NONE);
+// Carves 64-byte-aligned views out of one allocation: a first pass (base == nullptr) only counts.
+class ArenaCarver {
+ public:
+  explicit ArenaCarver(float* base) : base_(base) {}
+  float* take(size_t n) {
+    float* p = base_ == nullptr ? nullptr : base_ + used_;
+    used_ += (n + 15) / 16 * 16;
+    return p;
   }
+  size_t used() const { return used_; }
 
-  void run(dnnl::stream& s, const float* src_ptr, const float* wei_ptr, float* dst_ptr) {
-    src.set_data_handle(const_cast<float*>(src_ptr));
-    wei.set_data_handle(const_cast<float*>(wei_ptr));
-    dst.set_data_handle(dst_ptr);
-    prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
-  }
-};
-
-// ln_f through oneDNN's layer normalization (same formula as GPT-2's norm(): biased variance,
-// epsilon inside the square root), forward_training so mean and variance are kept for backward.
-struct LayerNorm {
-  dnnl::layer_normalization_forward fwd;
-  dnnl::layer_normalization_backward bwd;
-  memory src, dst, mean, variance, scale, shift, diff_src, diff_dst, diff_scale, diff_shift;
-
-  LayerNorm(memory::dim N, memory::dim C, float eps) {
-    const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-    memory::desc data_md({N, C}, dt::f32, tag::ab);
-    dnnl::layer_normalization_forward::desc fwd_desc(dnnl::prop_kind::forward_training, data_md,
-                                                     eps, flags);
-    dnnl::layer_normalization_forward::primitive_desc fwd_pd(fwd_desc, cpu_engine());
-    dnnl::layer_normalization_backward::desc bwd_desc(dnnl::prop_kind::backward, data_md, data_md,
-                                                      eps, flags);
-    dnnl::layer_normalization_backward::primitive_desc bwd_pd(bwd_desc, cpu_engine(), fwd_pd);
-    fwd = dnnl::layer_normalization_forward(fwd_pd);
-    bwd = dnnl::layer_normalization_backward(bwd_pd);
-    auto make = [](const memory::desc& md) { return memory(md, cpu_engine(), DNNL_MEMORY_NONE); };
-    src = make(data_md);
-    dst = make(data_md);
-    diff_src = make(data_md);
-    diff_dst = make(data_md);
-    mean = make(fwd_pd.mean_desc());
-    variance = make(fwd_pd.variance_desc());
-    memory::desc c_md({C}, dt::f32, tag::a);
-    scale = make(c_md);
-    shift = make(c_md);
-    diff_scale = make(c_md);
-    diff_shift = make(c_md);
-  }
+ private:
+  float* base_;
+  size_t used_ = 0;
 };
 
 }  // namespace
 
 struct Model::Impl {
-  dnnl::stream stream{cpu_engine()};
-  size_t capacity_rows = 0;  // N the activation buffers hold
-  Buffer hidden;             // (N, C) hidden_states[0]
-  Buffer ln_out;             // (N, C) ln_f output (unused when ln_f is off)
-  Buffer ln_mean, ln_var;    // (N)    ln_f statistics: mean and (biased) variance
-  Buffer dln_out;            // (N, C) gradient w.r.t. h'
-  Buffer dhidden;            // (N, C) gradient w.r.t. hidden_states[0]
-  Buffer logits;             // (N, V) logits, or dlogits after a training forward
-  Buffer losses;             // (N)
-  std::vector<int32_t> inputs;  // (N) ids of the last forward, for the lookup backward
+  Gemm gemm;
+  dnnl::stream& stream = gemm.stream();
+  size_t cap_rows = 0, cap_btt = 0;  // the arena holds N <= cap_rows and B·T·T <= cap_btt
+  Buffer arena;                      // every activation below, one allocation
+  size_t arena_floats = 0;
+  std::vector<float*> residual;      // (n_layer+1) x (N,C): residual(l); residual(0) = hidden_states[0]
+  std::vector<BlockActivations> blocks;  // (n_layer)
+  BlockScratch scratch{};
+  float* ln_out = nullptr;           // (N,C) ln_f output (unused when ln_f is off)
+  float* ln_mean = nullptr;          // (N)   ln_f statistics: mean and (biased) variance
+  float* ln_var = nullptr;
+  float* dln_out = nullptr;          // (N,C) gradient w.r.t. h'
+  float* dresidual = nullptr;        // (N,C) gradient w.r.t. the residual stream (in place)
+  float* logits = nullptr;           // (N,V) logits, or dlogits after a training forward
+  float* losses = nullptr;           // (N)
+  float* wte_rows = nullptr;         // (N,C) untied: wte's gradient rows (only the first count used)
+  std::vector<int32_t> inputs;       // (N) ids of the last forward, for the lookup backward
   size_t B = 0, T = 0;
   bool has_dlogits = false;
   ScatterWorkspace scatter;
-  Buffer wte_rows;                    // (N, C) untied: wte's gradient rows (only the first count used)
-  std::vector<int32_t> wte_touched;   // (N)    untied: their ids
+  std::vector<int32_t> wte_touched;  // (N) untied: their ids
   size_t wte_touched_count = 0;
 
   // Per-part timing (Model::set_step_times): each mark waits for the stream, then charges the time
@@ -129,42 +92,62 @@ struct Model::Impl {
     last_mark = now;
   }
 
-  // Primitives for one N, created on first use.
-  struct Prims {
-    std::unique_ptr<Matmul> logits;   // (N,C) x (C,V) [wteᵀ by strides] -> (N,V)
-    std::unique_ptr<Matmul> dh;       // (N,V) x (V,C) -> (N,C)
-    std::unique_ptr<Matmul> dwte;     // (V,N) [dlogitsᵀ by strides] x (N,C) -> (V,C)
-    std::unique_ptr<LayerNorm> ln;
-  };
-  std::map<size_t, Prims> prims;
-
-  void reserve(size_t N, size_t C, size_t V) {
-    if (N <= capacity_rows) return;
-    hidden = allocate_floats(N * C);
-    ln_out = allocate_floats(N * C);
-    ln_mean = allocate_floats(N);
-    ln_var = allocate_floats(N);
-    dln_out = allocate_floats(N * C);
-    dhidden = allocate_floats(N * C);
-    logits = allocate_floats(N * V);
-    losses = allocate_floats(N);
-    inputs.resize(N);
-    wte_rows = allocate_floats(N * C);
-    wte_touched.resize(N);
-    capacity_rows = N;
+  std::map<size_t, std::unique_ptr<OnednnLayerNorm>> ln_f;  // per N, created on first use
+  OnednnLayerNorm& ln_f_for(size_t N, size_t C, float eps) {
+    auto& p = ln_f[N];
+    if (!p) p = std::make_unique<OnednnLayerNorm>(N, C, eps);
+    return *p;
   }
 
-  Prims& get(size_t N, size_t C, size_t V, bool ln_f, float eps) {
-    auto it = prims.find(N);
-    if (it != prims.end()) return it->second;
-    const auto n = static_cast<memory::dim>(N), c = static_cast<memory::dim>(C),
-               v = static_cast<memory::dim>(V);
-    Prims p;
-    p.logits = std::make_unique<Matmul>(n, c, v, memory::dims{c, 1}, memory::dims{1, c});
-    p.dh = std::make_unique<Matmul>(n, v, c, memory::dims{v, 1}, memory::dims{c, 1});
-    p.dwte = std::make_unique<Matmul>(v, n, c, memory::dims{1, v}, memory::dims{c, 1});
-    if (ln_f) p.ln = std::make_unique<LayerNorm>(n, c, eps);
-    return prims.emplace(N, std::move(p)).first->second;
+  // Lays out every activation for N rows and B·T·T attention entries per head; with base ==
+  // nullptr only counts. Returns the floats needed.
+  size_t carve(float* base, size_t N, size_t BTT, const ModelConfig& c) {
+    const size_t C = c.d_model, V = c.vocab_size, L = c.n_layer, NH = c.n_head;
+    ArenaCarver a(base);
+    residual.assign(L + 1, nullptr);
+    for (size_t l = 0; l <= L; ++l) residual[l] = a.take(N * C);
+    blocks.assign(L, BlockActivations{});
+    for (BlockActivations& b : blocks) {
+      b.ln1 = a.take(N * C);
+      b.ln1_mean = a.take(N);
+      b.ln1_rstd = a.take(N);
+      b.qkv = a.take(N * 3 * C);
+      b.att = a.take(BTT * NH);
+      b.atty = a.take(N * C);
+      b.xmid = a.take(N * C);
+      b.ln2 = a.take(N * C);
+      b.ln2_mean = a.take(N);
+      b.ln2_rstd = a.take(N);
+      b.fch = a.take(N * 4 * C);
+      b.fch_gelu = a.take(N * 4 * C);
+    }
+    if (L > 0) {
+      scratch.proj = a.take(N * C);
+      scratch.datty = a.take(N * C);
+      scratch.d4c = a.take(N * 4 * C);
+      scratch.datt = a.take(BTT * NH);
+    }
+    ln_out = a.take(N * C);
+    ln_mean = a.take(N);
+    ln_var = a.take(N);
+    dln_out = a.take(N * C);
+    dresidual = a.take(N * C);
+    logits = a.take(N * V);
+    losses = a.take(N);
+    wte_rows = c.tie_embeddings ? nullptr : a.take(N * C);
+    return a.used();
+  }
+
+  void reserve(size_t B_, size_t T_, const ModelConfig& c) {
+    const size_t N = B_ * T_, BTT = B_ * T_ * T_;
+    if (N <= cap_rows && BTT <= cap_btt) return;
+    cap_rows = std::max(cap_rows, N);
+    cap_btt = std::max(cap_btt, BTT);
+    arena_floats = carve(nullptr, cap_rows, cap_btt, c);
+    arena = allocate_floats(arena_floats);
+    carve(arena.get(), cap_rows, cap_btt, c);
+    inputs.resize(cap_rows);
+    wte_touched.resize(cap_rows);
   }
 };
 
@@ -173,10 +156,14 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
   if (V == 0 || C == 0 || P == 0)
     throw Error("model shapes must be positive: vocab_size=" + std::to_string(V) +
                 ", d_model=" + std::to_string(C) + ", n_ctx=" + std::to_string(P));
-  auto add = [&](const char* name, std::vector<size_t> shape, bool decay) {
+  if (config.n_layer > 0 && (config.n_head == 0 || C % config.n_head != 0))
+    throw Error("model.n_head = " + std::to_string(config.n_head) +
+                " does not divide model.d_model = " + std::to_string(C) + " (model.n_layer = " +
+                std::to_string(config.n_layer) + "); every head has d_model / n_head channels");
+  auto add = [&](std::string name, std::vector<size_t> shape, bool decay) {
     size_t size = 1;
     for (size_t d : shape) size *= d;
-    tensors_.push_back({name, std::move(shape), num_parameters_, size, decay});
+    tensors_.push_back({std::move(name), std::move(shape), num_parameters_, size, decay});
     num_parameters_ += size;
   };
   add("wte", {V, C}, true);
@@ -187,16 +174,44 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
     tensors_[0].sparse_grad = true;  // wte: lazy row-sparse gradient (wte_grad_rows)
     add("lm_head", {V, C}, true);
   }
+  const size_t first_block_tensor = tensors_.size();
+  for (size_t l = 0; l < config.n_layer; ++l) {
+    // Built with appends: `"h" + std::to_string(l) + "/"` trips GCC 12's -Wrestrict false positive.
+    std::string h = "h";
+    h += std::to_string(l);
+    h += '/';
+    add(h + "ln_1/g", {C}, false);
+    add(h + "ln_1/b", {C}, false);
+    add(h + "attn/c_attn/w", {C, 3 * C}, true);
+    add(h + "attn/c_attn/b", {3 * C}, false);
+    add(h + "attn/c_proj/w", {C, C}, true);
+    add(h + "attn/c_proj/b", {C}, false);
+    add(h + "ln_2/g", {C}, false);
+    add(h + "ln_2/b", {C}, false);
+    add(h + "mlp/c_fc/w", {C, 4 * C}, true);
+    add(h + "mlp/c_fc/b", {4 * C}, false);
+    add(h + "mlp/c_proj/w", {4 * C, C}, true);
+    add(h + "mlp/c_proj/b", {C}, false);
+  }
   params_memory_ = allocate_floats(num_parameters_);
   grads_memory_ = allocate_floats(num_parameters_);
   auto views = [&](float* base) {
-    return ParameterTensors{base + tensors_[0].offset, base + tensors_[1].offset,
-                            base + tensors_[2].offset, base + tensors_[3].offset,
-                            tensors_.size() > 4 ? base + tensors_[4].offset : nullptr};
+    ParameterTensors v{base + tensors_[0].offset, base + tensors_[1].offset,
+                       base + tensors_[2].offset, base + tensors_[3].offset,
+                       config.tie_embeddings ? nullptr : base + tensors_[4].offset, {}};
+    for (size_t l = 0; l < config.n_layer; ++l) {
+      const size_t t = first_block_tensor + 12 * l;
+      auto at = [&](size_t i) { return base + tensors_[t + i].offset; };
+      v.h.push_back(BlockTensors{at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8),
+                                 at(9), at(10), at(11)});
+    }
+    return v;
   };
   params_ = views(params_memory_.get());
   grads_ = views(grads_memory_.get());
   for (size_t c = 0; c < C; ++c) params_.ln_f_g[c] = 1.0f;
+  for (BlockTensors& b : params_.h)
+    for (size_t c = 0; c < C; ++c) b.ln_1_g[c] = b.ln_2_g[c] = 1.0f;
 }
 
 Model::~Model() = default;
@@ -204,23 +219,48 @@ Model::~Model() = default;
 void Model::init_weights(uint64_t seed) {
   Rng rng(seed);
   const size_t C = config_.d_model;
-  for (size_t i = 0; i < config_.vocab_size * C; ++i)
-    params_.wte[i] = static_cast<float>(rng.normal() * config_.wte_init_std);
-  for (size_t i = 0; i < config_.n_ctx * C; ++i)
-    params_.wpe[i] = static_cast<float>(rng.normal() * config_.wpe_init_std);
+  auto normal = [&](float* x, size_t n, double std) {
+    for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(rng.normal() * std);
+  };
+  normal(params_.wte, config_.vocab_size * C, config_.wte_init_std);
+  normal(params_.wpe, config_.n_ctx * C, config_.wpe_init_std);
   for (size_t c = 0; c < C; ++c) {
     params_.ln_f_g[c] = 1.0f;
     params_.ln_f_b[c] = 0.0f;
   }
-  if (params_.lm_head != nullptr)
-    for (size_t i = 0; i < config_.vocab_size * C; ++i)
-      params_.lm_head[i] = static_cast<float>(rng.normal() * config_.wte_init_std);
+  if (params_.lm_head != nullptr) normal(params_.lm_head, config_.vocab_size * C, config_.wte_init_std);
+  // Blocks, in arena order. GPT-2: the two projections into the residual stream are scaled by
+  // 1/√(2·n_layer) (two residual additions per block).
+  const double proj_std = kBlockInitStd / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
+  for (BlockTensors& b : params_.h) {
+    std::fill(b.ln_1_g, b.ln_1_g + C, 1.0f);
+    std::fill(b.ln_1_b, b.ln_1_b + C, 0.0f);
+    normal(b.c_attn_w, C * 3 * C, kBlockInitStd);
+    std::fill(b.c_attn_b, b.c_attn_b + 3 * C, 0.0f);
+    normal(b.attn_c_proj_w, C * C, proj_std);
+    std::fill(b.attn_c_proj_b, b.attn_c_proj_b + C, 0.0f);
+    std::fill(b.ln_2_g, b.ln_2_g + C, 1.0f);
+    std::fill(b.ln_2_b, b.ln_2_b + C, 0.0f);
+    normal(b.c_fc_w, C * 4 * C, kBlockInitStd);
+    std::fill(b.c_fc_b, b.c_fc_b + 4 * C, 0.0f);
+    normal(b.mlp_c_proj_w, 4 * C * C, proj_std);
+    std::fill(b.mlp_c_proj_b, b.mlp_c_proj_b + C, 0.0f);
+  }
 }
 
 SparseRowGrad Model::wte_grad_rows() {
   if (config_.tie_embeddings) return {};
-  return SparseRowGrad{impl_->wte_rows.get(), impl_->wte_touched.data(), impl_->wte_touched_count,
+  return SparseRowGrad{impl_->wte_rows, impl_->wte_touched.data(), impl_->wte_touched_count,
                        config_.d_model};
+}
+
+float* Model::param(const std::string& name) {
+  for (const TensorSpec& t : tensors_)
+    if (t.name == name) return params_memory_.get() + t.offset;
+  return nullptr;
+}
+const float* Model::param(const std::string& name) const {
+  return const_cast<Model*>(this)->param(name);
 }
 
 void Model::check_batch(const int32_t* inputs, const int32_t* targets, size_t B, size_t T) const {
@@ -229,44 +269,47 @@ void Model::check_batch(const int32_t* inputs, const int32_t* targets, size_t B,
   if (T > config_.n_ctx)
     throw Error("sequence length T=" + std::to_string(T) + " exceeds n_ctx=" +
                 std::to_string(config_.n_ctx) + " (wpe has only n_ctx position rows)");
+  if (inputs == nullptr) return;
   check_token_ids(inputs, B * T, config_.vocab_size, "the batch's inputs");
   if (targets != nullptr) check_token_ids(targets, B * T, config_.vocab_size, "the batch's targets");
 }
 
+void Model::reserve(size_t B, size_t T) {
+  check_batch(nullptr, nullptr, B, T);
+  impl_->reserve(B, T, config_);
+}
+
+size_t Model::activation_bytes() const { return impl_->arena_floats * sizeof(float); }
+
 void Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
-  const size_t N = B * T, C = config_.d_model, V = config_.vocab_size;
+  const size_t N = B * T, C = config_.d_model, V = config_.vocab_size, L = config_.n_layer;
   Impl& m = *impl_;
-  m.reserve(N, C, V);
-  Impl::Prims& p = m.get(N, C, V, config_.ln_f, config_.ln_eps);
+  m.reserve(B, T, config_);
   std::memcpy(m.inputs.data(), inputs, N * sizeof(int32_t));
   m.B = B;
   m.T = T;
   m.start(times_);
 
-  // hidden_states[0] = wte[x] + wpe[t]
-  embedding_forward(m.hidden.get(), inputs, params_.wte, params_.wpe, B, T, C);
+  // residual(0) = hidden_states[0] = wte[x] + wpe[t]
+  embedding_forward(m.residual[0], inputs, params_.wte, params_.wpe, B, T, C);
   m.mark(times_, &StepTimes::lookup);
-  // h' = ln_f(hidden_states[0])
-  const float* h = m.hidden.get();
+  // residual(l+1) = block_l(residual(l)):  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))
+  for (size_t l = 0; l < L; ++l)
+    block_forward(m.residual[l + 1], m.blocks[l], m.scratch, m.residual[l], params_.h[l], B, T, C,
+                  config_.n_head, config_.ln_eps, m.gemm);
+  if (L > 0) m.mark(times_, &StepTimes::blocks_fwd);
+  // h' = ln_f(residual(n_layer))
+  const float* h = m.residual[L];
   if (config_.ln_f) {
-    LayerNorm& ln = *p.ln;
-    ln.src.set_data_handle(m.hidden.get());
-    ln.dst.set_data_handle(m.ln_out.get());
-    ln.mean.set_data_handle(m.ln_mean.get());
-    ln.variance.set_data_handle(m.ln_var.get());
-    ln.scale.set_data_handle(params_.ln_f_g);
-    ln.shift.set_data_handle(params_.ln_f_b);
-    ln.fwd.execute(m.stream, {{DNNL_ARG_SRC, ln.src},
-                              {DNNL_ARG_DST, ln.dst},
-                              {DNNL_ARG_MEAN, ln.mean},
-                              {DNNL_ARG_VARIANCE, ln.variance},
-                              {DNNL_ARG_SCALE, ln.scale},
-                              {DNNL_ARG_SHIFT, ln.shift}});
-    h = m.ln_out.get();
+    m.ln_f_for(N, C, config_.ln_eps)
+        .forward(m.ln_out, m.ln_mean, m.ln_var, m.residual[L], params_.ln_f_g, params_.ln_f_b,
+                 m.stream);
+    h = m.ln_out;
     m.mark(times_, &StepTimes::ln_f_fwd);
   }
   // logits = h' · lm_headᵀ   (N,C) x (C,V): lm_head (V,C) = wte when tied, read with strides {1, C}
-  p.logits->run(m.stream, h, lm_head(), m.logits.get());
+  const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C), v = static_cast<int64_t>(V);
+  m.gemm.run(m.logits, plain(n, v), h, plain(n, c), lm_head(), transposed(v, c));
   m.stream.wait();
   m.mark(times_, &StepTimes::logits_gemm);
 }
@@ -277,7 +320,7 @@ float Model::forward(const int32_t* inputs, const int32_t* targets, size_t B, si
   const size_t N = B * T, V = config_.vocab_size;
   Impl& m = *impl_;
   // loss = mean_n CE(logits[n], targets[n]); dlogits = (softmax - onehot) / N, in place
-  softmax_cross_entropy(m.logits.get(), m.losses.get(), targets, N, V, 1.0f / static_cast<float>(N));
+  softmax_cross_entropy(m.logits, m.losses, targets, N, V, 1.0f / static_cast<float>(N));
   m.has_dlogits = true;
   m.mark(times_, &StepTimes::cross_entropy);
   double total = 0.0;  // fixed order: the same bits for any thread count
@@ -291,67 +334,72 @@ const float* Model::forward_logits(const int32_t* inputs, size_t B, size_t T,
   run_forward(inputs, B, T);
   impl_->has_dlogits = false;
   if (targets != nullptr && losses != nullptr)
-    cross_entropy_loss(losses, impl_->logits.get(), targets, B * T, config_.vocab_size);
-  return impl_->logits.get();
+    cross_entropy_loss(losses, impl_->logits, targets, B * T, config_.vocab_size);
+  return impl_->logits;
 }
 
-const float* Model::hidden_states() const { return impl_->hidden.get(); }
+const float* Model::hidden_states() const { return impl_->residual.empty() ? nullptr : impl_->residual[0]; }
+
+const float* Model::residual(size_t l) const {
+  if (l > config_.n_layer)
+    throw Error("residual(" + std::to_string(l) + "): the model has n_layer = " +
+                std::to_string(config_.n_layer) + " blocks, so l must be in [0, " +
+                std::to_string(config_.n_layer) + "]");
+  return impl_->residual.empty() ? nullptr : impl_->residual[l];
+}
+
+const float* Model::final_hidden() const {
+  if (impl_->residual.empty()) return nullptr;
+  return config_.ln_f ? impl_->ln_out : impl_->residual[config_.n_layer];
+}
 
 void Model::backward() {
   Impl& m = *impl_;
   if (!m.has_dlogits) throw Error("Model::backward() called without a training forward()");
-  const size_t B = m.B, T = m.T, N = B * T, C = config_.d_model, V = config_.vocab_size;
-  Impl::Prims& p = m.get(N, C, V, config_.ln_f, config_.ln_eps);
-  const float* h = config_.ln_f ? m.ln_out.get() : m.hidden.get();
-  const float* dlogits = m.logits.get();
+  const size_t B = m.B, T = m.T, N = B * T, C = config_.d_model, V = config_.vocab_size,
+               L = config_.n_layer;
+  const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C), v = static_cast<int64_t>(V);
+  const float* h = config_.ln_f ? m.ln_out : m.residual[L];
+  const float* dlogits = m.logits;
+  float* dres = m.dresidual;
   m.start(times_);
 
   // logits = h' · lm_headᵀ  =>  dlm_head = dlogitsᵀ · h'  (V,N)x(N,C), written (beta 0). Tied:
   // lm_head is wte and this is the first writer of grads.wte, so no V×C zero-fill is needed.
-  p.dwte->run(m.stream, dlogits, h, config_.tie_embeddings ? grads_.wte : grads_.lm_head);
+  m.gemm.run(config_.tie_embeddings ? grads_.wte : grads_.lm_head, plain(v, c), dlogits,
+             transposed(n, v), h, plain(n, c));
   m.mark(times_, &StepTimes::dlm_head_gemm);
   //                         =>  dh' = dlogits · lm_head  (N,V)x(V,C)
-  float* dh = config_.ln_f ? m.dln_out.get() : m.dhidden.get();
-  p.dh->run(m.stream, dlogits, lm_head(), dh);
+  m.gemm.run(config_.ln_f ? m.dln_out : dres, plain(n, c), dlogits, plain(n, v), lm_head(),
+             plain(v, c));
   m.mark(times_, &StepTimes::dh_gemm);
-  // h' = ln_f(hidden)  =>  dhidden, dg, db (oneDNN writes, does not accumulate)
+  // h' = ln_f(residual(n_layer))  =>  dres, dg, db (oneDNN writes, does not accumulate)
   if (config_.ln_f) {
-    LayerNorm& ln = *p.ln;
-    ln.src.set_data_handle(m.hidden.get());
-    ln.mean.set_data_handle(m.ln_mean.get());
-    ln.variance.set_data_handle(m.ln_var.get());
-    ln.scale.set_data_handle(params_.ln_f_g);
-    ln.shift.set_data_handle(params_.ln_f_b);  // oneDNN 2.6's backward asks for it (unused by the math)
-    ln.diff_dst.set_data_handle(m.dln_out.get());
-    ln.diff_src.set_data_handle(m.dhidden.get());
-    ln.diff_scale.set_data_handle(grads_.ln_f_g);
-    ln.diff_shift.set_data_handle(grads_.ln_f_b);
-    ln.bwd.execute(m.stream, {{DNNL_ARG_SRC, ln.src},
-                              {DNNL_ARG_MEAN, ln.mean},
-                              {DNNL_ARG_VARIANCE, ln.variance},
-                              {DNNL_ARG_SCALE, ln.scale},
-                              {DNNL_ARG_SHIFT, ln.shift},
-                              {DNNL_ARG_DIFF_DST, ln.diff_dst},
-                              {DNNL_ARG_DIFF_SRC, ln.diff_src},
-                              {DNNL_ARG_DIFF_SCALE, ln.diff_scale},
-                              {DNNL_ARG_DIFF_SHIFT, ln.diff_shift}});
+    m.ln_f_for(N, C, config_.ln_eps)
+        .backward(dres, grads_.ln_f_g, grads_.ln_f_b, m.dln_out, m.residual[L], params_.ln_f_g,
+                  params_.ln_f_b, m.ln_mean, m.ln_var, m.stream);
   } else {
-    std::memset(grads_.ln_f_g, 0, config_.d_model * sizeof(float));
-    std::memset(grads_.ln_f_b, 0, config_.d_model * sizeof(float));
+    std::memset(grads_.ln_f_g, 0, C * sizeof(float));
+    std::memset(grads_.ln_f_b, 0, C * sizeof(float));
   }
   m.stream.wait();
   m.mark(times_, &StepTimes::ln_f_bwd);
-  // hidden_states[0] = wte[x] + wpe[t]  =>  dwte[x] += dhidden (scatter), dwpe[t] = sum_b dhidden
+  // residual(l+1) = block_l(residual(l)), last block first: dres becomes d residual(l)
+  for (size_t l = L; l-- > 0;)
+    block_backward(dres, grads_.h[l], m.scratch, m.blocks[l], m.residual[l], params_.h[l], B, T,
+                   C, config_.n_head, m.gemm);
+  if (L > 0) m.mark(times_, &StepTimes::blocks_bwd);
+  // residual(0) = wte[x] + wpe[t]  =>  dwte[x] += dres (scatter), dwpe[t] = sum_b dres
   if (config_.tie_embeddings) {
-    embedding_backward_wte(grads_.wte, m.dhidden.get(), m.inputs.data(), N, C, V, &m.scatter);
+    embedding_backward_wte(grads_.wte, dres, m.inputs.data(), N, C, V, &m.scatter);
   } else {
     // Untied: only the touched rows' sums, for the optimizer's lazy row update.
-    embedding_backward_rows(m.wte_rows.get(), m.wte_touched.data(), &m.wte_touched_count,
-                            m.dhidden.get(), m.inputs.data(), N, C, V, &m.scatter);
+    embedding_backward_rows(m.wte_rows, m.wte_touched.data(), &m.wte_touched_count, dres,
+                            m.inputs.data(), N, C, V, &m.scatter);
   }
   m.mark(times_, &StepTimes::scatter);
   std::memset(grads_.wpe, 0, config_.n_ctx * C * sizeof(float));
-  embedding_backward_wpe(grads_.wpe, m.dhidden.get(), B, T, C);
+  embedding_backward_wpe(grads_.wpe, dres, B, T, C);
   m.mark(times_, &StepTimes::dwpe);
   m.has_dlogits = false;
 }

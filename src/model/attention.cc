@@ -1,0 +1,70 @@
+#include "src/model/attention.h"
+
+#include <cmath>
+
+#include "wte/kernels.h"
+
+namespace wte {
+namespace {
+
+// The strided (B,NH,T,hs) views of this layer. All four are rank 4 so one primitive batches over
+// B·NH matrices.
+struct HeadViews {
+  int64_t B, NH, T, hs, C;
+  // Head h of q, k or v inside qkv (B,T,3C): (B,NH,T,hs).
+  MatView qkv_part() const { return {{B, NH, T, hs}, {T * 3 * C, hs, 3 * C, 1}}; }
+  // Its transpose (B,NH,hs,T), for kᵀ and vᵀ.
+  MatView qkv_part_t() const { return {{B, NH, hs, T}, {T * 3 * C, hs, 1, 3 * C}}; }
+  // Head h inside a (B,T,C) tensor (out, dout): (B,NH,T,hs).
+  MatView merged() const { return {{B, NH, T, hs}, {T * C, hs, C, 1}}; }
+  // att (B,NH,T,T), plain, and its per-matrix transpose.
+  MatView att() const { return {{B, NH, T, T}, {NH * T * T, T * T, T, 1}}; }
+  MatView att_t() const { return {{B, NH, T, T}, {NH * T * T, T * T, 1, T}}; }
+};
+
+HeadViews views(size_t B, size_t T, size_t C, size_t NH) {
+  return {static_cast<int64_t>(B), static_cast<int64_t>(NH), static_cast<int64_t>(T),
+          static_cast<int64_t>(C / NH), static_cast<int64_t>(C)};
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* att, const float* qkv, size_t B, size_t T, size_t C,
+                       size_t NH, Gemm& gemm) {
+  const HeadViews v = views(B, T, C, NH);
+  const float* q = qkv;
+  const float* k = qkv + C;
+  const float* val = qkv + 2 * C;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(C / NH));
+  // preatt = q · kᵀ   (Z,T,hs) x (Z,hs,T) -> (Z,T,T), into att
+  gemm.run(att, v.att(), q, v.qkv_part(), k, v.qkv_part_t());
+  gemm.wait();
+  // att = causal_softmax(preatt / √hs), in place
+  attention_softmax_forward(att, att, B * NH, T, scale);
+  // out_h = att · v_h   (Z,T,T) x (Z,T,hs) -> head h's columns of out
+  gemm.run(out, v.merged(), att, v.att(), val, v.qkv_part());
+  gemm.wait();
+}
+
+void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                        const float* att, size_t B, size_t T, size_t C, size_t NH, Gemm& gemm) {
+  const HeadViews v = views(B, T, C, NH);
+  const float* q = qkv;
+  const float* k = qkv + C;
+  const float* val = qkv + 2 * C;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(C / NH));
+  // out_h = att · v_h  =>  datt = dout_h · v_hᵀ   (Z,T,hs) x (Z,hs,T)
+  gemm.run(datt, v.att(), dout, v.merged(), val, v.qkv_part_t());
+  //                    =>  dv_h = attᵀ · dout_h   (Z,T,T) x (Z,T,hs), into dqkv's v columns
+  gemm.run(dqkv + 2 * C, v.qkv_part(), att, v.att_t(), dout, v.merged());
+  gemm.wait();
+  // att = causal_softmax(preatt / √hs)  =>  dpreatt (in place; 0 above the diagonal)
+  attention_softmax_backward(datt, datt, att, B * NH, T, scale);
+  // preatt = q_h · k_hᵀ  =>  dq_h = dpreatt · k_h    (Z,T,T) x (Z,T,hs)
+  gemm.run(dqkv, v.qkv_part(), datt, v.att(), k, v.qkv_part());
+  //                      =>  dk_h = dpreattᵀ · q_h   (Z,T,T) x (Z,T,hs)
+  gemm.run(dqkv + C, v.qkv_part(), datt, v.att_t(), q, v.qkv_part());
+  gemm.wait();
+}
+
+}  // namespace wte

@@ -1,0 +1,30 @@
+// Causal multi-head self-attention, the part of GPT-2's attn() between c_attn and c_proj
+// (model.py: split_heads, multihead_attn with mask_attn_weights, merge_heads).
+//
+// qkv (B,T,3C) is c_attn's output with columns [q | k | v]; head h of q is columns h·hs..(h+1)·hs-1
+// (hs = C/NH), likewise for k and v. Per head and batch row (Z = B·NH matrices):
+//   preatt = q · kᵀ                     (T,T)   oneDNN matmul, q and kᵀ read from qkv by strides
+//   att    = causal_softmax(preatt/√hs) (T,T)   kernel attention_softmax_forward (in place)
+//   out    = att · v                    (T,hs)  written straight into its head's columns of out
+// so out (B,T,C) is merge_heads(att · v), ready for c_proj. No copy or permute anywhere.
+#pragma once
+
+#include <cstddef>
+
+#include "src/model/matmul.h"
+
+namespace wte {
+
+/// out (B,T,C) written; att (B,NH,T,T) written (softmax probabilities, saved for backward; entries
+/// j > t are 0); qkv (B,T,3C). NH must divide C.
+void attention_forward(float* out, float* att, const float* qkv, size_t B, size_t T, size_t C,
+                       size_t NH, Gemm& gemm);
+
+/// Its backward: dqkv (B,T,3C) written (=); datt (B,NH,T,T) scratch (overwritten); dout (B,T,C);
+/// qkv and att from the forward.
+///   datt = dout_h · v_hᵀ;  dv_h = attᵀ · dout_h;  dpreatt = softmax backward (in place in datt);
+///   dq_h = dpreatt · k_h;  dk_h = dpreattᵀ · q_h
+void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                        const float* att, size_t B, size_t T, size_t C, size_t NH, Gemm& gemm);
+
+}  // namespace wte
