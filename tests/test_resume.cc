@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -53,8 +54,12 @@ bool have(const char* tool) {
 
 constexpr size_t kT = 16;
 
-std::string tiny_config(const fs::path& corpus, size_t batch_size, size_t warmup) {
-  return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\n"
+// n_layer > 0 adds transformer blocks (2 heads of 8 channels): the block tensors and their AdamW
+// moments must round-trip through checkpoints bit for bit too.
+std::string tiny_config(const fs::path& corpus, size_t batch_size, size_t warmup,
+                        size_t n_layer = 0) {
+  return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\n" +
+         (n_layer > 0 ? "n_layer = " + std::to_string(n_layer) + "\nn_head = 2\n" : std::string()) +
          "[data]\ntext = " + corpus.string() + "\nseq_len = 16\nval_fraction = 0.1\n"
          "[train]\nbatch_size = " + std::to_string(batch_size) +
          "\nsteps = 8\neval_interval = 4\neval_tokens = 256\nlog_interval = 1\n"
@@ -136,7 +141,7 @@ class Resume : public ::testing::Test {
     write(corpus_, tiny_corpus());
   }
   void config(size_t batch_size, size_t warmup = 3) {
-    write(dir_ / "tiny.ini", tiny_config(corpus_, batch_size, warmup));
+    write(dir_ / "tiny.ini", tiny_config(corpus_, batch_size, warmup, n_layer_));
   }
   // wte train with the tiny config, 2 threads, into dir_/out. Returns the exit code.
   int train(const std::string& out, const std::string& extra, std::string* output,
@@ -149,6 +154,17 @@ class Resume : public ::testing::Test {
     return wte::checkpoint_path((dir_ / out).string(), static_cast<uint64_t>(step));
   }
   fs::path dir_, corpus_;
+  size_t n_layer_ = 0;
+};
+
+// The exact-resume cases, once for the zero-block model and once with two transformer blocks
+// (issue 9: resume stays bit-exact with blocks).
+class ResumeExact : public Resume, public ::testing::WithParamInterface<size_t> {
+ protected:
+  void SetUp() override {
+    Resume::SetUp();
+    n_layer_ = GetParam();
+  }
 };
 
 // The number of training samples (windows of T+1 tokens) the trainer will see for this corpus.
@@ -182,7 +198,7 @@ std::map<int, std::vector<std::pair<uint64_t, uint64_t>>> read_trace(const fs::p
 
 // ---------------------------------------------------------------------------------------------
 
-TEST_F(Resume, EightStepsStraightEqualThreeThenFiveInANewProcess) {
+TEST_P(ResumeExact, EightStepsStraightEqualThreeThenFiveInANewProcess) {
   config(4);
   std::string out;
   ASSERT_EQ(train("straight", "", &out), 0) << out;
@@ -197,6 +213,16 @@ TEST_F(Resume, EightStepsStraightEqualThreeThenFiveInANewProcess) {
       << out;
   EXPECT_NE(out.find("resumed: " + ckpt("stopped", 3) + " at step 3"), std::string::npos) << out;
   expect_same_training_state(ckpt("straight", 8), ckpt("stopped", 8));
+  if (GetParam() > 0) {  // the blocks really are in the checkpoint, with moments that moved
+    const Loaded l = load(ckpt("stopped", 8));
+    const auto& t = l.info.tensors;
+    const auto it = std::find_if(t.begin(), t.end(), [](const wte::TensorSpec& s) {
+      return s.name == "h1/mlp/c_proj/w";
+    });
+    ASSERT_NE(it, t.end());
+    EXPECT_EQ(t.back().name, "h1/mlp/c_proj/b");
+    EXPECT_NE(l.v[it->offset], 0.0f);
+  }
   // The same loss (9 significant digits: float32 exactly), lr and grad norm at every step.
   const auto a = metric_rows(dir_ / "straight" / "metrics.csv");
   const auto b = metric_rows(dir_ / "stopped" / "metrics.csv");
@@ -204,7 +230,7 @@ TEST_F(Resume, EightStepsStraightEqualThreeThenFiveInANewProcess) {
   EXPECT_EQ(a, b);
 }
 
-TEST_F(Resume, TwoInterruptionsMidEpochKeepTheShuffledOrderAndEachSampleOncePerEpoch) {
+TEST_P(ResumeExact, TwoInterruptionsMidEpochKeepTheShuffledOrderAndEachSampleOncePerEpoch) {
   // B chosen so an epoch is 3.5 steps: steps 3 and 5 stop in mid-epoch, step 4 straddles epochs.
   const size_t n = num_train_samples(tiny_corpus());
   const size_t B = (2 * n + 6) / 7;
@@ -251,7 +277,7 @@ TEST_F(Resume, TwoInterruptionsMidEpochKeepTheShuffledOrderAndEachSampleOncePerE
             metric_rows(dir_ / "stopped" / "metrics.csv"));
 }
 
-TEST_F(Resume, WarmupTwoPlusTwoEqualsFourStraight) {
+TEST_P(ResumeExact, WarmupTwoPlusTwoEqualsFourStraight) {
   config(4, /*warmup=*/4);
   std::string out;
   ASSERT_EQ(train("straight", "--train.steps=4", &out), 0) << out;
@@ -270,7 +296,7 @@ TEST_F(Resume, WarmupTwoPlusTwoEqualsFourStraight) {
   EXPECT_EQ(load(ckpt("stopped", 4)).opt_step, 4);
 }
 
-TEST_F(Resume, SigkillDuringACheckpointWriteLosesNothing) {
+TEST_P(ResumeExact, SigkillDuringACheckpointWriteLosesNothing) {
   config(4);
   std::string out;
   ASSERT_EQ(train("straight", "--checkpoint.interval=1", &out), 0) << out;
@@ -323,6 +349,11 @@ TEST_F(Resume, SigkillDuringACheckpointWriteLosesNothing) {
             metric_rows(dir_ / "killed" / "metrics.csv"));
 }
 
+INSTANTIATE_TEST_SUITE_P(NLayer, ResumeExact, ::testing::Values(size_t{0}, size_t{2}),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return "n_layer" + std::to_string(info.param);
+                         });
+
 TEST_F(Resume, ChangedSettingsNameEachKeyWithBothValuesAndWriteNothing) {
   config(4);
   std::string out;
@@ -343,6 +374,11 @@ TEST_F(Resume, ChangedSettingsNameEachKeyWithBothValuesAndWriteNothing) {
   // vocab_size (its own message would come from the tokenizer otherwise: the key is named first).
   EXPECT_EQ(train("run", "--resume '" + c3 + "' --model.vocab_size=512", &out), 1) << out;
   EXPECT_NE(out.find("model.vocab_size: checkpoint 300, now 512"), std::string::npos) << out;
+  // The block structure (issue 9): n_layer and n_head may not change on resume.
+  EXPECT_EQ(train("run", "--resume '" + c3 + "' --model.n_layer=2 --model.n_head=8", &out), 1)
+      << out;
+  for (const char* line : {"model.n_layer: checkpoint 0, now 2", "model.n_head: checkpoint 4, now 8"})
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   // Another dataset: the token streams' lengths and hashes, both values.
   write(dir_ / "other.txt", tiny_corpus(8));
   EXPECT_EQ(train("run", "--resume '" + c3 + "' --data.text='" + (dir_ / "other.txt").string() + "'",
