@@ -20,7 +20,7 @@ namespace po = boost::program_options;
 namespace wte::cli {
 namespace {
 
-constexpr size_t kMaxV = 64, kMaxC = 16, kMaxCtx = 8, kMaxB = 2;
+constexpr size_t kMaxV = 64, kMaxC = 16, kMaxCtx = 8, kMaxB = 2, kMaxLayers = 2;
 
 const char* kHelp =
     "Usage: wte gradcheck [--config FILE] [--section.key=value ...] [options]\n"
@@ -30,12 +30,14 @@ const char* kHelp =
     "       against central finite differences in double, (L(x+eps) - L(x-eps)) / 2eps, eps 1e-6.\n"
     "       Pass: |analytic - numeric| <= atol + rtol*|numeric| (1e-5 + 1e-3*|n|) for every\n"
     "       checked entry. Checked: every wte row the batch looks up, --untouched-rows sampled rows\n"
-    "       it does not, every wpe row, every ln_f entry. The tied wte is checked whole ('wte') and\n"
+    "       it does not, every wpe row, every ln_f entry, every entry of every block tensor\n"
+    "       (h0/ln_1/g ... h{n_layer-1}/mlp/c_proj/b). The tied wte is checked whole ('wte') and\n"
     "       path by path: 'wte:lookup' (the scatter of the lookup backward; rows outside the batch\n"
     "       must be EXACTLY 0, analytic and numeric) and 'wte:unembedding' (dlogits^T h'). wpe rows\n"
     "       >= T and ln_f when it is off must also be exactly 0.\n"
     "  f32  the production float32 model (oneDNN + Highway, what `wte train` runs) against the\n"
-    "       double reference at the same parameters: loss, logits and every gradient tensor.\n"
+    "       double reference at the same parameters: loss, logits, the residual stream after\n"
+    "       each block (residual(l)) and every gradient tensor.\n"
     "       Pass: max|f32 - ref| <= f32-atol + f32-rtol*max|ref| per tensor (1e-5 + 1e-4*max).\n"
     "       Why: each value is a float32 sum of K <= max(C, V, B*T) terms, off by ~sqrt(K)*6e-8\n"
     "       (at worst K*6e-8) of the largest terms; at gradcheck's sizes that is far below 1e-4.\n\n"
@@ -43,8 +45,9 @@ const char* kHelp =
     "f32: max_abs/max|ref|), ok or FAIL; a FAIL line names the worst entry. Exit status 0 if every\n"
     "line passes, 1 if any fails (the failing tensors are named on the last line), 2 bad usage.\n\n"
     "The model: from --config (default: the built-in defaults) with its shapes shrunk to\n"
-    "vocab_size <= 64, d_model <= 16, n_ctx <= 8, batch <= 2, T <= 8 (each settable below, without\n"
-    "a cap), initialised as `wte train` does (train.seed); or, with --checkpoint, the parameters\n"
+    "vocab_size <= 64, d_model <= 16, n_ctx <= 8, n_layer <= 2, batch <= 2, T <= 8 (each settable\n"
+    "below, without a cap; model.n_head is kept and must divide the shrunk d_model), initialised\n"
+    "as `wte train` does (train.seed); or, with --checkpoint, the parameters\n"
     "of an HDF5 checkpoint at its own shapes (shapes come from its tensors, so a hand-made model\n"
     "with vocab_size 2 loads; keep such models small: the cost is O(entries * B*T*V*C)).\n"
     "The batch: --tokens FILE (integer ids separated by spaces, one sequence per line, all lines\n"
@@ -70,6 +73,10 @@ int cmd_gradcheck(int argc, char** argv) {
       "V of the checked model, in [1, 2^24] (default: min(config, 64))")(
       "d-model", po::value<std::string>(), "C, in [1, 2^16] (default: min(config, 16))")(
       "n-ctx", po::value<std::string>(), "position rows, in [1, 2^20] (default: min(config, 8))")(
+      "n-layer", po::value<std::string>(),
+      "transformer blocks, in [0, 64] (default: min(config, 2))")(
+      "n-head", po::value<std::string>(),
+      "attention heads, in [1, 2^16], dividing d_model (default: the config's)")(
       "batch-size", po::value<std::string>(),
       "B of the random batch, in [1, 2^20] (default: min(config, 2))")(
       "seq-len", po::value<std::string>(),
@@ -123,13 +130,15 @@ int cmd_gradcheck(int argc, char** argv) {
   };
   const size_t arg_V = given("vocab-size", size_t{1} << 24), arg_C = given("d-model", size_t{1} << 16),
                arg_ctx = given("n-ctx", size_t{1} << 20), arg_B = given("batch-size", size_t{1} << 20),
-               arg_T = given("seq-len", size_t{1} << 20);
+               arg_T = given("seq-len", size_t{1} << 20), arg_H = given("n-head", size_t{1} << 16);
+  const bool has_L = vm.count("n-layer") != 0;
+  const size_t arg_L = has_L ? whole_number_option(vm, "n-layer", 0, 64) : 0;
 
   std::unique_ptr<Model> model;
   Config cfg;
   std::string source;
   if (vm.count("checkpoint")) {
-    for (const char* k : {"config", "vocab-size", "d-model", "n-ctx"})
+    for (const char* k : {"config", "vocab-size", "d-model", "n-ctx", "n-layer", "n-head"})
       if (vm.count(k))
         throw Error(std::string("--") + k + " cannot be combined with --checkpoint (the model's " +
                     "shapes and settings come from the checkpoint)");
@@ -147,6 +156,12 @@ int cmd_gradcheck(int argc, char** argv) {
     cfg.model.vocab_size = pick(arg_V, cfg.model.vocab_size, kMaxV);
     cfg.model.d_model = pick(arg_C, cfg.model.d_model, kMaxC);
     cfg.model.n_ctx = pick(arg_ctx, cfg.model.n_ctx, kMaxCtx);
+    cfg.model.n_layer = has_L ? arg_L : std::min(cfg.model.n_layer, kMaxLayers);
+    if (arg_H != 0) cfg.model.n_head = arg_H;
+    if (cfg.model.n_layer > 0 && cfg.model.d_model % cfg.model.n_head != 0)
+      throw Error("model.n_head = " + std::to_string(cfg.model.n_head) +
+                  " does not divide the checked d_model = " + std::to_string(cfg.model.d_model) +
+                  "; pass --n-head (a divisor of d_model) or --d-model (a multiple of n_head)");
     model = std::make_unique<Model>(cfg.model);
     model->init_weights(cfg.train.seed);
     source = (config_path.empty() ? std::string("the default config") : "config " + config_path) +
@@ -174,8 +189,9 @@ int cmd_gradcheck(int argc, char** argv) {
     batch_source = "random ids (train.seed " + std::to_string(cfg.train.seed) + ")";
   }
 
-  std::printf("gradcheck: vocab_size %zu, d_model %zu, n_ctx %zu, ln_f %s, %s; %s\n",
-              mc.vocab_size, mc.d_model, mc.n_ctx, mc.ln_f ? "on" : "off",
+  std::printf("gradcheck: vocab_size %zu, d_model %zu, n_ctx %zu, n_layer %zu, n_head %zu, ln_f %s, "
+              "%s; %s\n",
+              mc.vocab_size, mc.d_model, mc.n_ctx, mc.n_layer, mc.n_head, mc.ln_f ? "on" : "off",
               mc.tie_embeddings ? "tied lm_head" : "untied lm_head", source.c_str());
   std::printf("batch: B %zu, T %zu, %s\n", batch.B, batch.T, batch_source.c_str());
   // Sizes at which some gradients are exactly 0 whatever the code does (see kHelp).

@@ -151,10 +151,12 @@ std::unique_ptr<Model> load_model_file(const std::string& path, Config* config_o
                   shape_str(wpe_shape) +
                   "; expected (vocab_size, d_model) and (n_ctx, d_model), all >= 1");
     // The shapes come from the tensors; the stored config's shape keys are replaced (never parsed),
-    // so a model smaller than config validation allows (vocab_size < 256) loads.
+    // so a model smaller than config validation allows (vocab_size < 256) loads. d_model is the
+    // tensors' own, so the check that model.n_head divides it sees the real width.
     Config cfg = parse_config(ini, "the config stored in '" + path + "'",
-                              {"--model.vocab_size=256", "--model.d_model=1", "--model.n_ctx=1",
-                               "--data.seq_len=1"});
+                              {"--model.vocab_size=256",
+                               "--model.d_model=" + std::to_string(wte_shape[1]),
+                               "--model.n_ctx=1", "--data.seq_len=1"});
     cfg.model.vocab_size = wte_shape[0];
     cfg.model.d_model = wte_shape[1];
     cfg.model.n_ctx = wpe_shape[0];
@@ -179,18 +181,18 @@ std::unique_ptr<Model> load_model_file(const std::string& path, Config* config_o
 ref::ModelParams<double> reference_params(const Model& model) {
   const ModelConfig& cfg = model.config();
   ref::ModelParams<double> p(cfg.vocab_size, cfg.d_model, cfg.n_ctx, cfg.ln_f,
-                             static_cast<double>(cfg.ln_eps));
+                             static_cast<double>(cfg.ln_eps), cfg.n_layer, cfg.n_head);
+  if (!cfg.tie_embeddings) p.lm_head.assign(cfg.vocab_size * cfg.d_model, 0.0);
+  auto named = ref::named_tensors(p);
   for (const TensorSpec& t : model.tensors()) {
-    const float* src = model.param_data() + t.offset;
     std::vector<double>* dst = nullptr;
-    if (t.name == "wte") dst = &p.wte;
-    else if (t.name == "wpe") dst = &p.wpe;
-    else if (t.name == "ln_f/g") dst = &p.ln_f_g;
-    else if (t.name == "ln_f/b") dst = &p.ln_f_b;
-    else if (t.name == "lm_head") dst = &p.lm_head;
-    else
-      throw Error("the double reference model has no tensor '" + t.name +
-                  "'; known: wte, wpe, ln_f/g, ln_f/b, lm_head");
+    for (auto& nt : named)
+      if (nt.name == t.name) dst = nt.data;
+    if (dst == nullptr || dst->size() != t.size)
+      throw Error("the double reference model has no tensor '" + t.name + "' of " +
+                  std::to_string(t.size) + " entries (it has wte, wpe, ln_f/g, ln_f/b, lm_head "
+                  "and h{l}/... for n_layer=" + std::to_string(cfg.n_layer) + " blocks)");
+    const float* src = model.param_data() + t.offset;
     dst->assign(src, src + t.size);
   }
   return p;
@@ -355,6 +357,21 @@ std::vector<CheckLine> finite_difference_check(const ref::ModelParams<double>& p
                               C, true, never, "lm_head", batch, opt));
     lines.back().detail = "the wte rows above and every target row";
   }
+  // Every entry of every block tensor, in arena order (h0/ln_1/g ... h{L-1}/mlp/c_proj/b).
+  auto p_named = ref::named_tensors(p);
+  auto g_named = ref::named_tensors(g);
+  for (size_t k = 0; k < p_named.size(); ++k) {
+    const std::string& name = p_named[k].name;
+    if (name[0] != 'h') continue;
+    // Linear weights (in, out): rows are inputs (4C for mlp/c_proj/w, else C); the rest are vectors.
+    const size_t size = p_named[k].data->size();
+    const bool matrix = name.size() > 2 && name.compare(name.size() - 2, 2, "/w") == 0;
+    const size_t width =
+        matrix ? size / (name.find("mlp/c_proj/w") != std::string::npos ? 4 * C : C) : size;
+    lines.push_back(fd_tensor(p, *p_named[k].data, *g_named[k].data, iota_rows(size / width),
+                              width, matrix, never, name, batch, opt));
+    lines.back().detail = "every entry";
+  }
   return lines;
 }
 
@@ -403,11 +420,18 @@ std::vector<CheckLine> compare_float_model(Model& model, const TokenBatch& batch
   const float* logits_ptr = model.forward_logits(batch.inputs.data(), batch.B, batch.T);
   const std::vector<float> logits(logits_ptr, logits_ptr + N * V);
   const float loss = model.forward(batch.inputs.data(), batch.targets.data(), batch.B, batch.T);
+  std::vector<std::vector<float>> residual;  // after each block, copied before backward runs
+  for (size_t l = 1; l <= p.n_layer(); ++l)
+    residual.emplace_back(model.residual(l), model.residual(l) + N * p.C);
   model.backward();
 
   std::vector<CheckLine> lines;
   lines.push_back(compare("loss", &loss, &ref_loss, 1, 1, opt));
   lines.push_back(compare("logits", logits.data(), act.logits.data(), N * V, V, opt));
+  // The residual stream after each block (residual(0) is the lookup, exact on both sides).
+  for (size_t l = 1; l <= p.n_layer(); ++l)
+    lines.push_back(compare("residual(" + std::to_string(l) + ")", residual[l - 1].data(),
+                            act.residual[l].data(), N * p.C, p.C, opt));
   auto named = ref::named_tensors(g);
   for (const TensorSpec& t : model.tensors()) {
     const std::vector<double>* expected = nullptr;
@@ -425,7 +449,7 @@ std::vector<CheckLine> compare_float_model(Model& model, const TokenBatch& batch
 
 std::string format_check_line(const CheckLine& l) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "  %-4s %-16s entries %6zu  max_abs %-10.3g max_rel %-10.3g %s",
+  std::snprintf(buf, sizeof buf, "  %-4s %-18s entries %6zu  max_abs %-10.3g max_rel %-10.3g %s",
                 l.check.c_str(), l.name.c_str(), l.entries, l.max_abs_err, l.max_rel_err,
                 l.ok() ? "ok  " : "FAIL");
   std::string s = buf;

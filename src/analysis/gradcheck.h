@@ -67,8 +67,8 @@ TokenBatch random_batch(size_t B, size_t T, size_t V, uint64_t seed);
 std::unique_ptr<Model> load_model_file(const std::string& path, Config* config);
 
 /// The model's float parameters widened (exactly) into a double reference model, tensor by tensor
-/// by name (wte, wpe, ln_f/g, ln_f/b, lm_head). Throws wte::Error for a tensor name the reference
-/// does not know.
+/// by name (wte, wpe, ln_f/g, ln_f/b, lm_head, h{l}/...), with the model's n_layer and n_head.
+/// Throws wte::Error for a tensor name the reference does not know.
 ref::ModelParams<double> reference_params(const Model& model);
 
 /// The gradient of tensor `t` after model.backward(), dense, in t's shape: a copy from the
@@ -104,14 +104,17 @@ struct CheckLine {
 
 /// Finite-difference check of the double reference at `params` on `batch`: every row of wte the
 /// batch looks up, `untouched_rows` sampled rows it does not, every wpe row, every ln_f entry (and
-/// lm_head rows when untied). Lines: wte, wte:lookup, wte:unembedding (tied only), wpe, ln_f/g,
-/// ln_f/b, lm_head (untied only). Throws wte::Error if the batch does not fit the model.
+/// lm_head rows when untied), every entry of every block tensor. Lines: wte, wte:lookup,
+/// wte:unembedding (tied only), wpe, ln_f/g, ln_f/b, lm_head (untied only), then h0/ln_1/g ...
+/// h{n_layer-1}/mlp/c_proj/b in arena order. Cost: two reference forwards per checked entry.
+/// Throws wte::Error if the batch does not fit the model.
 std::vector<CheckLine> finite_difference_check(const ref::ModelParams<double>& params,
                                                const TokenBatch& batch,
                                                const GradcheckOptions& options);
 
-/// Runs model.forward/backward on `batch` and compares the loss, the logits and every gradient
-/// tensor (by name) with the double reference at reference_params(model). Lines: loss, logits,
+/// Runs model.forward/backward on `batch` and compares the loss, the logits, the residual stream
+/// after each block (residual(1) .. residual(n_layer)) and every gradient tensor (by name) with the
+/// double reference at reference_params(model). Lines: loss, logits, residual(l) for each block,
 /// then one per tensor of model.tensors(). Overwrites the model's gradients and activations.
 std::vector<CheckLine> compare_float_model(Model& model, const TokenBatch& batch,
                                            const GradcheckOptions& options);
