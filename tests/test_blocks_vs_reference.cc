@@ -117,7 +117,9 @@ TEST_P(BlocksVsReference, LossLogitsResidualsAndEveryGradientAgree) {
       max_ref = std::max(max_ref, std::fabs(act.h[i]));
     }
     EXPECT_LE(max_err, 1e-5 + 1e-4 * max_ref) << "final_hidden";
-    if (!tc.ln_f) EXPECT_EQ(fh, model.residual(tc.n_layer));
+    if (!tc.ln_f) {
+      EXPECT_EQ(fh, model.residual(tc.n_layer));
+    }
   }
 }
 

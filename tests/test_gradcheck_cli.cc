@@ -74,6 +74,41 @@ TEST(GradcheckCli, DefaultConfigPasses) {
   EXPECT_NE(out.find("vocab_size 64, d_model 16, n_ctx 8"), std::string::npos) << out;
 }
 
+// With blocks: one fd line and one f32 line for every block tensor, the residual stream after each
+// block, untied (lm_head) and ln_f on; the whole run passes.
+TEST(GradcheckCli, BlocksEveryTensorHasAnFdAndAnF32Line) {
+  std::string out;
+  const int rc = run(kCli + " gradcheck --model.n_layer=2 --model.n_head=2 "
+                            "--model.tie_embeddings=false --model.ln_f=true",
+                     &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("ln_f on, untied lm_head, n_layer 2, n_head 2;"), std::string::npos) << out;
+  const char* block_tensors[] = {"ln_1/g", "ln_1/b", "attn/c_attn/w", "attn/c_attn/b",
+                                 "attn/c_proj/w", "attn/c_proj/b", "ln_2/g", "ln_2/b",
+                                 "mlp/c_fc/w", "mlp/c_fc/b", "mlp/c_proj/w", "mlp/c_proj/b"};
+  for (int l = 0; l < 2; ++l)
+    for (const char* t : block_tensors)
+      for (const char* check : {"fd   h", "f32  h"}) {
+        const std::string line = std::string(check) + std::to_string(l) + "/" + t + " ";
+        EXPECT_NE(out.find(line), std::string::npos) << "missing '" << line << "' in\n" << out;
+      }
+  for (const char* line : {"f32  residual(1) ", "f32  residual(2) ", "fd   lm_head ",
+                           "f32  lm_head ", "gradcheck passed"})
+    EXPECT_NE(out.find(line), std::string::npos) << "missing '" << line << "' in\n" << out;
+  EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+  // Every entry of a block weight is checked: c_fc/w is (16, 64).
+  EXPECT_NE(out.find("fd   h1/mlp/c_fc/w    entries   1024"), std::string::npos) << out;
+}
+
+TEST(GradcheckCli, NHeadThatDoesNotDivideTheCheckedDModelIsAnError) {
+  std::string out;
+  const int rc = run(kCli + " gradcheck --model.n_layer=1 --n-head=3", &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("n_head = 3 does not divide the checked d_model = 16"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("finite differences"), std::string::npos) << "no work before the error\n" << out;
+}
+
 TEST(GradcheckCli, BrokenLookupBackwardFailsNamingWte) {
   if (!fs::exists(kFaulty)) GTEST_SKIP() << kFaulty << " not built (WTE_FAULT_INJECTION=OFF)";
   const fs::path dir = temp_dir("gradcheck_faulty");

@@ -189,10 +189,11 @@ int cmd_gradcheck(int argc, char** argv) {
     batch_source = "random ids (train.seed " + std::to_string(cfg.train.seed) + ")";
   }
 
-  std::printf("gradcheck: vocab_size %zu, d_model %zu, n_ctx %zu, n_layer %zu, n_head %zu, ln_f %s, "
-              "%s; %s\n",
-              mc.vocab_size, mc.d_model, mc.n_ctx, mc.n_layer, mc.n_head, mc.ln_f ? "on" : "off",
-              mc.tie_embeddings ? "tied lm_head" : "untied lm_head", source.c_str());
+  const std::string blocks = "n_layer " + std::to_string(mc.n_layer) +
+                             (mc.n_layer > 0 ? ", n_head " + std::to_string(mc.n_head) : "");
+  std::printf("gradcheck: vocab_size %zu, d_model %zu, n_ctx %zu, ln_f %s, %s, %s; %s\n",
+              mc.vocab_size, mc.d_model, mc.n_ctx, mc.ln_f ? "on" : "off",
+              mc.tie_embeddings ? "tied lm_head" : "untied lm_head", blocks.c_str(), source.c_str());
   std::printf("batch: B %zu, T %zu, %s\n", batch.B, batch.T, batch_source.c_str());
   // Sizes at which some gradients are exactly 0 whatever the code does (see kHelp).
   std::string vacuous;

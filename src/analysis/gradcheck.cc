@@ -449,7 +449,7 @@ std::vector<CheckLine> compare_float_model(Model& model, const TokenBatch& batch
 
 std::string format_check_line(const CheckLine& l) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "  %-4s %-18s entries %6zu  max_abs %-10.3g max_rel %-10.3g %s",
+  std::snprintf(buf, sizeof buf, "  %-4s %-16s entries %6zu  max_abs %-10.3g max_rel %-10.3g %s",
                 l.check.c_str(), l.name.c_str(), l.entries, l.max_abs_err, l.max_rel_err,
                 l.ok() ? "ok  " : "FAIL");
   std::string s = buf;
