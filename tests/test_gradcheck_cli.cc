@@ -2,10 +2,13 @@
 // passes; the test build wte_faulty (lookup path of dwte dropped, see CMakeLists.txt) fails naming
 // wte; issue 2's tied-sum and duplicate cases pass through both commands from hand-made checkpoints
 // (vocab_size 2 and 5: the shapes come from the tensors); bad token files are rejected with the id,
-// line, position and vocab_size, and nothing is written.
+// line, position and vocab_size, and nothing is written. With blocks: a line per block tensor, and
+// the test build wte_faulty_block (the blocks' GELU backward broken) fails on exactly the tensors
+// behind the GELU.
 #include <H5Cpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -98,6 +101,44 @@ TEST(GradcheckCli, BlocksEveryTensorHasAnFdAndAnF32Line) {
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
   // Every entry of a block weight is checked: c_fc/w is (16, 64).
   EXPECT_NE(out.find("fd   h1/mlp/c_fc/w    entries   1024"), std::string::npos) << out;
+}
+
+// wte_faulty_block: the blocks' GELU backward forgets its chain term (tests/fault_injection_block.cc).
+// The forward is right, so loss, logits and residual(l) pass; backward runs from the top, so ln_f
+// and the last block's mlp/c_proj (computed before the first GELU) pass; every gradient after the
+// faulty GELU fails, every fd line (the double reference) passes.
+TEST(GradcheckCli, BrokenBlockGeluBackwardFailsExactlyTheTensorsBehindIt) {
+  const std::string faulty = std::string(WTE_BINARY_DIR) + "/wte_faulty_block";
+  if (!fs::exists(faulty)) GTEST_SKIP() << faulty << " not built (WTE_FAULT_INJECTION=OFF)";
+  std::string out;
+  const int rc = run(faulty + " gradcheck --model.n_layer=2 --model.n_head=2", &out);
+  EXPECT_EQ(rc, 1) << out;
+  const std::vector<std::string> passing = {"loss", "logits", "residual(1)", "residual(2)",
+                                            "ln_f/g", "ln_f/b", "h1/mlp/c_proj/w",
+                                            "h1/mlp/c_proj/b"};
+  std::istringstream lines(out);
+  std::string line;
+  size_t f32_lines = 0, f32_fails = 0, fd_lines = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("  fd ", 0) == 0) {
+      ++fd_lines;
+      EXPECT_EQ(line.find("FAIL"), std::string::npos) << line;
+    }
+    if (line.rfind("  f32 ", 0) != 0) continue;
+    ++f32_lines;
+    std::istringstream words(line);
+    std::string check, name;
+    words >> check >> name;
+    const bool should_pass = std::find(passing.begin(), passing.end(), name) != passing.end();
+    const bool failed = line.find("FAIL") != std::string::npos;
+    EXPECT_EQ(failed, !should_pass) << line;
+    f32_fails += failed;
+  }
+  EXPECT_EQ(f32_lines, 4u + 4u + 24u) << out;  // loss, logits, residual x2; wte wpe ln_f x2; blocks
+  EXPECT_EQ(f32_fails, 2u + 22u) << out;       // wte, wpe and 22 block tensors
+  EXPECT_GT(fd_lines, 24u) << out;
+  EXPECT_NE(out.find("gradcheck FAILED: wte (f32), wpe (f32), h0/ln_1/g (f32)"), std::string::npos)
+      << out;
 }
 
 TEST(GradcheckCli, NHeadThatDoesNotDivideTheCheckedDModelIsAnError) {
