@@ -26,7 +26,7 @@ out=$(mktemp -d /tmp/wte_mpi_scaling.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 common=(train --config "$config" --train.steps="$steps" --train.eval_interval=0
         --train.snapshot_steps= --checkpoint.interval=0 --overwrite -q)
-echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') (family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p')), $(nproc) cores; $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "config: $config, $steps steps per run; tokens/s of the step time (wte train's summary)"
 tok_s() { sed -n 's/^trained .* in .*, \([0-9]*\) tokens\/s.*/\1/p' "$1"; }
 printf "%5s %12s %12s %12s %10s %10s %8s %6s\n" round "1r x 1t" "1r x 2t" "2r x 1t" "2r/1r1t" \

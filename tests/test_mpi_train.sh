@@ -1,7 +1,8 @@
 #!/bin/bash
 # Data-parallel `wte train` under mpirun (issue 14), on loopback only: 2 ranks x 1 thread against
-# 1 rank x 1 thread (tied and untied), two 2-rank runs bit-identical, a 2-rank --stop-at resumed
-# bit-exactly with 2 ranks and also with 1 rank, and a rank killed with SIGKILL. Tiny model (V 300,
+# 1 rank x 1 thread (tied, untied, with 2 blocks), two 2-rank runs bit-identical, a 2-rank
+# --stop-at resumed bit-exactly with 2 ranks and also with 1 rank, a rank killed with SIGKILL, and
+# `wte profile comm`. Tiny model (V 300,
 # d_model 16, T 16, B 8); a few seconds. Skipped (exit 77) without mpirun or an MPI build.
 #
 # The loss bound. Step 1 starts from the same parameters: one rank's loss is the float mean of the
@@ -104,6 +105,10 @@ for tie in true false; do
   grep -q "^communication: .* step time (" "$dir/two_$tie.txt" || fail "no communication share printed"
   [ "$(grep -c '^final validation loss' "$dir/two_$tie.txt")" = 1 ] || fail "summary not printed once"
 done
+# With transformer blocks (their dense gradients go through the same exchange).
+train1 --out "$dir/one_blocks" --model.n_layer=2 --model.n_head=2 > /dev/null
+train2 --out "$dir/two_blocks" --model.n_layer=2 --model.n_head=2 > /dev/null
+check_losses "$dir/one_blocks" "$dir/two_blocks" "n_layer=2, 1 vs 2 ranks"
 grep -q "1 threads x 2 ranks" <("${MPI[@]}" -np 2 "$WTE_CLI" train --config "$dir/tiny.ini" \
   --out "$dir/progress" --train.steps=2) || fail "model line does not name 2 ranks"
 
