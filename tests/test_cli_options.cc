@@ -174,12 +174,16 @@ TEST(CliOptions, GradcheckWarnsWhereItCannotFail) {
   EXPECT_NE(out.find("warning: vocab_size 1: softmax over one logit is 1"), std::string::npos) << out;
   EXPECT_NE(out.find("this check cannot detect errors"), std::string::npos) << out;
   EXPECT_NE(out.find("gradcheck passed, but vacuously at this size"), std::string::npos) << out;
-  ASSERT_EQ(run(kCli + " " + g + "--d-model 1 --model.ln_f=true", &out), 0) << out;
+  // (--n-layer 0: blocks at d_model 1 are degenerate too, with their own warning.)
+  ASSERT_EQ(run(kCli + " " + g + "--n-layer 0 --d-model 1 --model.ln_f=true", &out), 0) << out;
   EXPECT_NE(out.find("warning: d_model 1 with ln_f on"), std::string::npos) << out;
   // Neither size alone is degenerate: no warning.
-  ASSERT_EQ(run(kCli + " " + g + "--d-model 1 --model.ln_f=false", &out), 0) << out;
+  ASSERT_EQ(run(kCli + " " + g + "--n-layer 0 --d-model 1 --model.ln_f=false", &out), 0) << out;
   EXPECT_EQ(out.find("warning"), std::string::npos) << out;
   EXPECT_NE(out.find("gradcheck passed\n"), std::string::npos) << out;
+  ASSERT_EQ(run(kCli + " " + g + "--n-layer 2 --d-model 1 --model.ln_f=false", &out), 0) << out;
+  EXPECT_NE(out.find("warning: d_model 1 with blocks: every block's ln_1 and ln_2"),
+            std::string::npos) << out;
 }
 
 TEST(CliOptions, GradcheckHelpShowsDefaultsAsTyped) {

@@ -145,9 +145,14 @@ TEST(GradcheckCli, NHeadThatDoesNotDivideTheCheckedDModelIsAnError) {
   std::string out;
   const int rc = run(kCli + " gradcheck --model.n_layer=1 --n-head=3", &out);
   EXPECT_NE(rc, 0) << out;
-  EXPECT_NE(out.find("n_head = 3 does not divide the checked d_model = 16"), std::string::npos)
+  EXPECT_NE(out.find("--n-head = 3 does not divide the checked d_model = 16"), std::string::npos)
       << out;
   EXPECT_EQ(out.find("finite differences"), std::string::npos) << "no work before the error\n" << out;
+  // Without --n-head, the config's n_head is narrowed to divide the shrunk d_model, and said so.
+  ASSERT_EQ(run(kCli + " gradcheck --model.n_layer=1 --model.d_model=128 --model.n_head=8 "
+                       "--d-model 12", &out), 0) << out;
+  EXPECT_NE(out.find("n_layer 1, n_head 4 (config's n_head 8 does not divide the checked d_model; "
+                     "4 does)"), std::string::npos) << out;
 }
 
 TEST(GradcheckCli, BrokenLookupBackwardFailsNamingWte) {

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <numeric>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -46,7 +47,8 @@ const char* kHelp =
     "line passes, 1 if any fails (the failing tensors are named on the last line), 2 bad usage.\n\n"
     "The model: from --config (default: the built-in defaults) with its shapes shrunk to\n"
     "vocab_size <= 64, d_model <= 16, n_ctx <= 8, n_layer <= 2, batch <= 2, T <= 8 (each settable\n"
-    "below, without a cap; model.n_head is kept and must divide the shrunk d_model), initialised\n"
+    "below, without a cap; model.n_head is kept if it divides the shrunk d_model, else the\n"
+    "largest divisor of both is used), initialised\n"
     "as `wte train` does (train.seed); or, with --checkpoint, the parameters\n"
     "of an HDF5 checkpoint at its own shapes (shapes come from its tensors, so a hand-made model\n"
     "with vocab_size 2 loads; keep such models small: the cost is O(entries * B*T*V*C)).\n"
@@ -136,6 +138,7 @@ int cmd_gradcheck(int argc, char** argv) {
 
   std::unique_ptr<Model> model;
   Config cfg;
+  std::string n_head_note;
   std::string source;
   if (vm.count("checkpoint")) {
     for (const char* k : {"config", "vocab-size", "d-model", "n-ctx", "n-layer", "n-head"})
@@ -157,11 +160,20 @@ int cmd_gradcheck(int argc, char** argv) {
     cfg.model.d_model = pick(arg_C, cfg.model.d_model, kMaxC);
     cfg.model.n_ctx = pick(arg_ctx, cfg.model.n_ctx, kMaxCtx);
     cfg.model.n_layer = has_L ? arg_L : std::min(cfg.model.n_layer, kMaxLayers);
-    if (arg_H != 0) cfg.model.n_head = arg_H;
-    if (cfg.model.n_layer > 0 && cfg.model.d_model % cfg.model.n_head != 0)
-      throw Error("model.n_head = " + std::to_string(cfg.model.n_head) +
-                  " does not divide the checked d_model = " + std::to_string(cfg.model.d_model) +
-                  "; pass --n-head (a divisor of d_model) or --d-model (a multiple of n_head)");
+    if (arg_H != 0) {
+      cfg.model.n_head = arg_H;
+      if (cfg.model.n_layer > 0 && cfg.model.d_model % cfg.model.n_head != 0)
+        throw Error("--n-head = " + std::to_string(cfg.model.n_head) +
+                    " does not divide the checked d_model = " + std::to_string(cfg.model.d_model) +
+                    "; pass a divisor of d_model, or --d-model (a multiple of n_head)");
+    } else if (cfg.model.n_layer > 0 && cfg.model.d_model % cfg.model.n_head != 0) {
+      // The shrunk d_model need not be a multiple of the config's n_head: use the largest head
+      // count that divides both (said in the header line).
+      const size_t h = std::gcd(cfg.model.n_head, cfg.model.d_model);
+      n_head_note = " (config's n_head " + std::to_string(cfg.model.n_head) +
+                    " does not divide the checked d_model; " + std::to_string(h) + " does)";
+      cfg.model.n_head = h;
+    }
     model = std::make_unique<Model>(cfg.model);
     model->init_weights(cfg.train.seed);
     source = (config_path.empty() ? std::string("the default config") : "config " + config_path) +
@@ -190,7 +202,8 @@ int cmd_gradcheck(int argc, char** argv) {
   }
 
   const std::string blocks = "n_layer " + std::to_string(mc.n_layer) +
-                             (mc.n_layer > 0 ? ", n_head " + std::to_string(mc.n_head) : "");
+                             (mc.n_layer > 0 ? ", n_head " + std::to_string(mc.n_head) + n_head_note
+                                             : "");
   std::printf("gradcheck: vocab_size %zu, d_model %zu, n_ctx %zu, ln_f %s, %s, %s; %s\n",
               mc.vocab_size, mc.d_model, mc.n_ctx, mc.ln_f ? "on" : "off",
               mc.tie_embeddings ? "tied lm_head" : "untied lm_head", blocks.c_str(), source.c_str());
@@ -205,6 +218,11 @@ int cmd_gradcheck(int argc, char** argv) {
               "gradients of wte's lookup path, wpe and ln_f's weight are exactly 0 (and all of "
               "wte's while ln_f's bias is 0, as at init) and this check cannot detect errors in "
               "them (use d_model >= 2, or ln_f off)";
+  if (mc.vocab_size != 1 && mc.d_model == 1 && mc.n_layer > 0)
+    vacuous += std::string(vacuous.empty() ? "d_model 1 with blocks" : "; with blocks, too") +
+               ": every block's ln_1 and ln_2 over one value output their bias alone, so no "
+               "gradient reaches a block's input through them and most block gradients are "
+               "exactly 0 whatever the code does (use d_model >= 2)";
   if (!vacuous.empty()) {
     std::printf("warning: %s\n", vacuous.c_str());
     std::fprintf(stderr, "wte gradcheck: warning: %s\n", vacuous.c_str());
