@@ -3,14 +3,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <string>
 #include <cstring>
 #include <vector>
 
 #include "src/analysis/context_geometry.h"
 #include "src/model/decoder.h"
 #include "tests/test_util.h"
+#include "wte/checkpoint.h"
+#include "wte/config.h"
 #include "wte/model.h"
+#include "wte/tokenizer.h"
 
+namespace fs = std::filesystem;
 using namespace wte;
 using namespace wte::test;
 
@@ -109,4 +115,44 @@ TEST(ContextGeometry, SampleTakesEvenlySpacedWindowsThroughTheDecoder) {
             std::string::npos);
   EXPECT_NE(error_of([&] { sample_hidden_states(model, {1, 100}, 10, 10, "x.bin"); }).find("100"),
             std::string::npos);
+}
+
+TEST(HiddenStatesCli, BlocksAddContextOnlyFromEarlierTokens) {
+  // A random 2-block model: " bank" after the same prefix is equal at every layer (the reason is
+  // printed); after " river" vs " money" it is bit-identical at layer 0 and differs after block 0.
+  const fs::path dir = temp_dir("context_hidden_blocks");
+  const Tokenizer tok = Tokenizer::train(tiny_corpus(), 512);  // stops when no pair is left
+  Config cfg = load_config("", {"--model.vocab_size=" + std::to_string(tok.size()),
+                                "--model.d_model=16", "--model.n_ctx=16", "--model.n_layer=2",
+                                "--model.n_head=2", "--data.seq_len=16"});
+  Model model(cfg.model);
+  model.init_weights(5);
+  const std::string ckpt = (dir / "blocks.h5").string();
+  save_checkpoint(ckpt, model, nullptr, tok, cfg, 0);
+  ASSERT_EQ(tok.encode(" bank").size(), 1u);
+  std::string out;
+  ASSERT_EQ(run(std::string("'") + WTE_CLI + "' hidden-states --checkpoint '" + ckpt +
+                    "' --text 'the bank was' --text 'the bank is' --text 'the river bank'"
+                    " --text 'the money bank' --dims 2",
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("n_layer 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("hidden_states[2] (ln_f)"), std::string::npos) << out;
+  EXPECT_NE(out.find("\" bank\" (" + std::to_string(tok.encode(" bank")[0]) +
+                     ") at index 1: bit-identical at all 3 layers"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("A row sees only the tokens at or before its index"), std::string::npos) << out;
+  // text 2 and text 3: " bank" at index 2 after " river" / " money".
+  const size_t pair = out.find("text 2 and text 3");
+  ASSERT_NE(pair, std::string::npos) << out;
+  const std::string tail = out.substr(pair);
+  EXPECT_NE(tail.find("the texts differ at index 1 (\" river\" vs \" money\")"), std::string::npos)
+      << tail;
+  EXPECT_NE(tail.find("    hidden_states[0]             yes "), std::string::npos) << tail;
+  EXPECT_NE(tail.find("    hidden_states[1]             no "), std::string::npos) << tail;
+  EXPECT_NE(tail.find("    hidden_states[2] (ln_f)      no "), std::string::npos) << tail;
+  // No val.bin beside the checkpoint: the baseline comes from the texts' own rows, and says so.
+  EXPECT_NE(out.find("the texts' own rows"), std::string::npos) << out;
 }

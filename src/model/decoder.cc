@@ -12,19 +12,6 @@
 namespace wte {
 namespace {
 
-// n_layer and n_head of the config. (Written so the decoder builds before and after
-// model.n_layer / model.n_head exist in ModelConfig: without them the model has no blocks.)
-template <class Cfg>
-size_t config_n_layer(const Cfg& c) {
-  if constexpr (requires { c.n_layer; }) return c.n_layer;
-  else return 0;
-}
-template <class Cfg>
-size_t config_n_head(const Cfg& c) {
-  if constexpr (requires { c.n_head; }) return c.n_head;
-  else return 1;
-}
-
 std::string shape_string(const std::vector<size_t>& shape) {
   std::string s = "(";
   for (size_t i = 0; i < shape.size(); ++i) {  // appends: GCC 12 -Wrestrict false positive on +
@@ -45,7 +32,7 @@ const float* find_param(const Model& model, const std::string& name, std::vector
     return model.param_data() + t.offset;
   }
   throw Error("Decoder: the model has no tensor named " + name + " (n_layer = " +
-              std::to_string(config_n_layer(model.config())) + ")");
+              std::to_string(model.config().n_layer) + ")");
 }
 
 // y = x · w + b for one row: x (K), w (K, N) row-major (GPT-2's conv1d layout), b (N), y (N).
@@ -81,8 +68,8 @@ struct Decoder::Block {
 Decoder::Decoder(const Model& model) : model_(model) {
   const ModelConfig& cfg = model.config();
   V_ = cfg.vocab_size, C_ = cfg.d_model, n_ctx_ = cfg.n_ctx;
-  n_layer_ = config_n_layer(cfg);
-  n_head_ = config_n_head(cfg);
+  n_layer_ = cfg.n_layer;
+  n_head_ = cfg.n_head;
   if (n_layer_ > 0 && (n_head_ == 0 || C_ % n_head_ != 0))
     throw Error("Decoder: n_head = " + std::to_string(n_head_) + " does not divide d_model = " +
                 std::to_string(C_));
