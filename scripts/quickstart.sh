@@ -34,6 +34,7 @@ packages=(
   libeigen3-dev                    # PCA and Gram matrices of wte (wte geometry)
   python3                          # datasets/make_planted.py
   openmpi-bin libopenmpi-dev       # data-parallel training: mpirun -np R wte train (CMake WTE_MPI)
+  pybind11-dev python3-pybind11 python3-dev python3-numpy   # the Python module `wte` (python/)
 )
 # The geometry page's test opens it in headless Chromium and renders its SVGs with rsvg-convert.
 if [ "$mode" = test ]; then packages+=(chromium librsvg2-bin); fi

@@ -25,6 +25,13 @@ void embedding_forward(F* hidden_states, const int32_t* ids, const F* wte, const
   }
 }
 
+/// out[n,:] = wte[ids[n],:]. Shapes as wte::embedding_gather.
+template <typename F>
+void embedding_gather(F* out, const int32_t* ids, const F* wte, size_t N, size_t C) {
+  for (size_t n = 0; n < N; ++n)
+    for (size_t c = 0; c < C; ++c) out[n * C + c] = wte[static_cast<size_t>(ids[n]) * C + c];
+}
+
 /// dwte[ids[n],:] += dhidden[n,:]. Each touched row first sums its upstream rows in increasing n,
 /// then adds the sum to dwte once: the order the SIMD kernel uses, so the results are bit-identical.
 template <typename F>

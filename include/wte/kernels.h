@@ -24,6 +24,13 @@ namespace wte {
 void embedding_forward(float* hidden_states, const int32_t* ids, const float* wte, const float* wpe,
                        size_t B, size_t T, size_t C);
 
+// Embedding gather, the lookup without positions (torch.nn.functional.embedding's forward):
+//   out[n,:] = wte[ids[n],:]   for n in [0, N)
+// out (N,C) written; ids (N), each in [0, V) (not re-checked, as embedding_forward); wte (V,C).
+// out may not overlap wte. Exact copies (bit patterns kept, -0.0 and NaN included). Parallel over
+// rows with OpenMP, prefetching table rows ahead. (simd/gather.cc)
+void embedding_gather(float* out, const int32_t* ids, const float* wte, size_t N, size_t C);
+
 // ------------------------------------------------------------------------------------------------
 // Lookup backward of the token table: a sparse-row scatter-add.
 //   dwte[ids[n],:] += dhidden[n,:]   for n in [0, N); duplicate ids accumulate.
