@@ -78,7 +78,7 @@ g++ -std=c++17 -O1 "$src/tests/consumers/model/main.cc" -o "$tmp/pc_model" \
 "$tmp/pc_model" "$ckpt" >/dev/null || fail "pkg-config wte: run"
 
 log "5. wte as a subproject"
-cmake -S "$src/tests/consumers/subproject" -B "$tmp/sub" -DWTE_TREE="$src" \
+cmake -S "$src/tests/consumers/subproject" -B "$tmp/sub" -DDEP_SOURCE_DIR="$src" \
       >"$tmp/sub.log" 2>&1 || { cat "$tmp/sub.log"; fail "subproject configure"; }
 targets="$(cmake --build "$tmp/sub" --target help)"
 for t in test_model test_train wte_faulty; do
