@@ -104,4 +104,16 @@ cmake -S "$src/examples/cpp" -B "$tmp/example" -DCMAKE_PREFIX_PATH="$prefix" >"$
 grep -q '^hidden\[0\]\[1\] = 0.21, dwte\[5\]\[0\] = 2, dwte\[2\]\[0\] = 1$' "$tmp/example.out" \
   || fail "examples/cpp printed other values"
 grep -q 'wte\[0\]\[0\] = 0 (untouched)' "$tmp/example.out" || fail "examples/cpp: lazy AdamW touched row 0"
+log "7. the installed Python module imports from the prefix"
+pydir="$(ls -d "$prefix"/lib/python3*/dist-packages 2>/dev/null | head -1)"
+if [ -n "$pydir" ] && [ -d "$pydir/wte" ]; then
+  (cd "$tmp" && PYTHONPATH="$pydir" /usr/bin/python3 -c '
+import numpy as np, wte
+assert wte.__file__.startswith("'"$pydir"'"), wte.__file__
+table = np.arange(12, dtype=np.float32).reshape(4, 3)
+assert wte.gather(table, np.array([3, 1], dtype=np.int32)).tolist() == [[9, 10, 11], [3, 4, 5]]
+print("import wte from", wte.__file__)') || fail "the installed Python module"
+else
+  echo "(no Python module in the build: skipped)"
+fi
 log "all consumers passed"
