@@ -103,7 +103,7 @@ void expect_rejected(const std::vector<CliCase>& cases) {
 }
 
 TEST(CliOptions, GradcheckRejectsBadSizes) {
-  const std::string g = "gradcheck --config " WTE_SOURCE_DIR "/configs/default.ini ";
+  const std::string g = "gradcheck --config " WTE_SOURCE_DIR "/configs/embedding_only.ini ";
   expect_rejected({
       {g + "--vocab-size -3",
        "--vocab-size = '-3' is not allowed; allowed: a whole number in [1, 16777216]"},
@@ -168,7 +168,7 @@ TEST(CliOptions, GeometryAndHiddenStatesCheckOptionsBeforeReading) {
 }
 
 TEST(CliOptions, GradcheckWarnsWhereItCannotFail) {
-  const std::string g = "gradcheck --config " WTE_SOURCE_DIR "/configs/default.ini ";
+  const std::string g = "gradcheck --config " WTE_SOURCE_DIR "/configs/embedding_only.ini ";
   std::string out;
   ASSERT_EQ(run(kCli + " " + g + "--vocab-size 1", &out), 0) << out;
   EXPECT_NE(out.find("warning: vocab_size 1: softmax over one logit is 1"), std::string::npos) << out;

@@ -67,7 +67,7 @@ TEST(GradcheckCli, DefaultConfigPasses) {
   const fs::path dir = temp_dir("gradcheck_default");
   std::string out;
   const int rc =
-      run(kCli + " gradcheck --config " + WTE_SOURCE_DIR + "/configs/default.ini", &out);
+      run(kCli + " gradcheck --config " + WTE_SOURCE_DIR + "/configs/embedding_only.ini", &out);
   EXPECT_EQ(rc, 0) << out;
   for (const char* line : {"fd   wte ", "fd   wte:lookup", "fd   wte:unembedding", "fd   wpe ",
                            "fd   ln_f/g", "fd   ln_f/b", "f32  loss", "f32  logits", "f32  wte ",
@@ -160,7 +160,7 @@ TEST(GradcheckCli, BrokenLookupBackwardFailsNamingWte) {
   const fs::path dir = temp_dir("gradcheck_faulty");
   std::string out;
   const int rc =
-      run(kFaulty + " gradcheck --config " + WTE_SOURCE_DIR + "/configs/default.ini", &out);
+      run(kFaulty + " gradcheck --config " + WTE_SOURCE_DIR + "/configs/embedding_only.ini", &out);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("gradcheck FAILED: wte (f32)"), std::string::npos) << out;
   // Only wte is wrong: the double reference's fd lines and the other float tensors still pass.
