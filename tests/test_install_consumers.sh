@@ -47,7 +47,7 @@ build_consumer kernels
 
 log "2. wte::wte: load a checkpoint made by wte train"
 printf 'In the beginning the king said unto the people, and they went into the city by the river.\n\n%.0s' $(seq 1 40) > "$tmp/corpus.txt"
-"$cli" train --config "$src/configs/default.ini" --data.text="$tmp/corpus.txt" \
+"$cli" train --config "$src/configs/embedding_only.ini" --data.text="$tmp/corpus.txt" \
   --model.vocab_size=300 --model.d_model=16 --model.n_ctx=16 --data.seq_len=16 \
   --train.batch_size=2 --train.steps=2 --train.snapshot_steps= --out "$tmp/run" >"$tmp/train.log" 2>&1 \
   || { cat "$tmp/train.log"; fail "wte train"; }

@@ -393,7 +393,7 @@ class CheckpointAndTokenizer(unittest.TestCase):
         with open(corpus, "w") as f:
             f.write("In the beginning the king said unto the people, and they went into the city.\n\n" * 40)
         cls.run_dir = os.path.join(cls.tmp.name, "run")
-        subprocess.run([CLI, "train", "--config", os.path.join(SRC, "configs/default.ini"),
+        subprocess.run([CLI, "train", "--config", os.path.join(SRC, "configs/embedding_only.ini"),
                         f"--data.text={corpus}", "--model.vocab_size=290", "--model.d_model=8",
                         "--model.n_ctx=8", "--data.seq_len=8", "--train.batch_size=2",
                         "--train.steps=2", "--train.snapshot_steps=", "--model.tie_embeddings=false",
