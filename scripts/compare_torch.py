@@ -2,10 +2,10 @@
 """Compare wte's loss, logits and gradients with PyTorch's on the same model and batch.
 
 Usage:
-  /usr/bin/python3 scripts/compare_torch.py --wte build/wte --checkpoint C.h5 --tokens batch.txt
+  /usr/bin/python3 scripts/compare_torch.py --wte build/wte --checkpoint C.h5 --batch batch.txt
                                             [--workdir DIR] [--rtol 1e-5] [--precision float32]
 
-1. Runs `wte grad --checkpoint C --tokens FILE --out DIR/grads.h5` (wte's float32 production
+1. Runs `wte grad --checkpoint C --batch FILE --out DIR/grads.h5` (wte's float32 production
    model: oneDNN + Highway).
 2. Rebuilds the same model in PyTorch from the checkpoint (h5py) as an nn.Module written here
    (GPT2 below, GPT-2's model.py with n_layer blocks read from the checkpoint's h{l}/ tensors),
@@ -179,7 +179,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--wte", required=True, help="the wte binary")
     ap.add_argument("--checkpoint", required=True)
-    ap.add_argument("--tokens", required=True, help="token batch file (see wte grad --help)")
+    ap.add_argument("--batch", "--tokens", dest="tokens", required=True,
+                    help="token batch file (see wte grad --help; --tokens is the old name)")
     ap.add_argument("--workdir", help="where grads.h5 goes (default: a temporary directory)")
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--precision", choices=("float32", "float64"), default="float32",
@@ -190,7 +191,7 @@ def main():
     workdir = args.workdir or tempfile.mkdtemp(prefix="wte_compare_torch_")
     os.makedirs(workdir, exist_ok=True)
     grads_path = os.path.join(workdir, "grads.h5")
-    run = subprocess.run([args.wte, "grad", "--checkpoint", args.checkpoint, "--tokens",
+    run = subprocess.run([args.wte, "grad", "--checkpoint", args.checkpoint, "--batch",
                           args.tokens, "--out", grads_path, "--precision", args.precision],
                          capture_output=True, text=True)
     if run.returncode != 0:

@@ -86,16 +86,18 @@ TEST(CliOptions, OutputDirCreatedOrRejected) {
             std::string::npos);
 }
 
-// Every case: exit 1, the expected message, and no sign of work done (a profile table, a
-// gradcheck line, a checkpoint opened).
+// Every case: exit 2 (bad usage; 1 for an output path that cannot be created, a run-time
+// failure), the expected message, and no sign of work done (a profile table, a gradcheck line, a
+// checkpoint opened).
 struct CliCase {
   std::string args, expected;
+  int code = 2;
 };
 
 void expect_rejected(const std::vector<CliCase>& cases) {
   for (const CliCase& c : cases) {
     std::string out;
-    EXPECT_EQ(run(kCli + " " + c.args, &out), 1) << c.args << "\n" << out;
+    EXPECT_EQ(run(kCli + " " + c.args, &out), c.code) << c.args << "\n" << out;
     EXPECT_NE(out.find(c.expected), std::string::npos) << c.args << "\n" << out;
     for (const char* work : {"median of", "finite differences", "gradcheck: vocab_size", "missing.h5"})
       EXPECT_EQ(out.find(work), std::string::npos) << c.args << " did work:\n" << out;
@@ -120,20 +122,23 @@ TEST(CliOptions, GradcheckRejectsBadSizes) {
 
 TEST(CliOptions, ProfileRejectsBadCountsListsAndOutputsBeforeMeasuring) {
   const fs::path dir = temp_dir("cli_options_profile");
-  const std::string p = "profile scatter --quick --vocab 100 --d-model 8 --tokens 64 --threads 1 ";
+  const std::string p = "profile scatter --quick --vocab-size 100 --d-model 8 --n-tokens 64 --threads 1 ";
   const std::string nodir = (dir / "nodir").string();
   expect_rejected({
       {p + "--repeat -1", "--repeat = '-1' is not allowed; allowed: a whole number in [1, 100000]"},
       {p + "--repeat 0", "--repeat = '0' is not allowed"},
-      {"profile --tokens -5", "--tokens = '-5' is not allowed; allowed: a whole number in [1, 2147483647]"},
-      {"profile --vocab -1", "--vocab = '-1' is not allowed"},
+      {"profile --n-tokens -5", "--n-tokens = '-5' is not allowed; allowed: a whole number in [1, 2147483647]"},
+      {"profile --vocab-size -1", "--vocab-size = '-1' is not allowed"},
+      // The old spellings are hidden aliases of the new names.
+      {"profile --tokens -5", "--n-tokens = '-5' is not allowed"},
+      {"profile --vocab -1", "--vocab-size = '-1' is not allowed"},
       {"profile --seed -1", "--seed = '-1' is not allowed"},
       {p + "--dist ''", "--dist is empty"},
       {p + "--dist uniform,,zipf:1.1", "--dist = 'uniform,,zipf:1.1': item 2 is empty"},
       {"profile --threads 1,,2", "--threads = '1,,2': item 2 is empty"},
       {"profile --threads 2x", "--threads = '2x' is not allowed; allowed: a whole number in [1, 1024]"},
-      {p + "--json " + nodir + "/x.json", "--json " + nodir + "/x.json: cannot create the file"},
-      {p + "--chart " + nodir + "/x.svg", "--chart " + nodir + "/x.svg: cannot create the file"},
+      {p + "--json " + nodir + "/x.json", "--json " + nodir + "/x.json: cannot create the file", 1},
+      {p + "--chart " + nodir + "/x.svg", "--chart " + nodir + "/x.svg: cannot create the file", 1},
   });
   EXPECT_FALSE(fs::exists(nodir));
 }
@@ -141,7 +146,7 @@ TEST(CliOptions, ProfileRejectsBadCountsListsAndOutputsBeforeMeasuring) {
 TEST(CliOptions, ProfileWritesNoProgressLinesWhenStderrIsNotATerminal) {
   const fs::path dir = temp_dir("cli_options_progress");
   std::string out;
-  ASSERT_EQ(run(kCli + " profile scatter --quick --vocab 100 --d-model 8 --tokens 64 --threads 1 "
+  ASSERT_EQ(run(kCli + " profile scatter --quick --vocab-size 100 --d-model 8 --n-tokens 64 --threads 1 "
                        "--dist uniform --strategy serial --json " + (dir / "p.json").string(), &out),
             0) << out;
   EXPECT_EQ(out.find("\x1b[K"), std::string::npos) << out;
@@ -161,7 +166,7 @@ TEST(CliOptions, GeometryAndHiddenStatesCheckOptionsBeforeReading) {
       {g + "--frequent -1", "--frequent = '-1' is not allowed; allowed: a whole number in [0, 16777216]"},
       {g + "--k -1", "--k = '-1' is not allowed"},
       {g + "--max-points 0", "--max-points = '0' is not allowed"},
-      {g + "--out /dev/null/x", "--out /dev/null/x: cannot create the directory"},
+      {g + "--out /dev/null/x", "--out /dev/null/x: cannot create the directory", 1},
       {"hidden-states --checkpoint " + missing + " --text a --dims -1",
        "--dims = '-1' is not allowed; allowed: a whole number in [0, 65536]"},
   });

@@ -251,7 +251,7 @@ TEST(Snapshots, TrainWritesStepZeroNoiseAndTheChosenSteps) {
   // wte geometry over the series, with the generator's labels.
   ASSERT_EQ(run(std::string("'") + WTE_CLI + "' geometry --checkpoint '" + (dir / "run").string() +
                     "' --labels '" + (dir / "planted/labels.tsv").string() +
-                    "' --tokens ' cat, red,#259' --out '" + (dir / "geo").string() + "'",
+                    "' --query ' cat, red,#259' --out '" + (dir / "geo").string() + "'",
                 &out),
             0)
       << out;
@@ -273,7 +273,8 @@ TEST(Snapshots, TrainWritesStepZeroNoiseAndTheChosenSteps) {
   const std::string csv = slurp(dir / "geo" / "geometry.csv");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
 
-  // Bad inputs: a labels file for another vocabulary, a multi-token --tokens item.
+  // Bad inputs: a labels file for another vocabulary (a run-time failure, 1), a multi-token
+  // --query item (bad usage, 2).
   {
     std::ofstream bad(dir / "bad_labels.tsv");
     bad << "id\ttoken\tclass\n285\tĠdog\tanimal\n";
@@ -286,9 +287,9 @@ TEST(Snapshots, TrainWritesStepZeroNoiseAndTheChosenSteps) {
             std::string::npos)
       << out;
   EXPECT_EQ(run(std::string("'") + WTE_CLI + "' geometry --checkpoint '" + snaps[0].second +
-                    "' --tokens ' cat dog'",
+                    "' --query ' cat dog'",
                 &out),
-            1);
+            2);
   EXPECT_NE(out.find("' cat dog' is 2 tokens"), std::string::npos) << out;
 }
 

@@ -1,5 +1,6 @@
 // Option checks shared by the `wte` subcommands: whole numbers typed by the user, comma-separated
-// lists, and output paths checked before any work. Header-only, so tests/test_cli_options.cc can
+// lists, and output paths checked before any work; the usage-error type behind exit status 2 and
+// the old option spellings kept as hidden aliases. Header-only, so tests/test_cli_options.cc can
 // test it directly.
 #pragma once
 
@@ -18,11 +19,66 @@
 
 namespace wte::cli {
 
+/// Bad usage: an unknown option, a value that does not parse or is out of range, options that
+/// cannot be combined. train/main.cc turns it into exit status 2 (wte::Error is 1: a run-time
+/// failure such as a missing or broken file). The message names the option.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& what) : Error(what) {}
+};
+
+/// Runs `load`, a config loader given command-line overrides, and rethrows the errors that are
+/// about the command line (an unknown --section.key, a value typed there that does not parse or is
+/// out of range) as UsageError, so they exit 2 like any other bad option; errors about a config
+/// file stay run-time errors. Relies on src/io/config.cc naming the command line in those messages.
+template <typename Load>
+auto usage_errors_of_overrides(Load&& load) {
+  try {
+    return load();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    if (m.find("from the command line") != std::string::npos ||
+        m.find("on the command line") != std::string::npos || m.rfind("command line: ", 0) == 0)
+      throw UsageError(m);
+    throw;
+  }
+}
+
+/// An old option spelling kept working: `old_name` (e.g. "--tokens") is read as `new_name`
+/// (e.g. "--batch"). Hidden: --help shows only the new name.
+struct Alias {
+  const char* old_name;
+  const char* new_name;
+};
+
+/// The arguments argv[1..argc) with every alias's old spelling ("--tokens X", "--tokens=X")
+/// replaced by its new one. Arguments after a lone "--" are left alone (they are texts).
+inline std::vector<std::string> with_aliases(int argc, char** argv, const std::vector<Alias>& aliases) {
+  std::vector<std::string> out;
+  bool texts = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") texts = true;
+    if (!texts)
+      for (const Alias& al : aliases) {
+        const std::string o = al.old_name;
+        if (a == o || a.rfind(o + "=", 0) == 0) {
+          a = al.new_name + a.substr(o.size());
+          break;
+        }
+      }
+    out.push_back(a);
+  }
+  return out;
+}
+
 /// Parses `text`, the value typed for option `option` (e.g. "--vocab-size"), as a whole number
 /// in [lo, hi]. Only decimal digits are accepted, all of them: no sign, no spaces, no junk
 /// ("3x"), no exponent. Why not po::value<size_t>: Boost.Program_options reads "-3" into a size_t
 /// as 2^64 - 3 and the command then crashes or allocates 2^64 bytes.
-/// Throws wte::Error naming the option, the value as typed and the allowed range, e.g.
+/// Throws UsageError naming the option, the value as typed and the allowed range, e.g.
 /// "--vocab-size = '-3' is not allowed; allowed: a whole number in [1, 16777216]".
 inline uint64_t parse_whole_number(const std::string& option, const std::string& text, uint64_t lo,
                                    uint64_t hi) {
@@ -33,7 +89,7 @@ inline uint64_t parse_whole_number(const std::string& option, const std::string&
   const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
   const auto [end, ec] = std::from_chars(first, last, v);
   if (!digits || ec != std::errc() || end != last || v < lo || v > hi)
-    throw Error(option + " = '" + text + "' is not allowed; allowed: a whole number in [" +
+    throw UsageError(option + " = '" + text + "' is not allowed; allowed: a whole number in [" +
                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return v;
 }
@@ -46,17 +102,17 @@ inline uint64_t whole_number_option(const boost::program_options::variables_map&
 }
 
 /// The items of a comma-separated list typed for `option` ("uniform,zipf:1.1" -> 2 items).
-/// Throws wte::Error naming the option if the list or any item is empty ("", "a,,b", "a,").
+/// Throws UsageError naming the option if the list or any item is empty ("", "a,,b", "a,").
 inline std::vector<std::string> split_list(const std::string& option, const std::string& text) {
   if (text.empty())
-    throw Error(option + " is empty; allowed: one or more comma-separated items");
+    throw UsageError(option + " is empty; allowed: one or more comma-separated items");
   std::vector<std::string> out;
   size_t pos = 0;
   while (true) {
     const size_t comma = text.find(',', pos);
     const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     if (item.empty())
-      throw Error(option + " = '" + text + "': item " + std::to_string(out.size() + 1) +
+      throw UsageError(option + " = '" + text + "': item " + std::to_string(out.size() + 1) +
                   " is empty; allowed: comma-separated items, none empty");
     out.push_back(item);
     if (comma == std::string::npos) break;

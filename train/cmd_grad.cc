@@ -1,4 +1,4 @@
-// `wte grad --checkpoint C --tokens FILE --out grads.h5 [--precision float32|float64]`
+// `wte grad --checkpoint C --batch FILE --out grads.h5 [--precision float32|float64]`
 #include <H5Cpp.h>
 #include <boost/program_options.hpp>
 
@@ -15,6 +15,7 @@
 #include "src/io/hdf5_util.h"
 #include "wte/model.h"
 #include "src/model/reference_model.h"
+#include "train/cli_util.h"
 #include "train/commands.h"
 
 namespace po = boost::program_options;
@@ -23,7 +24,7 @@ namespace wte::cli {
 namespace {
 
 const char* kHelp =
-    "Usage: wte grad --checkpoint C --tokens FILE --out grads.h5 [--precision float32|float64]\n\n"
+    "Usage: wte grad --checkpoint C --batch FILE --out grads.h5 [--precision float32|float64]\n\n"
     "One forward and backward of the model in checkpoint C on one batch, written to HDF5 so that\n"
     "any framework can compare its numbers with wte's (scripts/compare_torch.py does it with\n"
     "PyTorch). The batch file holds integer ids separated by spaces, one sequence per line, every\n"
@@ -64,13 +65,17 @@ int cmd_grad(int argc, char** argv) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "print this help")(
       "checkpoint", po::value<std::string>(), "HDF5 checkpoint (wte train writes them)")(
-      "tokens", po::value<std::string>(), "token batch: ids separated by spaces, a sequence a line")(
+      "batch", po::value<std::string>(),
+      "token batch: ids separated by spaces, a sequence a line (old name --tokens)")(
       "out,o", po::value<std::string>(), "HDF5 file to write")(
       "precision", po::value<std::string>()->default_value("float32"),
       "float32 (the production model) or float64 (the double reference)");
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::store(po::command_line_parser(with_aliases(argc, argv, {{"--tokens", "--batch"}}))
+                  .options(desc)
+                  .run(),
+              vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "wte grad: %s (see wte grad --help)\n", e.what());
@@ -78,11 +83,11 @@ int cmd_grad(int argc, char** argv) {
   }
   if (vm.count("help")) {
     std::cout << kHelp << desc
-              << "\nExample:\n  wte grad --checkpoint runs/x/checkpoint_00000010.h5 --tokens "
+              << "\nExample:\n  wte grad --checkpoint runs/x/checkpoint_00000010.h5 --batch "
                  "batch.txt --out grads.h5\n";
     return 0;
   }
-  for (const char* k : {"checkpoint", "tokens", "out"}) {
+  for (const char* k : {"checkpoint", "batch", "out"}) {
     if (!vm.count(k)) {
       std::fprintf(stderr, "wte grad: --%s is required (see wte grad --help)\n", k);
       return 2;
@@ -90,9 +95,9 @@ int cmd_grad(int argc, char** argv) {
   }
   const std::string precision = vm["precision"].as<std::string>();
   if (precision != "float32" && precision != "float64")
-    throw Error("--precision = '" + precision + "'; allowed: float32 or float64");
+    throw UsageError("--precision = '" + precision + "' is not allowed; allowed: float32 or float64");
   const std::string ckpt = vm["checkpoint"].as<std::string>();
-  const std::string tokens = vm["tokens"].as<std::string>();
+  const std::string tokens = vm["batch"].as<std::string>();
   const std::string out = vm["out"].as<std::string>();
 
   Config cfg;

@@ -1,4 +1,4 @@
-// `wte gradcheck [--config FILE | --checkpoint FILE] [--tokens FILE] [--section.key=value ...]`
+// `wte gradcheck [--config FILE | --checkpoint FILE] [--batch FILE] [--section.key=value ...]`
 #include <boost/program_options.hpp>
 #include <omp.h>
 
@@ -25,7 +25,7 @@ constexpr size_t kMaxV = 64, kMaxC = 16, kMaxCtx = 8, kMaxB = 2, kMaxLayers = 2;
 
 const char* kHelp =
     "Usage: wte gradcheck [--config FILE] [--section.key=value ...] [options]\n"
-    "       wte gradcheck --checkpoint FILE [--tokens FILE] [options]\n\n"
+    "       wte gradcheck --checkpoint FILE [--batch FILE] [options]\n\n"
     "Checks wte's gradients on one batch, two ways, and prints one line per tensor:\n\n"
     "  fd   the analytic gradient of the double-precision reference model (src/model/reference_model.h)\n"
     "       against central finite differences in double, (L(x+eps) - L(x-eps)) / 2eps, eps 1e-6.\n"
@@ -44,7 +44,8 @@ const char* kHelp =
     "       (at worst K*6e-8) of the largest terms; at gradcheck's sizes that is far below 1e-4.\n\n"
     "Columns: entries compared, max absolute error, max relative error (fd: |a-n|/max(|a|,|n|);\n"
     "f32: max_abs/max|ref|), ok or FAIL; a FAIL line names the worst entry. Exit status 0 if every\n"
-    "line passes, 1 if any fails (the failing tensors are named on the last line), 2 bad usage.\n\n"
+    "line passes, 1 if any fails (the failing tensors are named on the last line) or a file is\n"
+    "bad, 2 bad usage (an unknown option, a bad value: e.g. --eps 0).\n\n"
     "The model: from --config (default: the built-in defaults) with its shapes shrunk to\n"
     "vocab_size <= 64, d_model <= 16, n_ctx <= 8, n_layer <= 2, batch <= 2, T <= 8 (each settable\n"
     "below, without a cap; model.n_head is kept if it divides the shrunk d_model, else the\n"
@@ -52,7 +53,7 @@ const char* kHelp =
     "as `wte train` does (train.seed); or, with --checkpoint, the parameters\n"
     "of an HDF5 checkpoint at its own shapes (shapes come from its tensors, so a hand-made model\n"
     "with vocab_size 2 loads; keep such models small: the cost is O(entries * B*T*V*C)).\n"
-    "The batch: --tokens FILE (integer ids separated by spaces, one sequence per line, all lines\n"
+    "The batch: --batch FILE (integer ids separated by spaces, one sequence per line, all lines\n"
     "the same length; inputs are ids[:-1], targets ids[1:]), or random ids from train.seed with\n"
     "inputs in [0, vocab_size/2) (so rows outside the batch exist) and one duplicate on purpose.\n\n"
     "Sizes where the check cannot fail: at vocab_size 1 every gradient is exactly 0 (softmax over\n"
@@ -70,7 +71,9 @@ int cmd_gradcheck(int argc, char** argv) {
   desc.add_options()("help,h", "print this help")(
       "config,c", po::value<std::string>(), "INI config (as for wte train)")(
       "checkpoint", po::value<std::string>(), "HDF5 checkpoint to check instead of a config's model")(
-      "tokens", po::value<std::string>(), "token batch file (default: a random batch)")(
+      "batch", po::value<std::string>(),
+      "token batch file: ids separated by spaces, a sequence a line (default: a random batch; "
+      "old name --tokens)")(
       "vocab-size", po::value<std::string>(),
       "V of the checked model, in [1, 2^24] (default: min(config, 64))")(
       "d-model", po::value<std::string>(), "C, in [1, 2^16] (default: min(config, 16))")(
@@ -96,7 +99,10 @@ int cmd_gradcheck(int argc, char** argv) {
   std::vector<std::string> overrides;
   try {
     po::parsed_options parsed =
-        po::command_line_parser(argc, argv).options(desc).allow_unregistered().run();
+        po::command_line_parser(with_aliases(argc, argv, {{"--tokens", "--batch"}}))
+            .options(desc)
+            .allow_unregistered()
+            .run();
     overrides = po::collect_unrecognized(parsed.options, po::include_positional);
     po::store(parsed, vm);
     po::notify(vm);
@@ -107,7 +113,7 @@ int cmd_gradcheck(int argc, char** argv) {
   if (vm.count("help")) {
     std::cout << kHelp << desc
               << "\nExamples:\n  wte gradcheck --config configs/default.ini\n"
-                 "  wte gradcheck --checkpoint runs/x/checkpoint_00000010.h5 --tokens batch.txt\n";
+                 "  wte gradcheck --checkpoint runs/x/checkpoint_00000010.h5 --batch batch.txt\n";
     return 0;
   }
   for (const std::string& o : overrides) {
@@ -118,7 +124,9 @@ int cmd_gradcheck(int argc, char** argv) {
     }
   }
   auto positive = [](const char* name, double v) {
-    if (!(v > 0)) throw Error(std::string("--") + name + " = " + std::to_string(v) + " must be > 0");
+    if (!(v > 0))
+      throw UsageError(std::string("--") + name + " = " + std::to_string(v) +
+                       " is not allowed; allowed: a number > 0");
   };
   positive("eps", opt.eps);
   positive("atol", opt.atol);
@@ -143,16 +151,16 @@ int cmd_gradcheck(int argc, char** argv) {
   if (vm.count("checkpoint")) {
     for (const char* k : {"config", "vocab-size", "d-model", "n-ctx", "n-layer", "n-head"})
       if (vm.count(k))
-        throw Error(std::string("--") + k + " cannot be combined with --checkpoint (the model's " +
+        throw UsageError(std::string("--") + k + " cannot be combined with --checkpoint (the model's " +
                     "shapes and settings come from the checkpoint)");
     if (!overrides.empty())
-      throw Error("'" + overrides[0] + "': config overrides cannot be combined with --checkpoint");
+      throw UsageError("'" + overrides[0] + "': config overrides cannot be combined with --checkpoint");
     const std::string path = vm["checkpoint"].as<std::string>();
     model = load_model_file(path, &cfg);
     source = "checkpoint " + path;
   } else {
     const std::string config_path = vm.count("config") ? vm["config"].as<std::string>() : "";
-    cfg = load_config(config_path, overrides);
+    cfg = usage_errors_of_overrides([&] { return load_config(config_path, overrides); });
     auto pick = [](size_t arg, size_t config_value, size_t cap) {
       return arg != 0 ? arg : std::min(config_value, cap);
     };
@@ -184,19 +192,19 @@ int cmd_gradcheck(int argc, char** argv) {
 
   TokenBatch batch;
   std::string batch_source;
-  if (vm.count("tokens")) {
+  if (vm.count("batch")) {
     for (const char* k : {"batch-size", "seq-len"})
       if (vm.count(k))
-        throw Error(std::string("--") + k + " cannot be combined with --tokens (the file gives B, T)");
-    const std::string path = vm["tokens"].as<std::string>();
+        throw UsageError(std::string("--") + k + " cannot be combined with --batch (the file gives B, T)");
+    const std::string path = vm["batch"].as<std::string>();
     batch = read_token_batch(path, mc.vocab_size, mc.n_ctx);
     batch_source = "tokens from " + path;
   } else {
     const size_t B = arg_B != 0 ? arg_B : std::min<size_t>(cfg.train.batch_size, kMaxB);
     const size_t T = arg_T != 0 ? arg_T : std::min(cfg.data.seq_len, mc.n_ctx);
     if (T > mc.n_ctx)
-      throw Error("--seq-len = " + std::to_string(T) + " exceeds n_ctx = " +
-                  std::to_string(mc.n_ctx));
+      throw UsageError("--seq-len = " + std::to_string(T) + " exceeds n_ctx = " +
+                       std::to_string(mc.n_ctx) + "; allowed: a whole number in [1, n_ctx]");
     batch = random_batch(B, T, mc.vocab_size, cfg.train.seed);
     batch_source = "random ids (train.seed " + std::to_string(cfg.train.seed) + ")";
   }

@@ -113,7 +113,7 @@ int cmd_hidden_states(int argc, char** argv) {
   // clang-format off
   opts.add_options()
       ("help,h", "print this help")
-      ("checkpoint,c", po::value<std::string>(), "a checkpoint or snapshot .h5 written by wte train")
+      ("checkpoint", po::value<std::string>(), "a checkpoint or snapshot .h5 written by wte train")
       ("text,t", po::value<std::vector<std::string>>(), "a text; repeat to compare texts")
       ("dims", po::value<std::string>()->default_value("8"),
        "values of each row to print, in [0, 2^16] (0: all d_model; above d_model: all)")
@@ -157,7 +157,7 @@ int cmd_hidden_states(int argc, char** argv) {
     return 0;
   }
   if (!vm.count("checkpoint") || !vm.count("text")) {
-    std::fprintf(stderr, "wte hidden-states: needs --checkpoint and at least one --text\n\n%s",
+    std::fprintf(stderr, "wte hidden-states: error: needs --checkpoint and at least one --text.\n\n%s",
                  usage);
     std::cerr << opts;
     return 2;
@@ -185,9 +185,9 @@ int cmd_hidden_states(int argc, char** argv) {
     Encoded e;
     e.text = t;
     e.ids = tok.encode(t);
-    if (e.ids.empty()) throw Error("--text \"" + t + "\" encodes to no tokens");
+    if (e.ids.empty()) throw UsageError("--text \"" + t + "\" encodes to no tokens; give a non-empty text");
     if (e.ids.size() > cfg.model.n_ctx)
-      throw Error("--text \"" + t + "\" is " + std::to_string(e.ids.size()) +
+      throw UsageError("--text \"" + t + "\" is " + std::to_string(e.ids.size()) +
                   " tokens, more than the model's n_ctx = " + std::to_string(cfg.model.n_ctx) +
                   " position rows");
     check_token_ids(e.ids.data(), e.ids.size(), cfg.model.vocab_size,

@@ -1,4 +1,4 @@
-// `wte inspect CHECKPOINT`: what a checkpoint holds, after validating it as loading does.
+// `wte inspect [--checkpoint] CHECKPOINT`: what a checkpoint holds, after validating it as loading does.
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -7,6 +7,7 @@
 
 #include "wte/checkpoint.h"
 #include "wte/error.h"
+#include "train/cli_util.h"
 #include "train/commands.h"
 
 namespace wte::cli {
@@ -16,25 +17,36 @@ int cmd_inspect(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
-      std::cout << "Usage: wte inspect CHECKPOINT\n\n"
+      std::cout << "Usage: wte inspect --checkpoint FILE   (or: wte inspect FILE)\n\n"
                    "Validates an HDF5 checkpoint with the same checks as loading it (format and\n"
                    "version, config hash, every dataset's dtype and shape, the tokenizer, the data\n"
                    "order) and prints its format version, step, schedule and data position, the\n"
                    "parameter shapes and sizes, and the resolved config. Exit 0 if valid, 1 with an\n"
-                   "error naming the file and the problem if not. Layout: docs/checkpoint.md.\n";
+                   "error naming the file and the problem if not; 2 for bad usage.\n"
+                   "Layout: docs/checkpoint.md.\n\n"
+                   "Options:\n  -h [ --help ]          print this help\n"
+                   "  --checkpoint FILE      the checkpoint (or snapshot) .h5 to inspect\n";
       return 0;
     }
-    if (arg.rfind("-", 0) == 0 || !path.empty()) {
-      std::fprintf(stderr, "wte inspect: unexpected argument '%s' (usage: wte inspect CHECKPOINT)\n",
-                   arg.c_str());
-      return 2;
+    std::string value = arg;
+    if (arg == "--checkpoint" || arg.rfind("--checkpoint=", 0) == 0) {
+      if (arg == "--checkpoint") {
+        if (i + 1 >= argc)
+          throw UsageError("--checkpoint needs a value: the .h5 file to inspect");
+        value = argv[++i];
+      } else {
+        value = arg.substr(std::strlen("--checkpoint="));
+      }
+    } else if (arg.rfind("-", 0) == 0) {
+      throw UsageError("unrecognised option '" + arg + "'; allowed: --checkpoint FILE, --help");
     }
-    path = arg;
+    if (!path.empty())
+      throw UsageError("a second checkpoint '" + value + "' after '" + path +
+                       "'; inspect takes one checkpoint");
+    path = value;
   }
-  if (path.empty()) {
-    std::fprintf(stderr, "wte inspect: no checkpoint given (usage: wte inspect CHECKPOINT)\n");
-    return 2;
-  }
+  if (path.empty())
+    throw UsageError("no checkpoint given; usage: wte inspect --checkpoint FILE");
   if (std::filesystem::is_directory(path))
     throw Error("'" + path + "' is a directory, not a checkpoint file; give one of its .h5 files "
                 "(wte train writes DIR/checkpoint_<step>.h5)");

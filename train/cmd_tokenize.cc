@@ -1,4 +1,4 @@
-// `wte tokenize [--vocab DIR] [--json] TEXT...`: shows how a BPE vocabulary splits texts.
+// `wte tokenize [--tokenizer DIR] [--json] TEXT...`: shows how a BPE vocabulary splits texts.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +11,8 @@
 
 #include "wte/error.h"
 #include "wte/tokenizer.h"
+#include "train/build_info.h"
+#include "train/cli_util.h"
 #include "train/commands.h"
 
 namespace wte::cli {
@@ -18,10 +20,28 @@ namespace {
 
 namespace po = boost::program_options;
 
-// The default vocabulary directory: $WTE_VOCAB, else datasets/gpt2 under the current directory.
-std::string default_vocab_dir() {
-  const char* env = std::getenv("WTE_VOCAB");
-  return env != nullptr && *env != '\0' ? std::string(env) : std::string("datasets/gpt2");
+namespace fs = std::filesystem;
+
+// The places `wte tokenize` looks for GPT-2's vocabulary without --tokenizer, in order: $WTE_VOCAB;
+// datasets/gpt2 under the current directory; beside the binary (BIN/../share/wte/gpt2 of an
+// installed wte, BIN/datasets/gpt2, BIN/../datasets/gpt2 of a build directory inside the
+// repository); the install prefix's share/wte/gpt2 and the source tree's datasets/gpt2 of this
+// build. The first directory holding encoder.json is taken.
+std::vector<fs::path> vocab_search_path() {
+  std::vector<fs::path> dirs;
+  if (const char* env = std::getenv("WTE_VOCAB"); env != nullptr && *env != '\0') dirs.push_back(env);
+  dirs.push_back("datasets/gpt2");
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path bin = exe.parent_path();
+    dirs.push_back(bin.parent_path() / "share" / "wte" / "gpt2");
+    dirs.push_back(bin / "datasets" / "gpt2");
+    dirs.push_back(bin.parent_path() / "datasets" / "gpt2");
+  }
+  dirs.push_back(fs::path(build::kInstallDataDir) / "gpt2");
+  dirs.push_back(fs::path(build::kSourceDir) / "datasets" / "gpt2");
+  return dirs;
 }
 
 }  // namespace
@@ -31,23 +51,27 @@ int cmd_tokenize(int argc, char** argv) {
   // clang-format off
   opts.add_options()
       ("help,h", "print this help")
-      ("vocab", po::value<std::string>()->default_value(default_vocab_dir()),
+      ("tokenizer", po::value<std::string>(),
        "directory with encoder.json and vocab.bpe in GPT-2's format (GPT-2's own, from "
-       "datasets/fetch_gpt2_vocab.sh, or one written by training). Default: $WTE_VOCAB if set, "
-       "else datasets/gpt2 under the current directory")
+       "datasets/fetch_gpt2_vocab.sh, or RUN/tokenizer written by training; old name --vocab). "
+       "Default: GPT-2's, found in $WTE_VOCAB, ./datasets/gpt2, beside the wte binary "
+       "(../share/wte/gpt2 when installed, the repository's datasets/gpt2 for a build directory) "
+       "or this build's source tree")
+      ("text", po::value<std::vector<std::string>>(), "a text to tokenize (repeatable; or give "
+       "the texts as arguments)")
       ("json", "print one JSON document per text, one per line: {\"text\", \"ids\", \"pieces\" "
        "(UTF-8; bytes that are not whole characters become U+FFFD), \"tokens\" (GPT-2's "
        "encoder.json spelling, e.g. \"\\u0120bank\" for \" bank\"; lossless)}");
   // clang-format on
   po::options_description hidden;
-  hidden.add_options()("text", po::value<std::vector<std::string>>(), "texts to tokenize");
+  hidden.add_options()("texts", po::value<std::vector<std::string>>(), "texts to tokenize");
   po::options_description all;
   all.add(opts).add(hidden);
   po::positional_options_description positional;
-  positional.add("text", -1);
+  positional.add("texts", -1);
 
   const char* usage =
-      "Usage: wte tokenize [--vocab DIR] [--json] TEXT...\n\n"
+      "Usage: wte tokenize [--tokenizer DIR] [--json] TEXT...\n\n"
       "Encodes each TEXT with GPT-2's byte-level BPE (GPT-2's pre-tokenizer regex, then the merges\n"
       "of DIR/vocab.bpe) and prints the text, then one line per token: its index in the text, its\n"
       "id, and its bytes in double quotes with C-style escapes (\\n, \\t, \\\", \\xHH for bytes that\n"
@@ -55,7 +79,11 @@ int cmd_tokenize(int argc, char** argv) {
       "A text that starts with '-' goes after \"--\".\n\n";
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+    po::store(po::command_line_parser(with_aliases(argc, argv, {{"--vocab", "--tokenizer"}}))
+                  .options(all)
+                  .positional(positional)
+                  .run(),
+              vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "wte tokenize: %s\n\n%s", e.what(), usage);
@@ -75,21 +103,41 @@ int cmd_tokenize(int argc, char** argv) {
                  "    3  39085  \" muddy\"\n";
     return 0;
   }
-  if (!vm.count("text")) {
-    std::fprintf(stderr, "wte tokenize: no TEXT given\n\n%s", usage);
+  std::vector<std::string> texts;
+  for (const char* k : {"text", "texts"})
+    if (vm.count(k))
+      for (const std::string& t : vm[k].as<std::vector<std::string>>()) texts.push_back(t);
+  if (texts.empty()) {
+    std::fprintf(stderr, "wte tokenize: no TEXT given.\n\n%s", usage);
     std::cerr << opts;
     return 2;
   }
 
-  const std::string dir = vm["vocab"].as<std::string>();
-  if (!std::filesystem::is_directory(dir)) {
-    throw Error("vocabulary directory " + dir +
-                " does not exist; run datasets/fetch_gpt2_vocab.sh for GPT-2's files, or pass "
-                "--vocab DIR (or set WTE_VOCAB)");
+  std::string dir;
+  if (vm.count("tokenizer")) {
+    dir = vm["tokenizer"].as<std::string>();
+    if (!fs::is_directory(dir))
+      throw Error("--tokenizer " + dir + ": the directory does not exist; run "
+                  "datasets/fetch_gpt2_vocab.sh for GPT-2's files, or give a directory holding "
+                  "encoder.json and vocab.bpe");
+  } else {
+    std::string looked;
+    for (const fs::path& d : vocab_search_path()) {
+      std::error_code ec;
+      if (fs::is_regular_file(d / "encoder.json", ec)) {
+        dir = d.string();
+        break;
+      }
+      looked += "\n  " + d.string();
+    }
+    if (dir.empty())
+      throw Error("GPT-2's vocabulary (encoder.json, vocab.bpe) was not found; looked in:" + looked +
+                  "\nRun datasets/fetch_gpt2_vocab.sh in the repository, or pass --tokenizer DIR "
+                  "(or set WTE_VOCAB).");
   }
   const Tokenizer tok = Tokenizer::load(dir);
   const bool json = vm.count("json") > 0;
-  for (const std::string& text : vm["text"].as<std::vector<std::string>>()) {
+  for (const std::string& text : texts) {
     const std::vector<int32_t> ids = tok.encode(text);
     if (json) {
       nlohmann::json doc;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include "wte/config.h"
 #include "wte/error.h"
 #include "train/comm.h"
+#include "train/build_info.h"
+#include "train/cli_util.h"
 #include "train/commands.h"
 #include "train/trainer.h"
 
@@ -23,6 +26,42 @@ namespace fs = std::filesystem;
 namespace wte::cli {
 namespace {
 int train_main(int argc, char** argv);
+
+// The keys whose value in configs/default.ini (as built into this binary) differs from the
+// built-in default, one "  key: built-in X, configs/default.ini Y" line each; so `--help` says
+// where each value of the Quick start's job comes from.
+std::string default_ini_differences() {
+  auto lines = [](const std::string& ini) {  // "section.key = value" per key, in key order
+    std::vector<std::pair<std::string, std::string>> out;
+    std::string section, line;
+    std::istringstream in(ini);
+    while (std::getline(in, line)) {
+      if (line.size() > 2 && line.front() == '[') {
+        section = line.substr(1, line.find(']') - 1);
+      } else if (const size_t eq = line.find(" = "); eq != std::string::npos) {
+        out.emplace_back(section + "." + line.substr(0, eq), line.substr(eq + 3));
+      }
+    }
+    return out;
+  };
+  Config from_file;
+  try {
+    from_file = parse_config(build::kDefaultIni, "configs/default.ini (built in)");
+  } catch (const Error& e) {
+    return std::string("  (configs/default.ini as built in does not parse: ") + e.what() + ")\n";
+  }
+  const auto file = lines(from_file.to_ini()), builtin = lines(Config().to_ini());
+  std::string out;
+  for (size_t i = 0; i < file.size() && i < builtin.size(); ++i) {
+    if (file[i].second == builtin[i].second || file[i].first == "data.text" ||
+        file[i].first == "data.train_tokens" || file[i].first == "data.val_tokens")
+      continue;
+    out += "  " + file[i].first + ": built-in " + (builtin[i].second.empty() ? "(empty)" : builtin[i].second) +
+           ", configs/default.ini " + (file[i].second.empty() ? "(empty)" : file[i].second) + "\n";
+  }
+  return out.empty() ? "  (none)\n" : out;
+}
+
 }  // namespace
 
 // Under mpirun every rank runs this; rank 0 alone prints progress (the others' stdout goes to
@@ -48,7 +87,7 @@ int cmd_train(int argc, char** argv) {
     }
     std::fprintf(stderr, "wte train: error on rank %d of %d: %s\n", comm.rank(), comm.size(),
                  e.what());
-    comm.abort(1);
+    comm.abort(dynamic_cast<const UsageError*>(&e) != nullptr ? 2 : 1);  // 2: bad usage
   }
   if (comm.size() > 1 && rc != 0) comm.abort(rc);
   comm.finalize();
@@ -102,12 +141,17 @@ int train_main(int argc, char** argv) {
     std::cout << "Usage: wte train --config FILE [--out DIR] [--section.key=value ...]\n"
                  "       wte train --resume PATH|auto [--config FILE] [--out DIR] "
                  "[--section.key=value ...]\n\n"
-                 "Trains a GPT-2-style embedding model (wte + wpe -> ln_f -> tied lm_head, no\n"
-                 "transformer blocks yet) on a text corpus, on the CPU. Prints a progress line\n"
-                 "(step, loss, tokens/s, ETA), writes DIR/metrics.csv, DIR/config.ini (resolved),\n"
-                 "DIR/tokenizer/, int32 token files DIR/{train,val}.bin and HDF5 checkpoints\n"
-                 "DIR/checkpoint_<step>.h5, and ends with the final validation loss beside the\n"
-                 "unigram baseline.\n\n"
+                 "Trains a GPT-2-style model (wte + wpe -> transformer blocks -> ln_f -> lm_head,\n"
+                 "tied to wte unless model.tie_embeddings = false) on a text corpus, on the CPU.\n"
+                 "Prints a progress line (step, loss, tokens/s, ETA including the evaluations) and\n"
+                 "says when it evaluates; writes DIR/metrics.csv, DIR/loss.svg (the loss curve),\n"
+                 "DIR/config.ini (resolved), DIR/tokenizer/, int32 token files DIR/{train,val}.bin\n"
+                 "and HDF5 checkpoints DIR/checkpoint_<step>.h5, and ends with the final validation\n"
+                 "loss beside the unigram baseline.\n\n"
+                 "metrics.csv columns: step, train_loss (this step's batch), val_loss (empty between\n"
+                 "evaluations), lr, grad_norm (before clipping), tokens_per_s_avg (a running average:\n"
+                 "tokens trained since the run or resume began over the time of those steps, without\n"
+                 "evaluations and checkpoints), elapsed_s (wall time since the run or resume began).\n\n"
                  "Data-parallel: mpirun -np R wte train ... runs R ranks (processes, one or more\n"
                  "machines); each trains on its slice of every batch of train.batch_size samples\n"
                  "and the gradients are summed in rank order, so the loss curve is that of one\n"
@@ -116,8 +160,12 @@ int train_main(int argc, char** argv) {
               << desc
               << "\nConfig keys: INI sections [model] [data] [train] [optim] [checkpoint]; any key\n"
                  "can be overridden on the command line as --section.key=value (the command line\n"
-                 "wins). Keys, defaults and allowed values:\n"
+                 "wins). Keys, built-in defaults (used for keys a config file does not set) and\n"
+                 "allowed values:\n"
               << config_help()
+              << "\nconfigs/default.ini (the Quick start's job) sets these keys to other values than\n"
+                 "the built-in defaults (corpus paths left out):\n"
+              << default_ini_differences()
               << "\nExample:\n  wte train --config configs/default.ini --train.steps=200 "
                  "--out runs/short\n";
     return 0;
@@ -141,7 +189,7 @@ int train_main(int argc, char** argv) {
     size_t n = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
     if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n == 0)
-      throw Error("--stop-at = '" + text + "' is not allowed; allowed: a whole number >= 1, "
+      throw UsageError("--stop-at = '" + text + "' is not allowed; allowed: a whole number >= 1, "
                   "after the start step and before train.steps");
     opts.stop_at = n;
   }
@@ -186,11 +234,12 @@ int train_main(int argc, char** argv) {
     opts.resume = resume;
   }
   // Without --config a resumed run takes the checkpoint's own resolved config (paths absolute).
-  const Config cfg =
-      (!opts.resume.empty() && config_path.empty())
-          ? parse_config(read_checkpoint_info(opts.resume).config_ini,
-                         "the config stored in '" + opts.resume + "'", overrides)
-          : load_config(config_path, overrides);
+  const Config cfg = usage_errors_of_overrides([&] {
+    return (!opts.resume.empty() && config_path.empty())
+               ? parse_config(read_checkpoint_info(opts.resume).config_ini,
+                              "the config stored in '" + opts.resume + "'", overrides)
+               : load_config(config_path, overrides);
+  });
   if (!opts.resume.empty() && !config_path.empty() && !opts.quiet)
     std::printf("resuming with config %s (checked against the checkpoint's)\n",
                 config_path.c_str());

@@ -1,4 +1,7 @@
 // `wte`: the command-line tool. Dispatches to one subcommand per verb (see train/commands.h).
+#include <dnnl.h>
+#include <hwy/targets.h>
+
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -6,6 +9,9 @@
 #include <string>
 
 #include "wte/error.h"
+#include "wte/kernels.h"
+#include "train/build_info.h"
+#include "train/cli_util.h"
 #include "train/commands.h"
 
 namespace {
@@ -17,9 +23,10 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"train", wte::cli::cmd_train, "train a GPT-2-style embedding model from an INI config"},
+    {"train", wte::cli::cmd_train, "train a GPT-2-style model from an INI config"},
     {"tokenize", wte::cli::cmd_tokenize, "print the BPE token ids and pieces of texts"},
-    {"inspect", wte::cli::cmd_inspect, "validate a checkpoint and print its step, shapes and config"},
+    {"inspect", wte::cli::cmd_inspect,
+     "validate a checkpoint and print its step, shapes and config"},
     {"profile", wte::cli::cmd_profile, "time the embedding gather, scatter strategies and a training step"},
     {"gradcheck", wte::cli::cmd_gradcheck,
      "check every gradient: finite differences in double, and the float32 model vs the reference"},
@@ -27,16 +34,79 @@ constexpr Command kCommands[] = {
     {"geometry", wte::cli::cmd_geometry,
      "measure and draw wte's geometry (neighbours, anisotropy, rank, purity, PCA) over snapshots"},
     {"hidden-states", wte::cli::cmd_hidden_states,
-     "print hidden_states[0] = wte[id] + wpe[pos] of texts; same token, same index: same bits"},
+     "print the hidden states of texts; same token, same index: same bits at layer 0"},
     {"sample", wte::cli::cmd_sample, "generate text from a checkpoint (KV cache, temperature, top-k, seed)"},
 };
 
 void print_usage(FILE* out) {
   std::fprintf(out,
-               "wte: trains GPT-2-style token embeddings (wte, wpe, ln_f, tied lm_head) on the CPU.\n\n"
-               "Usage: wte <command> [options]   (wte <command> --help for a command's options)\n\n"
+               "wte: trains GPT-2-style models on the CPU, with the token embedding (wte) at their\n"
+               "centre, and measures what they learn.\n\n"
+               "Usage: wte <command> [options]\n"
+               "       wte help <command>      that command's options (same as wte <command> --help)\n"
+               "       wte --version           version, git commit, oneDNN and Highway versions, SIMD target\n\n"
                "Commands:\n");
-  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  for (const Command& c : kCommands) std::fprintf(out, "  %-13s %s\n", c.name, c.summary);
+  std::fprintf(out,
+               "\nOptions mean the same in every command: -c/--config FILE (an INI config),\n"
+               "--checkpoint FILE (an .h5 written by wte train), -o/--out PATH (where results go),\n"
+               "--batch FILE (token ids, a sequence per line), --tokenizer DIR (encoder.json +\n"
+               "vocab.bpe), --text TEXT; sizes are named after their config keys with '-' for '_'\n"
+               "(--vocab-size, --d-model, --n-ctx, --batch-size, --seq-len); config keys themselves\n"
+               "are --section.key=value. Exit status: 0 success, 1 a run-time failure (a bad file, a\n"
+               "failed check), 2 bad usage (an unknown option or a bad value).\n");
+}
+
+// oneDNN's name for the instruction set its primitives use (dnnl_types.h: dnnl_cpu_isa_t).
+const char* isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
+void print_version() {
+  const dnnl_version_t* dnnl = dnnl_version();
+  std::printf("wte %s (git %s)\n", wte::build::kVersion, wte::build::kGitCommit);
+  std::printf("oneDNN %d.%d.%d (runtime library; CPU ISA %s)\n", dnnl->major, dnnl->minor,
+              dnnl->patch, isa_name(dnnl_get_effective_cpu_isa()));
+  std::printf("Highway %s (SIMD target chosen on this CPU: %s)\n", wte::build::kHighwayVersion,
+              hwy::TargetName(wte::simd_dispatch_target()));
+}
+
+const Command* find_command(const std::string& name) {
+  for (const Command& c : kCommands)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+int run_command(const Command& c, int argc, char** argv) {
+  try {
+    return c.run(argc, argv);
+  } catch (const wte::cli::UsageError& e) {
+    const std::string m = e.what();
+    if (m.find("--help") != std::string::npos)
+      std::fprintf(stderr, "wte %s: error: %s\n", c.name, m.c_str());
+    else
+      std::fprintf(stderr, "wte %s: error: %s (see wte %s --help)\n", c.name, m.c_str(), c.name);
+    return 2;
+  } catch (const wte::Error& e) {
+    std::fprintf(stderr, "wte %s: error: %s\n", c.name, e.what());
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "wte %s: error: %s\n", c.name, e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "wte %s: internal error: %s\n", c.name, e.what());
+    return 1;
+  }
 }
 
 }  // namespace
@@ -47,31 +117,27 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string verb = argv[1];
+  if (verb == "help" && argc >= 3) {  // wte help CMD: CMD's --help
+    const Command* c = find_command(argv[2]);
+    if (c == nullptr) {
+      std::fprintf(stderr, "wte help: unknown command '%s'.\n\n", argv[2]);
+      print_usage(stderr);
+      return 2;
+    }
+    char help_flag[] = "--help";
+    char* args[] = {argv[2], help_flag, nullptr};
+    return run_command(*c, 2, args);
+  }
   if (verb == "--help" || verb == "-h" || verb == "help") {
     print_usage(stdout);
     return 0;
   }
-  if (verb == "--version") {
-    std::printf("wte 0.1.0\n");
+  if (verb == "--version" || verb == "version") {
+    print_version();
     return 0;
   }
-  for (const Command& c : kCommands) {
-    if (verb == c.name) {
-      try {
-        return c.run(argc - 1, argv + 1);
-      } catch (const wte::Error& e) {
-        std::fprintf(stderr, "wte %s: error: %s\n", c.name, e.what());
-        return 1;
-      } catch (const std::filesystem::filesystem_error& e) {
-        std::fprintf(stderr, "wte %s: error: %s\n", c.name, e.what());
-        return 1;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "wte %s: internal error: %s\n", c.name, e.what());
-        return 1;
-      }
-    }
-  }
-  std::fprintf(stderr, "wte: unknown command '%s'\n\n", verb.c_str());
+  if (const Command* c = find_command(verb)) return run_command(*c, argc - 1, argv + 1);
+  std::fprintf(stderr, "wte: unknown command '%s'.\n\n", verb.c_str());
   print_usage(stderr);
   return 2;
 }

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Exit codes and option names as a user meets them (README: "The command line"): every command
+# exits 2 with an error naming the option for an unknown option and for a bad value (0 is success,
+# 1 a run-time failure such as a missing file); `wte help CMD` is CMD's --help; old option
+# spellings still work; `wte --version` names the version, commit, oneDNN, Highway and the SIMD
+# target. Runs in about a second: every case fails before any work.
+set -uo pipefail
+: "${WTE_CLI:?}" "${WTE_BINARY_DIR:?}"
+dir=$(mktemp -d "${WTE_BINARY_DIR}/cli_usage_test.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect CODE NEEDLE -- ARGS...: runs wte ARGS, requires exit status CODE and NEEDLE in stderr.
+expect() {
+  local code="$1" needle="$2"; shift 3
+  "$WTE_CLI" "$@" > "$dir/out" 2> "$dir/err"
+  local rc=$?
+  if [ "$rc" != "$code" ]; then
+    fail "wte $*: exit $rc, expected $code; stderr: $(head -c 400 "$dir/err")"
+  elif ! grep -qF -- "$needle" "$dir/err"; then
+    fail "wte $*: stderr does not name '$needle': $(head -c 400 "$dir/err")"
+  else
+    echo "ok   exit $rc  wte $*"
+  fi
+}
+
+ck="$dir/none.h5"   # never read: every case below fails on its options first
+commands="train tokenize inspect profile gradcheck grad geometry hidden-states"
+for c in $commands; do
+  expect 2 "--no-such-option" -- "$c" --no-such-option
+  expect 2 "--no-such-option" -- "$c" --no-such-option=3
+done
+# A bad value for each command (each names its option).
+expect 2 "--stop-at"     -- train --stop-at x
+expect 2 "train.steps"   -- train --train.steps=-5
+expect 2 "model.d_model" -- train --model.d_model=abc
+expect 2 "--tokenizer"   -- tokenize --tokenizer
+expect 2 "--checkpoint"  -- inspect --checkpoint
+expect 2 "--repeat"      -- profile --repeat 0
+expect 2 "--dist"        -- profile --dist zipf:-1
+expect 2 "--strategy"    -- profile --strategy fastest
+expect 2 "--threads"     -- profile --threads 1,,2
+expect 2 "--eps"         -- gradcheck --eps 0
+expect 2 "--d-model"     -- gradcheck --d-model -3
+expect 2 "train.seed"    -- gradcheck --train.seed=x
+expect 2 "--precision"   -- grad --checkpoint "$ck" --batch "$dir/b.txt" --out "$dir/g.h5" --precision float16
+expect 2 "--k"           -- geometry --checkpoint "$ck" --k 0
+expect 2 "--dims"        -- hidden-states --checkpoint "$ck" --text hi --dims -1
+# Missing required options are bad usage too; a missing file is a run-time failure (1).
+expect 2 "--checkpoint"  -- grad --batch "$dir/b.txt" --out "$dir/g.h5"
+expect 1 "none.h5"       -- inspect --checkpoint "$ck"
+expect 1 "none.h5"       -- inspect "$ck"
+expect 2 "nosuch"        -- help nosuch
+expect 2 "--bogus"       -- --bogus
+[ -e "$dir/g.h5" ] && fail "grad left an output file behind after a usage error"
+
+# Old spellings are hidden aliases: they reach the same checks as the new names.
+expect 2 "--repeat"      -- profile --vocab 10 --tokens 5 --repeat 0
+expect 1 "b.txt"         -- gradcheck --tokens "$dir/b.txt" --vocab-size 4
+expect 1 "no-such-dir"   -- tokenize --vocab "$dir/no-such-dir" hello
+
+# wte help CMD prints exactly CMD --help, exit 0.
+for c in $commands; do
+  "$WTE_CLI" help "$c" > "$dir/h1" 2>&1; rc1=$?
+  "$WTE_CLI" "$c" --help > "$dir/h2" 2>&1; rc2=$?
+  if [ $rc1 != 0 ] || [ $rc2 != 0 ] || ! cmp -s "$dir/h1" "$dir/h2" || ! grep -q "Usage: wte $c" "$dir/h1"; then
+    fail "wte help $c (exit $rc1) differs from wte $c --help (exit $rc2)"
+  fi
+done
+"$WTE_CLI" --help > "$dir/top" || fail "wte --help exit $?"
+grep -q -- "--version" "$dir/top" && grep -q "help <command>" "$dir/top" || fail "wte --help lists no --version / help"
+
+# --version: project version, git commit, oneDNN and Highway versions, the SIMD target.
+"$WTE_CLI" --version > "$dir/v" || fail "wte --version exit $?"
+cat "$dir/v"
+grep -qE '^wte [0-9]+\.[0-9]+\.[0-9]+ \(git [^)]+\)$' "$dir/v" || fail "no 'wte X.Y.Z (git ...)' line"
+grep -qE '^oneDNN [0-9]+\.[0-9]+\.[0-9]+ ' "$dir/v" || fail "no oneDNN version"
+grep -qE '^Highway [0-9]+\.[0-9]+(\.[0-9]+)? \(SIMD target chosen on this CPU: [A-Z0-9_]+\)$' "$dir/v" \
+  || fail "no Highway version and target"
+
+[ "$failures" = 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "PASS: every command exits 2 naming the option for unknown options and bad values"
