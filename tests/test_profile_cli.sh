@@ -8,7 +8,7 @@ trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 printf '\x05\x00\x00\x00\x07\x00\x00\x00\x05\x00\x00\x00' > "$dir/ids.bin"   # ids 5 7 5
-"$WTE_CLI" profile scatter --quick --vocab 1000 --d-model 40 --tokens 512 --threads 1,2 \
+"$WTE_CLI" profile scatter --quick --vocab-size 1000 --d-model 40 --n-tokens 512 --threads 1,2 \
   --dist uniform,zipf:1.1,same,sequential,file:"$dir/ids.bin" --json "$dir/p.json" \
   --chart "$dir/p.svg" > "$dir/out.txt" 2> "$dir/err.txt" || fail "profile scatter exited $?"
 grep -q "scatter     sorted" "$dir/out.txt" || fail "no sorted row in the table"
@@ -38,10 +38,10 @@ grep -q "logits GEMM" "$dir/step.txt" || fail "step parts"
 
 set +e
 "$WTE_CLI" profile scatter --dist zipf:-1 > /dev/null 2> "$dir/e1.txt"; rc=$?
-[ $rc = 1 ] && grep -q "zipf:-1" "$dir/e1.txt" || fail "bad --dist: rc $rc, $(cat "$dir/e1.txt")"
+[ $rc = 2 ] && grep -q "zipf:-1" "$dir/e1.txt" || fail "bad --dist: rc $rc, $(cat "$dir/e1.txt")"
 "$WTE_CLI" profile scatter --strategy fastest > /dev/null 2> "$dir/e2.txt"; rc=$?
-[ $rc = 1 ] && grep -q "fastest" "$dir/e2.txt" || fail "bad --strategy: rc $rc"
-"$WTE_CLI" profile scatter --vocab 5 --dist file:"$dir/ids.bin" > /dev/null 2> "$dir/e3.txt"; rc=$?
+[ $rc = 2 ] && grep -q "fastest" "$dir/e2.txt" || fail "bad --strategy: rc $rc"
+"$WTE_CLI" profile scatter --vocab-size 5 --dist file:"$dir/ids.bin" > /dev/null 2> "$dir/e3.txt"; rc=$?
 # ids 5 7 5 with vocab 5: the first bad id is 5, at position 0.
 [ $rc = 1 ] && grep -q "token id 5 at position 0" "$dir/e3.txt" && grep -q "vocab_size=5" "$dir/e3.txt" \
   || fail "out-of-range id in file: rc $rc, $(cat "$dir/e3.txt")"

@@ -1,4 +1,4 @@
-// `wte geometry --checkpoint C [--checkpoint C ...] [--tokens LIST] [--labels FILE] [--out DIR]`:
+// `wte geometry --checkpoint C [--checkpoint C ...] [--query LIST] [--labels FILE] [--out DIR]`:
 // measures and draws the geometry of wte in one checkpoint or a series (a run's snapshots).
 #include <boost/program_options.hpp>
 #include <algorithm>
@@ -92,11 +92,12 @@ int cmd_geometry(int argc, char** argv) {
   // clang-format off
   opts.add_options()
       ("help,h", "print this help")
-      ("checkpoint,c", po::value<std::vector<std::string>>(),
+      ("checkpoint", po::value<std::vector<std::string>>(),
        "a checkpoint or snapshot .h5, or a run directory (its snapshot_<step>.h5 files, else its "
        "checkpoint_<step>.h5 files); repeat for a series")
-      ("tokens", po::value<std::string>(),
-       "comma-separated tokens whose nearest neighbours to show: each a token's text (a leading "
+      ("query", po::value<std::string>(),
+       "comma-separated tokens whose nearest neighbours to show (old name --tokens): each a "
+       "token's text (a leading "
        "space counts: \" the\") or #ID")
       ("labels", po::value<std::string>(),
        "class labels, a TSV with header id<TAB>token<TAB>class (datasets/planted/labels.tsv): "
@@ -107,7 +108,7 @@ int cmd_geometry(int argc, char** argv) {
        "int32 token file whose frequencies pick the most frequent tokens (default: train.bin "
        "beside the last checkpoint, as wte train writes it)")
       ("frequent", po::value<std::string>()->default_value("8"),
-       "most frequent tokens to show, in [0, 2^24] (0: only --tokens)")
+       "most frequent tokens to show, in [0, 2^24] (0: only --query)")
       ("neighbours", po::value<std::string>()->default_value("8"), "neighbours per token, in [1, 2^24]")
       ("k", po::value<std::string>()->default_value("5"),
        "k of the k-NN class purity, in [1, 2^24] (and below the number of labelled tokens)")
@@ -121,13 +122,13 @@ int cmd_geometry(int argc, char** argv) {
        "checkpoint, as wte train writes it)");
   // clang-format on
   const char* usage =
-      "Usage: wte geometry --checkpoint C [--checkpoint C ...] [--tokens LIST] [--labels FILE]\n"
+      "Usage: wte geometry --checkpoint C [--checkpoint C ...] [--query LIST] [--labels FILE]\n"
       "                    [--out DIR]\n\n"
       "Measures wte's geometry in each checkpoint (in step order): anisotropy (mean cosine of\n"
       "distinct pairs of rows, raw and after subtracting the mean row, exact over all pairs),\n"
       "effective rank (participation ratio (sum s^2)^2 / sum s^4 of the singular values), mean\n"
       "row norm, and with --labels the k-NN class purity and silhouette (cosine distance) over the\n"
-      "labelled rows; prints the nearest neighbours by cosine of --tokens and of the most frequent\n"
+      "labelled rows; prints the nearest neighbours by cosine of --query and of the most frequent\n"
       "tokens at the first and last step; with --out writes the pictures and DIR/index.html.\n"
       "Then, for the last checkpoint, the hidden states per layer (Hugging Face's hidden_states)\n"
       "of --context-tokens positions of the validation tokens: per layer the anisotropy (mean\n"
@@ -136,7 +137,10 @@ int cmd_geometry(int argc, char** argv) {
       "subtracting the layer's mean row, with a histogram of each per layer.\n\n";
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+    po::store(po::command_line_parser(with_aliases(argc, argv, {{"--tokens", "--query"}}))
+                  .options(opts)
+                  .run(),
+              vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "wte geometry: %s\n\n%s", e.what(), usage);
@@ -181,7 +185,13 @@ int cmd_geometry(int argc, char** argv) {
     throw Error("--k " + std::to_string(k) + " must be below the number of labelled tokens, " +
                 std::to_string(labels.ids.size()));
   std::vector<int32_t> queries;
-  if (vm.count("tokens")) queries = parse_token_list(vm["tokens"].as<std::string>(), tok);
+  if (vm.count("query")) {
+    try {
+      queries = parse_token_list(vm["query"].as<std::string>(), tok);
+    } catch (const Error& e) {
+      throw UsageError(e.what());  // a query that is not one token of this vocabulary
+    }
+  }
 
   // Frequencies for "the most frequent tokens".
   std::string data_path = vm.count("data") ? vm["data"].as<std::string>()
@@ -209,7 +219,7 @@ int cmd_geometry(int argc, char** argv) {
   in.labels = has_labels ? &labels : nullptr;
   in.k = k;
   in.queries = queries;
-  in.has_queries = vm.count("tokens") > 0;
+  in.has_queries = vm.count("query") > 0;
   in.frequent = frequent;
   in.n_frequent = n_freq;
   in.data_path = data_path;

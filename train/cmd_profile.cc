@@ -23,6 +23,7 @@
 #include "wte/model.h"
 #include "wte/optimizer.h"
 #include "src/analysis/profile.h"
+#include "src/analysis/svg.h"
 #include "train/cli_util.h"
 #include "train/commands.h"
 
@@ -62,51 +63,60 @@ void progress(const char* fmt, auto... args) {
   std::fflush(stderr);
 }
 
-std::string svg_chart(const std::vector<Row>& rows) {
-  // Warm scatter and gather results as bars (GB/s); each thread count's streaming copy bandwidth as
-  // a dashed line across that thread count's bars.
-  std::vector<const Row*> bars;
-  for (const Row& r : rows)
-    if (r.cache == "warm" && (r.kernel == "scatter" || r.kernel == "gather" || r.kernel == "lazy-adamw"))
-      bars.push_back(&r);
-  double ymax = 1;
-  for (const Row* r : bars) ymax = std::max({ymax, r->gbs(), r->copy_gbs, r->rows_gbs});
-  ymax *= 1.1;
-  const double bw = 22, gap = 6, left = 60, top = 30, h = 300, bottom = 170;
-  const double width = left + bars.size() * (bw + gap) + 40;
-  std::ostringstream s;
-  s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << top + h + bottom
-    << "' font-family='sans-serif' font-size='10'>\n<rect width='100%' height='100%' fill='white'/>\n"
-    << "<text x='" << left << "' y='18' font-size='13'>wte profile: GB/s per kernel, strategy and "
-       "distribution (warm); dashed: streaming copy limit, dotted: random-row memcpy</text>\n";
-  for (int k = 0; k <= 5; ++k) {
-    const double v = ymax * k / 5, y = top + h - h * v / ymax;
-    s << "<line x1='" << left << "' x2='" << width - 20 << "' y1='" << y << "' y2='" << y
-      << "' stroke='#ddd'/><text x='" << left - 5 << "' y='" << y + 3 << "' text-anchor='end'>"
-      << static_cast<int>(v) << "</text>\n";
+// The warm gather, scatter and lazy-AdamW results as bars (GB/s), each with its thread count's
+// streaming-copy bandwidth (dashed) and, for the gather, the random-row memcpy (dotted) measured in
+// the same run, drawn by the one SVG writer (src/analysis/svg.h).
+std::string svg_chart(const std::vector<Row>& rows, const std::string& title) {
+  const std::string kGather = svg::category_colour(0), kScatter = svg::category_colour(1),
+                    kLazy = svg::category_colour(4);
+  std::vector<svg::Bar> bars;
+  char tip[512];
+  for (const Row& r : rows) {
+    if (r.cache != "warm" || (r.kernel != "scatter" && r.kernel != "gather" && r.kernel != "lazy-adamw"))
+      continue;
+    svg::Bar b;
+    b.label = std::to_string(r.threads) + "t " + r.dist + " " + r.kernel + " " + r.strategy;
+    b.value = r.gbs();
+    b.colour = r.kernel == "gather" ? kGather : r.kernel == "scatter" ? kScatter : kLazy;
+    std::snprintf(tip, sizeof tip, "%s: %.2f GB/s (%.0f%% of the copy limit %.2f GB/s)",
+                  b.label.c_str(), r.gbs(), 100.0 * r.gbs() / r.copy_gbs, r.copy_gbs);
+    b.tip = tip;
+    b.marks.push_back({r.copy_gbs, "black", "4 2"});
+    if (r.kernel == "gather") b.marks.push_back({r.rows_gbs, "#d62728", "1 2"});
+    bars.push_back(b);
   }
-  for (size_t i = 0; i < bars.size(); ++i) {
-    const Row& r = *bars[i];
-    const double x = left + i * (bw + gap), y = top + h - h * r.gbs() / ymax;
-    const char* color = r.kernel == "gather" ? "#4e79a7" : r.kernel == "scatter" ? "#f28e2b" : "#59a14f";
-    s << "<rect x='" << x << "' y='" << y << "' width='" << bw << "' height='" << top + h - y
-      << "' fill='" << color << "'><title>" << r.kernel << " " << r.strategy << " " << r.dist << " "
-      << r.threads << " thr: " << r.gbs() << " GB/s</title></rect>\n";
-    const double ly = top + h - h * r.copy_gbs / ymax;
-    s << "<line x1='" << x - gap / 2 << "' x2='" << x + bw + gap / 2 << "' y1='" << ly << "' y2='" << ly
-      << "' stroke='black' stroke-dasharray='4,2'/>\n";
-    if (r.kernel == "gather") {
-      const double ry = top + h - h * r.rows_gbs / ymax;
-      s << "<line x1='" << x - gap / 2 << "' x2='" << x + bw + gap / 2 << "' y1='" << ry << "' y2='"
-        << ry << "' stroke='red' stroke-dasharray='1,2'/>\n";
-    }
-    s << "<text transform='translate(" << x + bw / 2 + 3 << "," << top + h + 6
-      << ") rotate(60)'>" << r.threads << "t " << r.dist << " " << r.kernel << " " << r.strategy
-      << "</text>\n";
+  const std::vector<svg::LegendEntry> legend = {
+      {"gather", kGather, ""},
+      {"scatter", kScatter, ""},
+      {"lazy-adamw", kLazy, ""},
+      {"streaming copy limit", "black", "4 2"},
+      {"random-row memcpy", "#d62728", "1 2"}};
+  return svg::bar_chart({title, "threads, id distribution, kernel, strategy (warm caches)", "GB/s"},
+                        bars, legend);
+}
+
+// The machine's state, printed before measuring (a warning on stderr and stdout if busy) and
+// recorded in the JSON: on a shared machine the numbers are not the machine's own.
+nlohmann::json machine_json(const profile::MachineState& m) {
+  return {{"cpu_model", m.cpu_model},
+          {"cpus", m.cpus},
+          {"load_average", {m.load_average[0], m.load_average[1], m.load_average[2]}},
+          {"busy", m.busy()}};
+}
+
+void print_machine(const profile::MachineState& m) {
+  std::printf("machine: %s, %d CPUs; load average %.2f %.2f %.2f (1, 5, 15 min)\n",
+              m.cpu_model.c_str(), m.cpus, m.load_average[0], m.load_average[1], m.load_average[2]);
+  if (m.busy()) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg,
+                  "warning: the machine is busy (load average %.2f on %d CPUs): other processes "
+                  "share the cores and memory bandwidth, so these timings are not the machine's own",
+                  m.load_average[0], m.cpus);
+    std::printf("%s\n", msg);
+    std::fprintf(stderr, "wte profile: %s\n", msg);
   }
-  s << "<text x='14' y='" << top + h / 2 << "' transform='rotate(-90 14," << top + h / 2
-    << ")'>GB/s</text>\n</svg>\n";
-  return s.str();
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -115,9 +125,11 @@ int cmd_profile(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "comm") return cmd_profile_comm(argc - 1, argv + 1);
   po::options_description desc("Options");
   desc.add_options()("help,h", "print this help")(
-      "vocab", po::value<std::string>()->default_value("50257"), "V: rows of the table, in [1, 2^31)")(
+      "vocab-size", po::value<std::string>()->default_value("50257"),
+      "V: rows of the table, in [1, 2^31) (old name --vocab)")(
       "d-model", po::value<std::string>()->default_value("768"), "C: floats per row, in [1, 2^16]")(
-      "tokens", po::value<std::string>()->default_value("8192"), "N: ids per step (B*T), in [1, 2^31)")(
+      "n-tokens", po::value<std::string>()->default_value("8192"),
+      "N: ids per step (B*T), in [1, 2^31) (old name --tokens)")(
       "dist", po::value<std::string>()->default_value("uniform,zipf:1.1"),
       "comma-separated id distributions: uniform, zipf:S, same, sequential, file:PATH (int32 ids)")(
       "threads", po::value<std::string>()->default_value("1,2"), "comma-separated thread counts")(
@@ -125,7 +137,7 @@ int cmd_profile(int argc, char** argv) {
       "scatter strategy: all, auto, serial, sorted, row-range, private-hot")(
       "repeat", po::value<std::string>()->default_value("15"),
       "timed repeats per measurement (median), in [1, 100000]")(
-      "config", po::value<std::string>(), "config for `step` (default: the built-in defaults)")(
+      "config,c", po::value<std::string>(), "config for `step` (default: the built-in defaults)")(
       "json", po::value<std::string>(), "also write every measurement to this JSON file")(
       "chart", po::value<std::string>(), "draw GB/s per strategy and distribution as SVG")(
       "quick", "small repeat counts and buffers: finishes in well under 30 s")(
@@ -136,7 +148,12 @@ int cmd_profile(int argc, char** argv) {
   all.add_options()("what", po::value<std::string>()->default_value("all"));
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    po::store(po::command_line_parser(with_aliases(argc, argv, {{"--vocab", "--vocab-size"},
+                                                                 {"--tokens", "--n-tokens"}}))
+                  .options(all)
+                  .positional(pos)
+                  .run(),
+              vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "wte profile: %s (see wte profile --help)\n", e.what());
@@ -160,20 +177,25 @@ int cmd_profile(int argc, char** argv) {
   }
   const std::string what = vm["what"].as<std::string>();
   if (what != "scatter" && what != "gather" && what != "step" && what != "all") {
-    std::fprintf(stderr, "wte profile: unknown part '%s'; allowed: scatter, gather, step, all, comm\n",
-                 what.c_str());
+    std::fprintf(stderr, "wte profile: error: unknown part '%s'; allowed: scatter, gather, step, "
+                 "all, comm (see wte profile --help)\n", what.c_str());
     return 2;
   }
   const bool quick = vm.count("quick") > 0;
   // Every option checked, and the output files probed, before any measurement.
-  const size_t V = whole_number_option(vm, "vocab", 1, (size_t{1} << 31) - 1),
+  const size_t V = whole_number_option(vm, "vocab-size", 1, (size_t{1} << 31) - 1),
                C = whole_number_option(vm, "d-model", 1, size_t{1} << 16),
-               N = whole_number_option(vm, "tokens", 1, (size_t{1} << 31) - 1);
+               N = whole_number_option(vm, "n-tokens", 1, (size_t{1} << 31) - 1);
   const size_t repeat_arg = whole_number_option(vm, "repeat", 1, 100000);
   const size_t repeat = quick ? 3 : repeat_arg;
   std::vector<profile::IdDistribution> dists;
-  for (const std::string& d : split_list("--dist", vm["dist"].as<std::string>()))
-    dists.push_back(profile::parse_distribution(d));
+  for (const std::string& d : split_list("--dist", vm["dist"].as<std::string>())) {
+    try {
+      dists.push_back(profile::parse_distribution(d));
+    } catch (const Error& e) {
+      throw UsageError(e.what());  // a distribution that does not parse is a bad value
+    }
+  }
   std::vector<int> thread_counts;
   for (const std::string& t : split_list("--threads", vm["threads"].as<std::string>()))
     thread_counts.push_back(static_cast<int>(parse_whole_number("--threads", t, 1, 1024)));
@@ -185,8 +207,9 @@ int cmd_profile(int argc, char** argv) {
   } else {
     ScatterStrategy s;
     if (!parse_scatter_strategy(strategy_arg.c_str(), &s))
-      throw Error("--strategy '" + strategy_arg +
-                  "': allowed all, auto, serial, sorted, row-range, private-hot");
+      throw UsageError("--strategy '" + strategy_arg +
+                       "' is not a strategy; allowed: all, auto, serial, sorted, row-range, "
+                       "private-hot");
     strategies = {s};
   }
   const uint64_t seed = whole_number_option(vm, "seed", 0, UINT64_MAX);
@@ -194,6 +217,8 @@ int cmd_profile(int argc, char** argv) {
   if (vm.count("chart")) check_output_file("--chart", vm["chart"].as<std::string>());
   std::vector<Row> rows;
   nlohmann::json step_json = nlohmann::json::array();
+  const profile::MachineState machine_before = profile::read_machine_state();
+  print_machine(machine_before);
 
   const bool kernels = what != "step";
   if (kernels) {
@@ -310,7 +335,7 @@ int cmd_profile(int argc, char** argv) {
   };
   if (what == "step" || what == "all") {
     const Config cfg = vm.count("config") ? load_config(vm["config"].as<std::string>(), {})
-                                          : parse_config("", "defaults");
+                                          : parse_config("", "the built-in defaults");
     const size_t B = cfg.train.batch_size, T = cfg.data.seq_len, SV = cfg.model.vocab_size,
                  SC = cfg.model.d_model, SN = B * T;
     for (int threads : thread_counts) {
@@ -391,9 +416,12 @@ int cmd_profile(int argc, char** argv) {
   }
 
   if (!rows.empty()) {
+    const profile::MachineState now = profile::read_machine_state();
     std::printf("\nV %zu, C %zu, N %zu; median of %zu; GB/s of the bytes each kernel must move "
-                "(wte profile --help); copy = streaming copy, rows = random-row memcpy, same run\n",
-                V, C, N, repeat);
+                "(wte profile --help); copy = streaming copy, rows = random-row memcpy, same run; "
+                "%s, load average %.2f before, %.2f after%s\n",
+                V, C, N, repeat, machine_before.cpu_model.c_str(), machine_before.load_average[0],
+                now.load_average[0], machine_before.busy() || now.busy() ? " (BUSY machine)" : "");
     std::printf("%3s %-12s %-5s %-11s %-18s %9s %8s %7s %7s  %s\n", "thr", "dist", "cache", "kernel",
                 "strategy", "ms", "GB/s", "%copy", "%rows", "note");
     for (const Row& r : rows)
@@ -408,6 +436,8 @@ int cmd_profile(int argc, char** argv) {
     j["d_model"] = C;
     j["tokens"] = N;
     j["repeat"] = repeat;
+    j["machine"] = machine_json(machine_before);
+    j["machine_after"] = machine_json(profile::read_machine_state());
     j["kernels"] = nlohmann::json::array();
     for (const Row& r : rows)
       j["kernels"].push_back({{"threads", r.threads}, {"dist", r.dist}, {"kernel", r.kernel},
@@ -418,7 +448,10 @@ int cmd_profile(int argc, char** argv) {
     write_file_atomic(vm["json"].as<std::string>(), j.dump(1) + '\n');
   }
   if (vm.count("chart")) {
-    write_file_atomic(vm["chart"].as<std::string>(), svg_chart(rows));
+    char title[160];
+    std::snprintf(title, sizeof title, "wte profile: GB/s per kernel (V %zu, C %zu, N %zu) on %s",
+                  V, C, N, machine_before.cpu_model.c_str());
+    write_file_atomic(vm["chart"].as<std::string>(), svg_chart(rows, title));
   }
   return 0;
 }

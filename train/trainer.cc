@@ -21,6 +21,7 @@
 #include "wte/error.h"
 #include "wte/model.h"
 #include "wte/optimizer.h"
+#include "src/analysis/loss_curve.h"
 #include "src/io/snapshot.h"
 #include "train/grad_sync.h"
 #include "wte/tokenizer.h"
@@ -47,6 +48,24 @@ std::string format_duration(double s) {
     std::snprintf(buf, sizeof buf, "%lds", total);
   return buf;
 }
+
+// Time spent in evaluate(), to put the evaluations still to come into the ETA.
+struct EvalClock {
+  double seconds = 0;
+  size_t windows = 0;
+  void add(double s, size_t w) { seconds += s, windows += w; }
+  // Seconds the evaluations after step `done` will take: the periodic ones at multiples of
+  // `interval` below `steps` and the final one over the whole split. Per window: as measured, or
+  // before the first evaluation a third of a training step's time per sequence (forward only).
+  double seconds_left(size_t done, size_t steps, size_t interval, size_t periodic_windows,
+                      size_t all_windows, double train_seconds_per_window) const {
+    if (done >= steps) return 0;
+    const size_t periodic = interval > 0 ? (steps - 1) / interval - done / interval : 0;
+    const double per_window = windows > 0 ? seconds / static_cast<double>(windows)
+                                          : train_seconds_per_window / 3.0;
+    return per_window * static_cast<double>(periodic * periodic_windows + all_windows);
+  }
+};
 
 // Mean next-token loss over the non-overlapping (T+1)-windows of `tokens`, at most max_windows of
 // them, in order, B windows per forward. Returns nats/token.
@@ -375,7 +394,7 @@ void remove_unfinished_checkpoints(const std::string& out_dir, const Say& say) {
 }
 
 const char kMetricsHeader[] =
-    "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,elapsed_s,ranks\n";
+    "step,train_loss,val_loss,lr,grad_norm,tokens_per_s_avg,elapsed_s,ranks\n";
 
 // Everything a later tool needs to read this run: config.ini, tokenizer/, train.bin, val.bin, and
 // metrics.csv opened for appending (a resumed run keeps its rows up to the checkpoint's step).
@@ -473,16 +492,19 @@ class SampleTrace {
 
 // --- Logging and checkpoints --------------------------------------------------------------------
 
+// `eval_seconds_left`: what the evaluations still to come will take (EvalClock), part of the ETA.
 void log_step(std::ofstream& metrics, const Say& say, const Config& cfg, size_t done,
               size_t start_step, const StepResult& r, double val_loss, double tok_s,
-              double step_seconds, double elapsed, bool force_line, int ranks) {
+              double step_seconds, double elapsed, bool force_line, int ranks,
+              double eval_seconds_left) {
   metrics << done << ',' << r.loss << ',';
   if (val_loss >= 0) metrics << val_loss;
   metrics << ',' << r.lr << ',' << r.grad_norm << ',' << tok_s << ',' << elapsed << ',' << ranks
           << '\n';
   if (done % cfg.train.log_interval == 0 || force_line || done == 1) {
     const double eta = step_seconds / static_cast<double>(done - start_step) *
-                       static_cast<double>(cfg.train.steps - done);
+                           static_cast<double>(cfg.train.steps - done) +
+                       eval_seconds_left;
     char val_text[32] = "";
     if (val_loss >= 0) std::snprintf(val_text, sizeof val_text, " | val %.4f", val_loss);
     say("step %6zu/%zu | loss %.4f%s | lr %.2e | norm %.3f | %.1fk tok/s | ETA %s\n", done,
@@ -524,10 +546,10 @@ void print_summary(const Config& cfg, const RunData& d, size_t val_windows_all,
   summary->unigram_baseline = unigram_cross_entropy(d.train_ids, val_targets, cfg.model.vocab_size);
   std::printf(
       "final validation loss %.4f nats/token (whole validation split, %zu tokens) vs unigram "
-      "baseline %.4f (train-split frequencies): %s by %.4f\n",
+      "baseline %.4f (train-split frequencies): %.4f %s the baseline.\n",
       summary->final_val_loss, val_windows_all * T, summary->unigram_baseline,
-      summary->final_val_loss < summary->unigram_baseline ? "below" : "NOT below",
-      std::fabs(summary->unigram_baseline - summary->final_val_loss));
+      std::fabs(summary->unigram_baseline - summary->final_val_loss),
+      summary->final_val_loss < summary->unigram_baseline ? "below" : "ABOVE (worse than)");
   std::printf("trained %zu steps in %s, %.0f tokens/s; checkpoint %s; metrics %s\n", trained,
               format_duration(summary->train_seconds).c_str(), summary->tokens_per_second,
               summary->last_checkpoint.c_str(), metrics_path.c_str());
@@ -599,8 +621,10 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
 
   // The loop: a step, then (when due) evaluation, a log line, a checkpoint.
   const size_t val_windows_all = (d.val_ids.size() - 1) / T;
-  const size_t val_windows_periodic =
-      cfg.train.eval_tokens == 0 ? val_windows_all : std::max<size_t>(1, cfg.train.eval_tokens / T);
+  const size_t val_windows_periodic = std::min(
+      val_windows_all,
+      cfg.train.eval_tokens == 0 ? val_windows_all : std::max<size_t>(1, cfg.train.eval_tokens / T));
+  EvalClock eval_clock;
   std::vector<int32_t> inputs(B * T), targets(B * T);
   RunSummary summary;
   double step_seconds = 0.0;
@@ -620,9 +644,20 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     const bool stop_now = done == opts.stop_at;
     const bool eval_now = last || (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0);
     double val_loss = -1.0;
-    if (eval_now && writer) val_loss = evaluate(model, d.val_ids, T, B, last ? val_windows_all : val_windows_periodic);
+    if (eval_now && writer) {
+      const size_t windows = last ? val_windows_all : val_windows_periodic;
+      say("step %6zu/%zu | evaluating on %zu validation tokens%s...\n", done, cfg.train.steps,
+          windows * T, last ? " (the whole split)" : "");
+      const auto t_eval = Clock::now();
+      val_loss = evaluate(model, d.val_ids, T, B, windows);
+      eval_clock.add(seconds_since(t_eval), windows);
+    }
     log_step(metrics, say, cfg, done, start_step, r, val_loss, tok_s, step_seconds,
-             seconds_since(t_start), eval_now, comm.size());
+             seconds_since(t_start), eval_now, comm.size(),
+             eval_clock.seconds_left(done, cfg.train.steps, cfg.train.eval_interval,
+                                     val_windows_periodic, val_windows_all,
+                                     step_seconds / static_cast<double>(done - start_step) /
+                                         static_cast<double>(B)));
     if (writer &&
         (last || stop_now || (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0))) {
       metrics.flush();  // rows up to this checkpoint are on disk before it is
@@ -635,6 +670,9 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     }
   }
   metrics.close();
+  if (writer)
+    write_loss_curve(metrics_path, (fs::path(opts.out_dir) / "loss.svg").string(), B * T,
+                     "loss of " + opts.out_dir);  // src/analysis/loss_curve.h
   summary.train_seconds = step_seconds;
   if (summary.stopped) {
     std::printf("stopped at step %zu of %zu (--stop-at) after %s; checkpoint %s; continue with: "

@@ -79,7 +79,7 @@ std::vector<int32_t> parse_token_list(const std::string& list, const Tokenizer& 
         item.find_first_not_of("0123456789", 1) == std::string::npos) {
       const long id = std::stol(item.substr(1));
       if (id < 0 || static_cast<size_t>(id) >= tok.size())
-        throw Error("--tokens: " + item + " is outside [0, vocab_size=" +
+        throw Error("--query: " + item + " is outside [0, vocab_size=" +
                     std::to_string(tok.size()) + ")");
       ids.push_back(static_cast<int32_t>(id));
       continue;
@@ -91,7 +91,7 @@ std::vector<int32_t> parse_token_list(const std::string& list, const Tokenizer& 
         if (!parts.empty()) parts += ' ';
         parts += show_token(tok, id);
       }
-      throw Error("--tokens: '" + item + "' is " + std::to_string(enc.size()) +
+      throw Error("--query: '" + item + "' is " + std::to_string(enc.size()) +
                   " tokens (" + parts + "), not one; give one token's text (a leading space " +
                   "counts: \" the\") or #ID");
     }
@@ -191,18 +191,21 @@ std::string geometry_report(const GeometryReportInput& in) {
   for (int32_t id : in.frequent)
     if (std::find(shown.begin(), shown.end(), id) == shown.end()) shown.push_back(id);
   if (!in.has_queries && in.n_frequent == 0)
-    report << "\n(no --tokens and --frequent 0: no nearest neighbours shown)\n";
+    report << "\n(No --query and --frequent 0: no nearest neighbours are shown.)\n";
   else if (!in.has_queries && in.frequent.empty())
-    report << "\n(no --tokens, and no token file for frequencies: " << in.data_path
-           << " does not exist; pass --data)\n";
+    report << "\n(No --query, and no token file to count frequencies in: " << in.data_path
+           << " does not exist; pass --data FILE.)\n";
   for (size_t si : first_and_last(snaps.size())) {
     if (shown.empty()) break;
     const RowsView w{snaps[si].wte.data(), V, C};
     const auto nbs = nearest_neighbours(w, shown, in.neighbours);
-    report << "\nnearest neighbours by cosine at step " << snaps[si].step << " ("
-           << (in.has_queries ? "--tokens, then " : "") << "the " << in.frequent.size()
-           << " most frequent tokens of "
-           << (in.frequent.empty() ? std::string("-") : in.data_path) << "):\n";
+    std::string which;
+    if (in.has_queries) which = "the --query tokens";
+    if (!in.frequent.empty())
+      which += (which.empty() ? "the " : ", then the ") + std::to_string(in.frequent.size()) +
+               " most frequent tokens of " + in.data_path;
+    report << "\nnearest neighbours by cosine at step " << snaps[si].step << " (" << which
+           << "):\n";
     for (size_t q = 0; q < shown.size(); ++q) {
       report << "  " << show_token(tok, shown[q]) << ":";
       for (const Neighbour& n : nbs[q])

@@ -1,9 +1,13 @@
 #include "src/analysis/profile.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <numeric>
 #include <random>
 
@@ -149,6 +153,22 @@ void copy_rows(float* dst, const float* table, const int32_t* ids, size_t N, siz
 #pragma omp parallel for schedule(static)
   for (size_t n = 0; n < N; ++n)
     std::memcpy(dst + n * C, table + static_cast<size_t>(ids[n]) * C, C * sizeof(float));
+}
+
+MachineState read_machine_state() {
+  MachineState m;
+  m.cpu_model = "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) m.cpu_model = line.substr(line.find_first_not_of(" \t", colon + 1));
+    break;
+  }
+  m.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  if (getloadavg(m.load_average, 3) != 3) m.load_average[0] = m.load_average[1] = m.load_average[2] = 0;
+  return m;
 }
 
 }  // namespace wte::profile

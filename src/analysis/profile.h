@@ -65,4 +65,16 @@ struct CopyProbe {
 /// (no arithmetic, same rows, same order, same parallel split as wte::embedding_forward).
 void copy_rows(float* dst, const float* table, const int32_t* ids, size_t N, size_t C);
 
+/// What else the machine is doing while wte profile measures: timings on a busy machine are not
+/// the machine's own. Read from /proc/cpuinfo ("model name"), sysconf and getloadavg(3).
+struct MachineState {
+  std::string cpu_model;          // e.g. "AMD EPYC 9B45"; "unknown" if /proc/cpuinfo has none
+  int cpus = 0;                   // online logical CPUs
+  double load_average[3] = {0, 0, 0};  // 1, 5 and 15 minutes (runnable + waiting processes)
+  /// Busy: the 1-minute load average is at least half a process per CPU, i.e. other work holds
+  /// about half a core or more on average.
+  bool busy() const { return load_average[0] >= 0.5 * cpus; }
+};
+MachineState read_machine_state();
+
 }  // namespace wte::profile
