@@ -26,7 +26,7 @@ expect() {
 }
 
 ck="$dir/none.h5"   # never read: every case below fails on its options first
-commands="train tokenize inspect profile gradcheck grad geometry hidden-states"
+commands="train tokenize inspect profile gradcheck grad geometry hidden-states sample"
 for c in $commands; do
   expect 2 "--no-such-option" -- "$c" --no-such-option
   expect 2 "--no-such-option" -- "$c" --no-such-option=3
@@ -47,6 +47,9 @@ expect 2 "train.seed"    -- gradcheck --train.seed=x
 expect 2 "--precision"   -- grad --checkpoint "$ck" --batch "$dir/b.txt" --out "$dir/g.h5" --precision float16
 expect 2 "--k"           -- geometry --checkpoint "$ck" --k 0
 expect 2 "--dims"        -- hidden-states --checkpoint "$ck" --text hi --dims -1
+expect 2 "--temperature" -- sample --checkpoint "$ck" --prompt hi --temperature hot
+expect 2 "--max-new-tokens" -- sample --checkpoint "$ck" --prompt hi --max-new-tokens -1
+expect 2 "--max-new-tokens" -- sample --checkpoint "$ck" --prompt hi --tokens -1
 # Missing required options are bad usage too; a missing file is a run-time failure (1).
 expect 2 "--checkpoint"  -- grad --batch "$dir/b.txt" --out "$dir/g.h5"
 expect 1 "none.h5"       -- inspect --checkpoint "$ck"

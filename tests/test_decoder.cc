@@ -227,15 +227,15 @@ TEST(SampleCli, SameSeedSameTextAndClearErrors) {
   // stdout only (the header and timing lines go to stderr).
   auto quiet = [](const std::string& cmd) { return "{ " + cmd + " 2>/dev/null; }"; };
   std::string a, b, c;
-  ASSERT_EQ(run(quiet(cli + "--prompt 'the cat' --tokens 12 --seed 5"), &a), 0) << a;
-  ASSERT_EQ(run(quiet(cli + "--prompt 'the cat' --tokens 12 --seed 5"), &b), 0) << b;
-  ASSERT_EQ(run(quiet(cli + "--prompt 'the cat' --tokens 12 --seed 6 --top-k 0"), &c), 0) << c;
+  ASSERT_EQ(run(quiet(cli + "--prompt 'the cat' --max-new-tokens 12 --seed 5"), &a), 0) << a;
+  ASSERT_EQ(run(quiet(cli + "--prompt 'the cat' --max-new-tokens 12 --seed 5"), &b), 0) << b;
+  ASSERT_EQ(run(quiet(cli + "--prompt 'the cat' --max-new-tokens 12 --seed 6 --top-k 0"), &c), 0) << c;
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
   EXPECT_EQ(a.rfind("the cat", 0), 0u) << a;  // the prompt first, then the continuation
   // Greedy decoding equals the argmax of the model's own forward at each step.
   std::string g;
-  ASSERT_EQ(run(quiet(cli + "--prompt 'the cat' --tokens 6 --temperature 0"), &g), 0) << g;
+  ASSERT_EQ(run(quiet(cli + "--prompt 'the cat' --max-new-tokens 6 --temperature 0"), &g), 0) << g;
   std::vector<int32_t> ids = tok.encode("the cat");
   for (int i = 0; i < 6; ++i) {
     const float* l = model.forward_logits(ids.data(), 1, ids.size()) + (ids.size() - 1) * 300;
@@ -245,7 +245,7 @@ TEST(SampleCli, SameSeedSameTextAndClearErrors) {
   // Stops at n_ctx with a note: 24 positions are fed (the prompt's and 24 - prompt drawn ones),
   // and the last position's logits give one more token: 25 - prompt new tokens.
   std::string full;
-  ASSERT_EQ(run(cli + "--prompt 'the cat' --tokens 100", &full), 0) << full;
+  ASSERT_EQ(run(cli + "--prompt 'the cat' --max-new-tokens 100", &full), 0) << full;
   const size_t n_prompt = tok.encode("the cat").size();
   EXPECT_NE(full.find("stopped after " + std::to_string(25 - n_prompt) +
                       " new tokens: the sequence fills n_ctx = 24"),
@@ -253,15 +253,15 @@ TEST(SampleCli, SameSeedSameTextAndClearErrors) {
       << full;
   // Errors name the value and what is allowed.
   std::string out;
-  EXPECT_EQ(run(cli + "--prompt ''", &out), 1);
+  EXPECT_EQ(run(cli + "--prompt ''", &out), 2);  // bad usage
   EXPECT_NE(out.find("--prompt is empty"), std::string::npos) << out;
   std::string longer;
   for (int i = 0; i < 30; ++i) longer += " cat";
-  EXPECT_EQ(run(cli + "--prompt '" + longer + "'", &out), 1);
+  EXPECT_EQ(run(cli + "--prompt '" + longer + "'", &out), 2);
   EXPECT_NE(out.find("more than the model's n_ctx = 24 positions"), std::string::npos) << out;
-  EXPECT_EQ(run(cli + "--prompt x --temperature -1", &out), 1);
+  EXPECT_EQ(run(cli + "--prompt x --temperature -1", &out), 2);
   EXPECT_NE(out.find("--temperature = '-1' is not allowed"), std::string::npos) << out;
-  EXPECT_EQ(run(cli + "--prompt x --top-k 1e3", &out), 1);
+  EXPECT_EQ(run(cli + "--prompt x --top-k 1e3", &out), 2);
   EXPECT_NE(out.find("--top-k = '1e3' is not allowed"), std::string::npos) << out;
   EXPECT_EQ(run(cli.substr(0, cli.find("--checkpoint")) + "--checkpoint /nonexistent --prompt x", &out), 1);
   EXPECT_NE(out.find("--checkpoint /nonexistent: no such file"), std::string::npos) << out;

@@ -32,6 +32,49 @@ assert {k["cache"] for k in ks} == {"warm", "cold"}
 PY
 grep -q "<svg" "$dir/p.svg" && grep -q "stroke-dasharray" "$dir/p.svg" || fail "chart has no bars/limit line"
 
+# The chart is the one SVG writer's (src/analysis/svg.h): well-formed XML even when its path and
+# the id file's path (a bar label) hold '&' and '<'; every y tick label equals the value at its
+# position (the map label -> y is one straight line, and each bar's top lies on it at its value);
+# a colour legend names every kernel and both limit lines.
+odd="$dir/a&b<c"
+mkdir -p "$odd"
+cp "$dir/ids.bin" "$odd/ids.bin"
+"$WTE_CLI" profile scatter --quick --vocab-size 1000 --d-model 40 --n-tokens 512 --threads 1 \
+  --dist "uniform,file:$odd/ids.bin" --strategy sorted --chart "$odd/chart.svg" > "$dir/odd.txt" 2>&1 \
+  || fail "profile with '&' and '<' in the paths exited $?: $(cat "$dir/odd.txt")"
+/usr/bin/python3 - "$odd/chart.svg" <<'PY' || fail "chart"
+import sys, xml.etree.ElementTree as ET
+ns = {"s": "http://www.w3.org/2000/svg"}
+root = ET.parse(sys.argv[1]).getroot()          # raises on malformed XML
+ticks = []
+for g in root.iterfind(".//s:g[@class='ytick']", ns):
+    line = g.find("s:line", ns)
+    ticks.append((float(g.find("s:text", ns).text), float(line.get("y1"))))
+assert len(ticks) >= 3, ticks
+(v0, y0), (v1, y1) = ticks[0], ticks[-1]
+scale = (y1 - y0) / (v1 - v0)
+for v, y in ticks:
+    assert abs(y0 + (v - v0) * scale - y) < 0.05, ("tick label", v, "drawn at", y)
+bars = root.findall(".//s:rect[@class='bar']", ns)
+assert len(bars) == 4, len(bars)   # uniform and the file, scatter sorted and lazy-adamw
+for b in bars:
+    v = float(b.get("data-value"))
+    assert abs(y0 + (v - v0) * scale - float(b.get("y"))) < 0.05, ("bar", v, b.get("y"))
+texts = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")]
+assert any("a&b<c/ids.bin" in t for t in texts), "the file's path is not in a bar label"
+for name in ("gather", "scatter", "lazy-adamw", "streaming copy limit", "random-row memcpy"):
+    assert name in texts, ("legend lacks", name)
+print("chart ok:", len(ticks), "ticks,", len(bars), "bars")
+PY
+grep -qE '^machine: .+, [0-9]+ CPUs; load average [0-9.]+ [0-9.]+ [0-9.]+' "$dir/odd.txt" \
+  || fail "profile does not name the CPU and the load average"
+/usr/bin/python3 - "$dir/p.json" <<'PY' || fail "json machine"
+import json, sys
+m = json.load(open(sys.argv[1]))["machine"]
+assert m["cpu_model"] and m["cpus"] >= 1 and len(m["load_average"]) == 3, m
+assert m["busy"] == (m["load_average"][0] >= 0.5 * m["cpus"]), m
+PY
+
 "$WTE_CLI" profile step --quick --threads 1 > "$dir/step.txt" 2>/dev/null || fail "profile step"
 grep -q "all but the GEMMs" "$dir/step.txt" || fail "step table"
 grep -q "logits GEMM" "$dir/step.txt" || fail "step parts"

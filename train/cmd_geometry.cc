@@ -34,7 +34,12 @@ std::vector<std::string> expand_checkpoints(const std::vector<std::string>& args
   for (const std::string& a : args) {
     if (fs::is_directory(a)) {
       auto list = list_snapshots(a);
-      if (list.empty()) list = list_snapshots(a, "checkpoint_");
+      // The run's final checkpoint always ends the series, also when it is no snapshot step
+      // (a shorter run of a config whose snapshot_steps go further).
+      const auto checkpoints = list_snapshots(a, "checkpoint_");
+      if (list.empty()) list = checkpoints;
+      else if (!checkpoints.empty() && checkpoints.back().first > list.back().first)
+        list.push_back(checkpoints.back());
       if (list.empty())
         throw Error("--checkpoint " + a + ": the directory has no snapshot_<step>.h5 or " +
                     "checkpoint_<step>.h5 files (train with --train.snapshot_steps=0,10,100,...)");
@@ -256,7 +261,17 @@ int cmd_geometry(int argc, char** argv) {
   if (!vm.count("out")) return 0;
 
   const std::string out = vm["out"].as<std::string>();  // created by prepare_output_dir above
-  std::vector<PageSection> sections = {{"", "", write_wte_figures(out, in, max_points)}};
+  std::vector<PageSection> sections;
+  {  // The run's loss curve, from metrics.csv beside the last checkpoint (if it is there).
+    const std::string& last = snaps.back().path;
+    const Config last_cfg = parse_config(read_checkpoint_info(last).config_ini, last + " /config/ini");
+    std::vector<Figure> loss = write_loss_figure(
+        out, (fs::path(last).parent_path() / "metrics.csv").string(),
+        last_cfg.train.batch_size * last_cfg.data.seq_len);
+    if (!loss.empty()) sections.push_back({"Training", "", std::move(loss)});
+  }
+  sections.push_back({sections.empty() ? "" : "wte over training", "",
+                      write_wte_figures(out, in, max_points)});
   if (ctx.sample != nullptr) sections.push_back(write_context_figures(out, ctx));
   write_geometry_csv(out, snaps, series, has_labels);
   const std::string intro = "Rows of wte from " + std::to_string(snaps.size()) +

@@ -50,7 +50,7 @@ double parse_temperature(const std::string& text) {
     used = 0;
   }
   if (used == 0 || used != text.size() || !std::isfinite(t) || t < 0 || t > 1e6)
-    throw Error("--temperature = '" + text + "' is not allowed; allowed: a number in [0, 1e6] " +
+    throw UsageError("--temperature = '" + text + "' is not allowed; allowed: a number in [0, 1e6] " +
                 "(0: always the most likely token)");
   return t;
 }
@@ -70,11 +70,12 @@ int cmd_sample(int argc, char** argv) {
   // clang-format off
   opts.add_options()
       ("help,h", "print this help")
-      ("checkpoint,c", po::value<std::string>(),
+      ("checkpoint", po::value<std::string>(),
        "a checkpoint .h5 written by wte train, or a run directory (its newest checkpoint)")
       ("prompt,p", po::value<std::string>(), "the text to continue (at least one token)")
-      ("tokens,n", po::value<std::string>()->default_value("200"),
-       "new tokens to generate, in [0, 2^20]; generation also stops when the sequence fills n_ctx")
+      ("max-new-tokens,n", po::value<std::string>()->default_value("200"),
+       "new tokens to generate, in [0, 2^20] (Hugging Face's name; old name --tokens); generation "
+       "also stops when the sequence fills n_ctx")
       ("temperature", po::value<std::string>()->default_value("1.0"),
        "divide the logits by this before the softmax, in [0, 1e6]; 0: always the most likely token")
       ("top-k", po::value<std::string>()->default_value("40"),
@@ -85,8 +86,8 @@ int cmd_sample(int argc, char** argv) {
        "independent samples of the same prompt, in [1, 1000], separated by a line of dashes");
   // clang-format on
   const char* usage =
-      "Usage: wte sample --checkpoint C --prompt TEXT [--tokens N] [--temperature T] [--top-k K]\n"
-      "                  [--seed S] [--samples M]\n\n"
+      "Usage: wte sample --checkpoint C --prompt TEXT [--max-new-tokens N] [--temperature T]\n"
+      "                  [--top-k K] [--seed S] [--samples M]\n\n"
       "Encodes TEXT with the checkpoint's tokenizer, runs it through the model one position at a\n"
       "time with a KV cache (each new token costs one row of every layer, not a whole forward),\n"
       "then draws N tokens, each from softmax(logits / T) over the K most likely, and prints the\n"
@@ -95,7 +96,10 @@ int cmd_sample(int argc, char** argv) {
       "(wpe has no row for later ones): generation then stops with a note.\n\n";
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+    po::store(po::command_line_parser(with_aliases(argc, argv, {{"--tokens", "--max-new-tokens"}}))
+                  .options(opts)
+                  .run(),
+              vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "wte sample: %s\n\n%s", e.what(), usage);
@@ -106,15 +110,15 @@ int cmd_sample(int argc, char** argv) {
     std::cout << usage << opts
               << "\nExample:\n"
                  "  wte train --config configs/default.ini\n"
-                 "  wte sample --checkpoint runs/default --prompt \"And God said\" --tokens 100\n";
+                 "  wte sample --checkpoint runs/default --prompt \"And God said\" --max-new-tokens 100\n";
     return 0;
   }
   if (!vm.count("checkpoint") || !vm.count("prompt")) {
-    std::fprintf(stderr, "wte sample: needs --checkpoint and --prompt\n\n%s", usage);
+    std::fprintf(stderr, "wte sample: error: needs --checkpoint and --prompt.\n\n%s", usage);
     std::cerr << opts;
     return 2;
   }
-  const size_t n_new = whole_number_option(vm, "tokens", 0, size_t{1} << 20);
+  const size_t n_new = whole_number_option(vm, "max-new-tokens", 0, size_t{1} << 20);
   SamplingParams sp;
   sp.temperature = parse_temperature(vm["temperature"].as<std::string>());
   sp.top_k = whole_number_option(vm, "top-k", 0, size_t{1} << 24);
@@ -128,10 +132,10 @@ int cmd_sample(int argc, char** argv) {
   const std::string prompt = vm["prompt"].as<std::string>();
   const std::vector<int32_t> ids = tok.encode(prompt);
   if (ids.empty())
-    throw Error("--prompt is empty: it encodes to no tokens; give at least one character to "
+    throw UsageError("--prompt is empty: it encodes to no tokens; give at least one character to "
                 "continue (e.g. --prompt \"\\n\")");
   if (ids.size() > cfg.model.n_ctx)
-    throw Error("--prompt is " + std::to_string(ids.size()) + " tokens, more than the model's n_ctx = " +
+    throw UsageError("--prompt is " + std::to_string(ids.size()) + " tokens, more than the model's n_ctx = " +
                 std::to_string(cfg.model.n_ctx) + " positions; shorten it");
   check_token_ids(ids.data(), ids.size(), cfg.model.vocab_size,
                   "--prompt (encoded with the checkpoint's tokenizer)");

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "src/analysis/loss_curve.h"
 #include "src/analysis/svg.h"
 #include "wte/data.h"
 
@@ -70,17 +71,120 @@ Figure pca_figure(const fs::path& out, const GeometryReportInput& in, const WteS
     for (size_t i = 0; i < n; ++i)
       points.push_back({pca.x[i], pca.y[i], svg::sequential_colour(double(i) / double(V - 1)),
                         show_token(tok, static_cast<int32_t>(i))});
-    legend = {{"id 0", svg::sequential_colour(0)},
-              {"id " + std::to_string(V - 1), svg::sequential_colour(1)}};
     caption = "all rows' first two principal components; ids [0, " + std::to_string(n) +
-              ") drawn, coloured by id (merge order)";
+              ") drawn, coloured by id (the colour bar: low ids are the 256 byte tokens, then BPE "
+              "merges in merge order, roughly most frequent first); hover a point for its token";
   }
+  const svg::ColourBar bar{"token id", "0", std::to_string(V - 1)};
   svg::Frame f{"wte at step " + std::to_string(s.step) + ": PCA",
                "PC1 (" + format_double("%.1f", 100 * pca.explained[0]) + "% of variance)",
                "PC2 (" + format_double("%.1f", 100 * pca.explained[1]) + "%)"};
   const std::string file = "pca_step_" + step_name(s.step) + ".svg";
-  write_text(out / file, svg::scatter(f, points, legend, in.labels != nullptr ? 5.0 : 2.0));
+  write_text(out / file, svg::scatter(f, points, legend, in.labels != nullptr ? 5.0 : 2.0,
+                                      in.labels != nullptr ? nullptr : &bar));
   return {file, "Step " + std::to_string(s.step) + ": " + caption + "."};
+}
+
+// True if the steps are spread on a log scale (as train.snapshot_steps = 0,100,300,1000,3000):
+// the positive ones span 20x or more and the gaps grow (last gap >= 4x the first).
+bool log_spaced(const std::vector<double>& steps) {
+  std::vector<double> pos;
+  for (double s : steps)
+    if (s > 0) pos.push_back(s);
+  if (pos.size() < 3 || pos.back() < 20 * pos.front()) return false;
+  return pos[pos.size() - 1] - pos[pos.size() - 2] >= 4 * (pos[1] - pos[0]);
+}
+
+// PCA of wte at up to six steps spread over the series (first and last included), small, side by
+// side: where the structure forms. Each panel's components are flipped to agree in sign with the
+// last step's, so the panels are comparable. One SVG of nested <svg> panels.
+Figure strip_figure(const fs::path& out, const GeometryReportInput& in, size_t max_points) {
+  const std::vector<WteSnapshot>& snaps = *in.snaps;
+  const size_t n = snaps.size(), m = std::min<size_t>(n, 6), C = in.C;
+  std::vector<size_t> picks;
+  for (size_t j = 0; j < m; ++j) {
+    const size_t idx = (j * (n - 1) + (m - 1) / 2) / (m - 1);
+    if (picks.empty() || picks.back() != idx) picks.push_back(idx);
+  }
+  const bool labelled = in.labels != nullptr;
+  const std::vector<int32_t>* ids = labelled ? &in.labels->ids : nullptr;
+  const size_t rows_n = labelled ? ids->size() : in.V;
+  const size_t drawn = labelled ? rows_n : std::min({rows_n, max_points, size_t{1500}});
+  auto pca_of = [&](const WteSnapshot& s) {
+    if (labelled) {
+      const std::vector<float> rows = gather_rows(s.wte, C, *ids);
+      return pca_2d(RowsView{rows.data(), rows_n, C});
+    }
+    return pca_2d(RowsView{s.wte.data(), rows_n, C});
+  };
+  const Pca2 ref = pca_of(snaps.back());
+  constexpr double kW = 230, kH = 230;
+  std::ostringstream strip;
+  strip << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+           "version=\"1.1\" width=\""
+        << kW * double(picks.size()) << "\" height=\"" << kH << "\" viewBox=\"0 0 "
+        << kW * double(picks.size()) << ' ' << kH << "\">\n";
+  std::string steps_text;
+  for (size_t j = 0; j < picks.size(); ++j) {
+    const WteSnapshot& s = snaps[picks[j]];
+    Pca2 pca = picks[j] + 1 == n ? ref : pca_of(s);
+    double dx = 0, dy = 0;
+    for (size_t i = 0; i < rows_n; ++i) dx += pca.x[i] * ref.x[i], dy += pca.y[i] * ref.y[i];
+    std::vector<svg::Point> points;
+    for (size_t i = 0; i < drawn; ++i) {
+      const int32_t id = labelled ? (*ids)[i] : static_cast<int32_t>(i);
+      points.push_back({dx < 0 ? -pca.x[i] : pca.x[i], dy < 0 ? -pca.y[i] : pca.y[i],
+                        labelled ? svg::category_colour(in.labels->cls[i])
+                                 : svg::sequential_colour(double(i) / double(in.V - 1)),
+                        show_token(*in.tok, id) +
+                            (labelled ? " " + in.labels->names[in.labels->cls[i]] : std::string())});
+    }
+    svg::Frame f{"step " + std::to_string(s.step), "PC1", "PC2", kW, kH};
+    std::string panel = svg::scatter(f, points, {}, labelled ? 3.0 : 1.5);
+    panel = panel.substr(panel.find("<svg"));                      // no XML declaration inside
+    panel.insert(4, " x=\"" + std::to_string(static_cast<int>(kW * double(j))) + "\"");
+    strip << panel;
+    steps_text += (j ? ", " : "") + std::to_string(s.step);
+  }
+  strip << "</svg>\n";
+  write_text(out / "pca_strip.svg", strip.str());
+  return {"pca_strip.svg",
+          "PCA of wte at steps " + steps_text + " (each step's own first two principal components, "
+          "signs matched to the last step's): how the " +
+              (labelled ? "classes separate" : "rows spread out from the initial noise") +
+              " during training. " + (labelled ? "Colours are the classes" : "Colour is the token id") +
+              "; hover a point for its token.",
+          true};
+}
+
+// What the cosine histogram's last step owes to tokens that never occur in the training tokens
+// (in.data_path, train.bin): how many there are and their mean pairwise cosine at the last step.
+// With the tied lm_head their rows get no gradient through the lookup, only the unembedding's push
+// away from every hidden state (the same direction for all of them), so they end up nearly
+// parallel: the spike near cosine 1.
+std::string never_seen_note(const GeometryReportInput& in) {
+  std::error_code ec;
+  if (in.data_path.empty() || !fs::is_regular_file(in.data_path, ec)) return "";
+  const std::vector<int32_t> ids = read_token_file(in.data_path);
+  std::vector<char> seen(in.V, 0);
+  for (int32_t id : ids)
+    if (id >= 0 && static_cast<size_t>(id) < in.V) seen[static_cast<size_t>(id)] = 1;
+  std::vector<int32_t> unseen;
+  for (size_t i = 0; i < in.V; ++i)
+    if (!seen[i]) unseen.push_back(static_cast<int32_t>(i));
+  std::string note = std::to_string(unseen.size()) + " of the " + std::to_string(in.V) +
+                     " tokens never occur in " + in.data_path;
+  if (unseen.size() < 2) return note + ".";
+  if (unseen.size() > 400) unseen.resize(400);  // enough for the mean
+  const std::vector<float> rows = gather_rows(in.snaps->back().wte, in.C, unseen);
+  const Anisotropy a = anisotropy(RowsView{rows.data(), unseen.size(), in.C});
+  note += "; at step " + std::to_string(in.snaps->back().step) + " their rows' mean pairwise cosine is " +
+          format_double("%.3f", a.raw);
+  if (a.raw > 0.8)
+    note += ". They are never looked up, so their rows only get the unembedding's push away from "
+            "every hidden state, nearly the same direction for all of them: they move together, "
+            "and their pairs make the spike near cosine 1";
+  return note + ".";
 }
 
 // Measures over the series: class structure (with labels), anisotropy, effective rank.
@@ -94,6 +198,12 @@ std::vector<Figure> series_figures(const fs::path& out, const GeometryReportInpu
     for (const GeometryMeasures& m : series) y.push_back(get(m));
     return y;
   };
+  const bool log_x = log_spaced(x);
+  auto frame = [&](const std::string& title, const std::string& y_label) {
+    svg::Frame f{title, log_x ? "step (log scale)" : "step", y_label};
+    f.x_log = log_x;
+    return f;
+  };
   if (in.labels != nullptr) {
     const double chance = knn_purity_chance(in.labels->cls);
     std::vector<svg::LineSeries> ls = {
@@ -103,7 +213,7 @@ std::vector<Figure> series_figures(const fs::path& out, const GeometryReportInpu
          col([](const GeometryMeasures& m) { return m.silhouette; })},
         {"chance purity", "#888888", {x.front(), x.back()}, {chance, chance}, true}};
     write_text(out / "series_purity.svg",
-               svg::line_chart({"class structure over training", "step", "score"}, ls));
+               svg::line_chart(frame("class structure over training", "score"), ls));
     figures.push_back({"series_purity.svg",
                        "k-NN class purity and silhouette of the labelled rows at each step; "
                        "dashed: the purity of a table with no class structure."});
@@ -113,15 +223,15 @@ std::vector<Figure> series_figures(const fs::path& out, const GeometryReportInpu
       {"mean-centred", svg::category_colour(1), x,
        col([](const GeometryMeasures& m) { return m.aniso.centred; })}};
   write_text(out / "series_anisotropy.svg",
-             svg::line_chart({"anisotropy over training", "step", "mean cosine of pairs"}, la));
+             svg::line_chart(frame("anisotropy over training", "mean cosine of pairs"), la));
   figures.push_back({"series_anisotropy.svg",
                      "Anisotropy (mean cosine of distinct pairs of rows) at each step, raw and "
                      "after subtracting the mean row."});
   std::vector<svg::LineSeries> lr = {{"effective rank", svg::category_colour(2), x,
                                       col([](const GeometryMeasures& m) { return m.eff_rank; })}};
   write_text(out / "series_rank.svg",
-             svg::line_chart({"effective rank over training", "step",
-                              "participation ratio (max " + std::to_string(std::min(in.V, in.C)) + ")"},
+             svg::line_chart(frame("effective rank over training",
+                                   "participation ratio (max " + std::to_string(std::min(in.V, in.C)) + ")"),
                              lr));
   figures.push_back({"series_rank.svg",
                      "Effective rank (participation ratio of the singular values) at each step."});
@@ -138,6 +248,7 @@ std::vector<Figure> write_wte_figures(const std::string& out_dir, const Geometry
   const std::vector<size_t> shown = first_and_last(snaps.size());
   std::vector<Figure> figures;
   for (size_t si : shown) figures.push_back(pca_figure(out, in, snaps[si], max_points));
+  if (snaps.size() >= 3) figures.push_back(strip_figure(out, in, max_points));
   {
     std::vector<svg::HistogramSeries> hs;
     for (size_t j = 0; j < shown.size(); ++j) {
@@ -148,7 +259,8 @@ std::vector<Figure> write_wte_figures(const std::string& out_dir, const Geometry
     svg::Frame f{"cosines of pairs of rows", "cosine", "share of pairs"};
     write_text(out / "cosines.svg", svg::histogram(f, hs, -1.0, 1.0, 80));
     figures.push_back({"cosines.svg", "Histogram of the cosines of pairs of distinct rows (all "
-                                      "pairs, or 200000 random pairs), first and last step."});
+                                      "pairs, or 200000 random pairs), first and last step. " +
+                                          never_seen_note(in)});
   }
   {
     const std::vector<double> norms = row_norms(RowsView{snaps.back().wte.data(), V, C});
@@ -168,6 +280,30 @@ std::vector<Figure> write_wte_figures(const std::string& out_dir, const Geometry
   return figures;
 }
 
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::vector<Figure> write_loss_figure(const std::string& out, const std::string& metrics_csv,
+                                      size_t tokens_per_step) {
+  std::error_code ec;
+  if (!fs::is_regular_file(metrics_csv, ec)) return {};
+  write_loss_curve(metrics_csv, (fs::path(out) / "loss.svg").string(), tokens_per_step,
+                   "loss of " + fs::path(metrics_csv).parent_path().string());
+  return {{"loss.svg",
+           "Training loss of every step (light), its moving average, and the validation loss "
+           "(dots), against the step on a log axis, from " + metrics_csv +
+               " (wte train writes the same picture as loss.svg beside it). The top axis counts "
+               "the tokens trained on.",
+           false}};
+}
+
 void write_geometry_csv(const std::string& out, const std::vector<WteSnapshot>& snaps,
                         const std::vector<GeometryMeasures>& series, bool has_labels) {
   std::ostringstream csv;
@@ -180,28 +316,57 @@ void write_geometry_csv(const std::string& out, const std::vector<WteSnapshot>& 
         << m.mean_norm << ',';
     if (has_labels) csv << m.purity << ',' << m.silhouette;
     else csv << ',';
-    csv << ',' << snaps[i].path << '\n';
+    csv << ',' << csv_field(snaps[i].path) << '\n';
   }
   write_text(fs::path(out) / "geometry.csv", csv.str());
 }
 
+namespace {
+
+// The figure's SVG for inline use (its tooltips work only inline, not through <img>): the file's
+// text without its XML declaration. Empty if the file cannot be read.
+std::string inline_svg(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return "";
+  const std::string text = read_text_file(path.string());
+  const size_t at = text.find("<svg");
+  return at == std::string::npos ? "" : text.substr(at);
+}
+
+}  // namespace
+
 void write_geometry_page(const std::string& out, const std::string& intro,
                          const std::vector<PageSection>& sections, const std::string& report) {
   std::ostringstream html;
+  // Two columns of figures in 1400 px; each SVG scales to its column (it has a viewBox).
   html << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
        << "<title>wte geometry</title>\n<style>body{font-family:sans-serif;max-width:1400px;"
-          "margin:1em auto;padding:0 1em}figure{display:inline-block;margin:0.5em;vertical-align:"
-          "top;max-width:660px}figcaption{font-size:0.9em}pre{font-size:0.85em;overflow-x:auto;"
-          "background:#f6f6f6;padding:0.5em}</style>\n</head>\n<body>\n"
+          "margin:1em auto;padding:0 1em;box-sizing:border-box}.figures{display:grid;"
+          "grid-template-columns:repeat(2,minmax(0,1fr));gap:16px 24px;align-items:start}"
+          "figure{margin:0}figure.wide{grid-column:1/-1}figure svg{display:block;width:100%;"
+          "height:auto}figcaption{font-size:0.9em;line-height:1.4;margin-top:4px}"
+          "pre{font-size:0.85em;overflow-x:auto;background:#f6f6f6;padding:0.5em}</style>\n"
+          "</head>\n<body>\n"
        << "<h1>wte geometry</h1>\n<p>" << html_escape(intro)
-       << " Written by <code>wte geometry</code>.</p>\n";
+       << " Written by <code>wte geometry</code>. Hover a point in a picture for its token.</p>\n";
   for (const PageSection& s : sections) {
     if (!s.heading.empty()) html << "<h2>" << html_escape(s.heading) << "</h2>\n";
     if (!s.paragraph.empty()) html << "<p>" << html_escape(s.paragraph) << "</p>\n";
-    for (const Figure& fig : s.figures)
-      html << "<figure><img src=\"" << html_escape(fig.file) << "\" alt=\""
-           << html_escape(fig.file) << "\" width=\"640\" height=\"440\"><figcaption>"
-           << html_escape(fig.caption) << "</figcaption></figure>\n";
+    if (s.figures.empty()) continue;
+    html << "<div class=\"figures\">\n";
+    for (const Figure& fig : s.figures) {
+      const std::string svg_text = inline_svg(fs::path(out) / fig.file);
+      html << "<figure" << (fig.wide ? " class=\"wide\"" : "") << " data-file=\""
+           << html_escape(fig.file) << "\">";
+      if (svg_text.empty())  // not readable here: link it instead
+        html << "<img src=\"" << html_escape(fig.file) << "\" alt=\"" << html_escape(fig.file)
+             << "\" style=\"width:100%\">";
+      else
+        html << svg_text;
+      html << "<figcaption>" << html_escape(fig.caption) << " (<a href=\"" << html_escape(fig.file)
+           << "\">" << html_escape(fig.file) << "</a>)</figcaption></figure>\n";
+    }
+    html << "</div>\n";
   }
   html << "<h2>Numbers</h2>\n<pre>" << html_escape(report) << "</pre>\n</body>\n</html>\n";
   write_text(fs::path(out) / "index.html", html.str());

@@ -10,9 +10,11 @@
 
 namespace wte {
 
-/// One picture of the page: an SVG file in the output directory and its caption.
+/// One picture of the page: an SVG file in the output directory and its caption. The page shows
+/// the SVG inline (so each point's <title> tooltip works); `wide` figures span both columns.
 struct Figure {
   std::string file, caption;
+  bool wide = false;
 };
 
 /// A section of the page.
@@ -29,7 +31,17 @@ struct PageSection {
 std::vector<Figure> write_wte_figures(const std::string& out, const GeometryReportInput& in,
                                       size_t max_points);
 
-/// Writes out/geometry.csv: one row per step of the series.
+/// The loss curve of the run whose metrics.csv is `metrics_csv` (src/analysis/loss_curve.h),
+/// written as out/loss.svg; `tokens_per_step` = B*T of that run. No figure if the file is missing.
+std::vector<Figure> write_loss_figure(const std::string& out, const std::string& metrics_csv,
+                                      size_t tokens_per_step);
+
+/// One field of a CSV row as RFC 4180 wants it: quoted (with quotes doubled) when it holds a
+/// comma, a double quote, CR or LF; as is otherwise.
+std::string csv_field(const std::string& text);
+
+/// Writes out/geometry.csv: one row per step of the series (the checkpoint path quoted per
+/// RFC 4180, so a comma in it does not shift the columns).
 void write_geometry_csv(const std::string& out, const std::vector<WteSnapshot>& snaps,
                         const std::vector<GeometryMeasures>& series, bool has_labels);
 
