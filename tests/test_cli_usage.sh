@@ -82,5 +82,15 @@ grep -qE '^oneDNN [0-9]+\.[0-9]+\.[0-9]+ ' "$dir/v" || fail "no oneDNN version"
 grep -qE '^Highway [0-9]+\.[0-9]+(\.[0-9]+)? \(SIMD target chosen on this CPU: [A-Z0-9_]+\)$' "$dir/v" \
   || fail "no Highway version and target"
 
+# wte tokenize finds GPT-2's vocabulary from any working directory (beside the binary, or the
+# source tree it was built from), not only from the repository root.
+if [ -f "${WTE_SOURCE_DIR:-/nonexistent}/datasets/gpt2/encoder.json" ]; then
+  (cd "$dir" && env -u WTE_VOCAB "$WTE_CLI" tokenize " bank" > "$dir/tok" 2>&1) \
+    || fail "wte tokenize from $dir: $(cat "$dir/tok")"
+  grep -q '3331  " bank"' "$dir/tok" || fail "wte tokenize from another directory: $(cat "$dir/tok")"
+else
+  echo "(GPT-2's vocabulary not fetched: tokenize from another directory not checked)"
+fi
+
 [ "$failures" = 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "PASS: every command exits 2 naming the option for unknown options and bad values"

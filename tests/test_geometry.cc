@@ -331,10 +331,10 @@ TEST(HiddenStates, BankAtIndexOneIsBitIdenticalWithGpt2Vocabulary) {
             std::string::npos)
       << out;
   EXPECT_EQ(out.find("DIFFERENT"), std::string::npos) << out;
-  // A text longer than n_ctx is refused before any compute.
+  // A text longer than n_ctx is refused before any compute (bad usage: exit 2).
   EXPECT_EQ(run(std::string("'") + WTE_CLI + "' hidden-states --checkpoint '" + ckpt +
                     "' --text 'a b c d e f g h i j k l m n o p q'",
                 &out),
-            1);
+            2);
   EXPECT_NE(out.find("17 tokens, more than the model's n_ctx = 16"), std::string::npos) << out;
 }

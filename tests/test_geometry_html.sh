@@ -9,6 +9,7 @@
 #   - the page's last step is the run's final checkpoint (step 40, checkpoint_00000040.h5);
 #   - the series charts use a log step axis (the snapshots are log-spaced);
 #   - the layout: two figures side by side, each at most 700 px wide, nothing wider than 1400 px.
+# geometry.csv parses as CSV although the run directory's name holds a comma (RFC 4180 quoting).
 # Every SVG also renders with rsvg-convert (librsvg2-bin), which fails on malformed SVG, and parses
 # as XML. A negative control removes one figure from a copy of the page; the check must notice.
 # Needs: WTE_CLI, WTE_SOURCE_DIR, WTE_BINARY_DIR (set by ctest); /usr/bin/python3.
@@ -31,10 +32,18 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$WTE_CLI" train --config "$WTE_SOURCE_DIR/configs/planted.ini" \
   --data.text="$work/planted/planted.txt" --data.tokenizer="$work/planted/tokenizer" \
   --model.d_model=16 --train.steps=40 --train.batch_size=4 --train.eval_interval=10 \
-  --train.snapshot_steps=0,1,3,10,30 -q --out "$work/run" >/dev/null
-[ -s "$work/run/loss.svg" ] || fail "wte train wrote no loss.svg beside metrics.csv"
-"$WTE_CLI" geometry --checkpoint "$work/run" --labels "$work/planted/labels.tsv" \
+  --train.snapshot_steps=0,1,3,10,30 -q --out "$work/run,1" >/dev/null
+[ -s "$work/run,1/loss.svg" ] || fail "wte train wrote no loss.svg beside metrics.csv"
+"$WTE_CLI" geometry --checkpoint "$work/run,1" --labels "$work/planted/labels.tsv" \
   --out "$work/geo" >/dev/null
+# geometry.csv is RFC 4180: the comma in the run directory's name does not shift the columns.
+/usr/bin/python3 - "$work/geo/geometry.csv" <<'PY' || fail "geometry.csv does not parse as CSV"
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+assert all(len(r) == len(rows[0]) == 8 for r in rows), rows
+assert [r[0] for r in rows[1:]] == ["0", "1", "3", "10", "30", "40"], rows
+assert rows[-1][7].endswith("run,1/checkpoint_00000040.h5"), rows[-1]
+PY
 
 # Every SVG parses as XML and renders to a non-empty PNG.
 n_svg=0
