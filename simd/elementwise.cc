@@ -6,12 +6,13 @@
 //   residual_forward  one Add per element.
 //   bias_backward     every column is summed over n in increasing order from +0, as the reference,
 //                     and then added to dbias. Threads split the columns, never the rows, so no
-//                     partial sums are combined and the thread count cannot change a bit. Each task
-//                     owns kColumnsPerTask adjacent columns and walks all N rows, keeping their
-//                     running sums in an L1-resident buffer: dout is read once, in row order within
-//                     each task (a few cache lines per row: a stream the prefetchers follow).
+//                     partial sums are combined and the thread count cannot change a bit.
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstddef>
+#include <vector>
 
 #include "wte/kernels.h"
 
@@ -37,25 +38,35 @@ void ResidualForward(float* out, const float* a, const float* b, size_t n) {
   });
 }
 
-// Columns per task: 64 floats = 4 AVX-512 vectors (256 bytes of each row), so OC = 256 already
-// gives 4 tasks to share among threads, and a task's running sums stay in registers or L1.
-constexpr size_t kColumnsPerTask = 64;
-
+// Thread t of P sums the columns [t·OC/P, (t+1)·OC/P) (rounded to whole vectors) over all N rows,
+// in increasing n, into a per-thread buffer of running sums, then adds them to dbias. Each thread
+// so reads one contiguous piece of every row (the whole row with 1 thread): a stream the hardware
+// prefetchers follow. (Narrow column tasks were 10x slower: a few cache lines per row, each row in
+// another 4 KiB page, where the prefetchers stop.) The split never changes a bit: every column is
+// summed the same way by whichever thread owns it.
 void BiasBackward(float* HWY_RESTRICT dbias, const float* HWY_RESTRICT dout, size_t N, size_t OC) {
-  const size_t num_tasks = (OC + kColumnsPerTask - 1) / kColumnsPerTask;
-#pragma omp parallel for schedule(static) if (N * OC >= kParallelMinFloats && num_tasks > 1)
-  for (size_t task = 0; task < num_tasks; ++task) {
-    const size_t c0 = task * kColumnsPerTask;
-    const size_t width = OC - c0 < kColumnsPerTask ? OC - c0 : kColumnsPerTask;
-    HWY_ALIGN float sums[kColumnsPerTask] = {};  // +0, as the reference's `sum = 0`
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  const size_t num_vectors = (OC + L - 1) / L;
+#pragma omp parallel if (N * OC >= kParallelMinFloats)
+  {
+    const size_t P = static_cast<size_t>(omp_get_num_threads());
+    const size_t t = static_cast<size_t>(omp_get_thread_num());
+    const size_t c0 = std::min(OC, t * num_vectors / P * L);
+    const size_t c1 = std::min(OC, (t + 1) * num_vectors / P * L);
+    const size_t width = c1 - c0;
+    static thread_local std::vector<float> sums_buffer;
+    if (sums_buffer.size() < width) sums_buffer.resize(width);
+    float* sums = sums_buffer.data();
+    std::fill(sums, sums + width, 0.0f);  // +0, as the reference's `sum = 0`
     for (size_t n = 0; n < N; ++n) {
       const float* row = dout + n * OC + c0;
-      ForEachVector(width, [&](auto d, size_t i) {
-        hn::StoreU(hn::Add(hn::LoadU(d, sums + i), hn::LoadU(d, row + i)), d, sums + i);
+      ForEachVector(width, [&](auto dv, size_t i) {
+        hn::StoreU(hn::Add(hn::LoadU(dv, sums + i), hn::LoadU(dv, row + i)), dv, sums + i);
       });
     }
-    ForEachVector(width, [&](auto d, size_t i) {
-      hn::StoreU(hn::Add(hn::LoadU(d, dbias + c0 + i), hn::LoadU(d, sums + i)), d, dbias + c0 + i);
+    ForEachVector(width, [&](auto dv, size_t i) {
+      hn::StoreU(hn::Add(hn::LoadU(dv, dbias + c0 + i), hn::LoadU(dv, sums + i)), dv, dbias + c0 + i);
     });
   }
 }

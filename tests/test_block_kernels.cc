@@ -577,6 +577,43 @@ TEST_P(BlockKernelTest, AttentionSoftmaxUniformRowIsExact) {
   ExpectMaskedZeros(att.data(), Z, T, target());
 }
 
+// A row's bits depend only on its live entries, never on T: the same scores in matrices of T = 20
+// and T = 40 (and 70) give bit-identical rows t < 20, forward and backward. (A kernel whose tail
+// handling changed with T would break the model's causality test: appending tokens must leave
+// every earlier row of every layer bit-identical.)
+TEST_P(BlockKernelTest, AttentionSoftmaxRowsDoNotDependOnT) {
+  std::mt19937 rng(14);
+  const size_t T0 = 20;
+  const float scale = 0.125f;
+  std::vector<float> scores(T0 * T0), upstream(T0 * T0);
+  FillCausal(scores.data(), 1, T0, rng, 16.0f);
+  FillCausal(upstream.data(), 1, T0, rng, 1.0f);
+  std::vector<float> att0(T0 * T0), datt0(T0 * T0);
+  attention_softmax_forward(att0.data(), scores.data(), 1, T0, scale);
+  attention_softmax_backward(datt0.data(), upstream.data(), att0.data(), 1, T0, scale);
+  for (size_t T : {40, 70}) {
+    std::vector<float> p(T * T, GuardedBuffer::guard_value()), u(T * T, GuardedBuffer::guard_value());
+    for (size_t t = 0; t < T0; ++t)
+      for (size_t j = 0; j <= t; ++j) {
+        p[t * T + j] = scores[t * T0 + j];
+        u[t * T + j] = upstream[t * T0 + j];
+      }
+    for (size_t t = T0; t < T; ++t)
+      for (size_t j = 0; j <= t; ++j) p[t * T + j] = u[t * T + j] = 0.5f;
+    std::vector<float> att(T * T), datt(T * T);
+    attention_softmax_forward(att.data(), p.data(), 1, T, scale);
+    attention_softmax_backward(datt.data(), u.data(), att.data(), 1, T, scale);
+    for (size_t t = 0; t < T0; ++t) {
+      size_t i = first_bit_difference(att.data() + t * T, att0.data() + t * T0, t + 1);
+      EXPECT_EQ(i, t + 1) << target() << " T=" << T << " forward row " << t << " "
+                          << describe_difference(att.data() + t * T, att0.data() + t * T0, i);
+      i = first_bit_difference(datt.data() + t * T, datt0.data() + t * T0, t + 1);
+      EXPECT_EQ(i, t + 1) << target() << " T=" << T << " backward row " << t << " "
+                          << describe_difference(datt.data() + t * T, datt0.data() + t * T0, i);
+    }
+  }
+}
+
 // Error bound of softmax backward against exact arithmetic (att, datt are the same float inputs):
 //   dot_f = Σ fl(a·da) lane-wise:          e_dot = (len + 1)·u·Σ|a·da|
 //   diff = fl(da - dot_f):                  e_dot + u·|da - dot|

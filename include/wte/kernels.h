@@ -192,14 +192,16 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
 // Causal softmax of attention scores, per row t of each of Z = B·NH (T,T) matrices:
 //   att[z,t,j] = exp(scale·preatt[z,t,j] - mx) / Σ_{k<=t} exp(scale·preatt[z,t,k] - mx),  j <= t
 //   att[z,t,j] = 0                                                                         j >  t
-// with mx = max_{k<=t} scale·preatt[z,t,k]. Entries j > t of preatt are never read (they may hold
-// anything, NaN included). preatt, att (Z,T,T), rows contiguous; att may alias preatt.
-// scale is 1/sqrt(head size). Parallel over rows.
+// with mx = max_{k<=t} scale·preatt[z,t,k]. Entries j > t of preatt are never used (they may hold
+// anything, NaN included; a vector load may touch them, its lanes are discarded). preatt, att
+// (Z,T,T), rows contiguous; att may alias preatt. scale is 1/sqrt(head size). Parallel over rows.
+// A row's bits depend only on its own live entries, not on T (causality: appending tokens changes
+// no earlier row).
 void attention_softmax_forward(float* att, const float* preatt, size_t Z, size_t T, float scale);
 
 // Its backward: for j <= t
 //   dpreatt[z,t,j] = scale · att[z,t,j] · (datt[z,t,j] - Σ_{k<=t} att[z,t,k] · datt[z,t,k])
-// and dpreatt[z,t,j] = 0 for j > t (written). datt entries j > t are never read.
+// and dpreatt[z,t,j] = 0 for j > t (written). datt and att entries j > t are never used.
 // dpreatt, datt, att (Z,T,T); dpreatt may alias datt.
 void attention_softmax_backward(float* dpreatt, const float* datt, const float* att, size_t Z,
                                 size_t T, float scale);
