@@ -78,6 +78,46 @@ PY
 "$WTE_CLI" profile step --quick --threads 1 > "$dir/step.txt" 2>/dev/null || fail "profile step"
 grep -q "all but the GEMMs" "$dir/step.txt" || fail "step table"
 grep -q "logits GEMM" "$dir/step.txt" || fail "step parts"
+# A block model: every layer kind has its line, and the MFU against the GEMM peak of the same run.
+cat > "$dir/blocks.ini" <<'INI'
+[model]
+vocab_size = 300
+d_model = 32
+n_ctx = 16
+n_layer = 2
+n_head = 2
+[data]
+seq_len = 16
+[train]
+batch_size = 2
+INI
+"$WTE_CLI" profile step --quick --threads 1,2 --config "$dir/blocks.ini" --json "$dir/step.json" \
+  > "$dir/blocks.txt" 2>/dev/null || fail "profile step with blocks"
+for part in "qkv GEMM (c_attn) forward" "attention QKᵀ forward" "causal softmax forward" \
+            "attention ·V forward" "attn-proj GEMM forward" "fc GEMM (c_fc) forward" "GELU forward" \
+            "fc-proj GEMM forward" "LayerNorms ln_1, ln_2 forward" "residual adds" \
+            "qkv GEMM backward" "causal softmax backward" "bias gradients" "GELU backward" \
+            "LayerNorms backward" "softmax cross-entropy" "scatter (lookup backward)" "AdamW"; do
+  grep -qF "$part" "$dir/blocks.txt" || fail "no line '$part' in the block step profile"
+done
+grep -q "model FLOPs utilisation: .* of that peak" "$dir/blocks.txt" || fail "no MFU line"
+grep -q "oneDNN f32 GEMM peak" "$dir/blocks.txt" || fail "no GEMM peak line"
+/usr/bin/python3 - "$dir/step.json" <<'PY' || fail "step json"
+import json, sys
+steps = json.load(open(sys.argv[1]))["step"]
+assert [s["threads"] for s in steps] == [1, 2], steps
+for s in steps:
+    # 6 · parameters · tokens + 12 · n_layer · T · C · tokens, parameters of the tied model
+    C, V, L, T, B = 32, 300, 2, 16, 2
+    params = V * C + 16 * C + 2 * C + L * (12 * C * C + 13 * C)
+    assert s["parameters"] == params, (s["parameters"], params)
+    assert abs(s["model_flops"] - (6 * params * B * T + 12 * L * T * C * B * T)) < 1, s["model_flops"]
+    assert s["gemm_peak_gflops"] > 0 and s["step_ms"] > 0
+    assert abs(s["mfu"] - s["model_flops"] / (s["step_ms"] * 1e-3) / (s["gemm_peak_gflops"] * 1e9)) < 1e-9
+    parts = {p["part"]: p for p in s["parts"]}
+    assert parts["qkv GEMM (c_attn) forward"]["gemm"] and parts["GELU forward"]["gemm"] is False
+    assert abs(parts["qkv GEMM (c_attn) forward"]["gflop"] - 2 * B * T * C * 3 * C * L / 1e9) < 1e-12
+PY
 
 set +e
 "$WTE_CLI" profile scatter --dist zipf:-1 > /dev/null 2> "$dir/e1.txt"; rc=$?

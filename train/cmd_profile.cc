@@ -23,6 +23,7 @@
 #include "wte/model.h"
 #include "wte/optimizer.h"
 #include "src/analysis/profile.h"
+#include "src/analysis/step_profile.h"
 #include "src/analysis/svg.h"
 #include "train/cli_util.h"
 #include "train/commands.h"
@@ -119,6 +120,58 @@ void print_machine(const profile::MachineState& m) {
   std::fflush(stdout);
 }
 
+// The step profile as a table: every part with ms, share of the parts' sum and (GEMMs) GFLOP/s,
+// then the model FLOPs, the GEMM peak of the same run and the MFU.
+void print_step_profile(const profile::StepProfile& p, const ModelConfig& m,
+                        const std::string& config_name, const std::string& ids) {
+  std::printf("\nstep: %s: V %zu, C %zu, n_layer %zu, n_head %zu, B %zu, T %zu, %s lm_head, %d "
+              "thread(s), ids %s; median of %zu steps: %.2f ms (%.0f tokens/s)\n",
+              config_name.c_str(), m.vocab_size, m.d_model, m.n_layer, m.n_head, p.B, p.T,
+              m.tie_embeddings ? "tied" : "untied", p.threads, ids.c_str(), p.steps, p.step_ms,
+              p.tokens_per_s);
+  double sum = 0, gemm_ms = 0, gemm_gflop = 0;
+  for (const profile::StepPartTime& part : p.parts) {
+    sum += part.ms;
+    if (part.gemm) {
+      gemm_ms += part.ms;
+      gemm_gflop += part.gflop;
+    }
+  }
+  std::printf("  %-32s %9s %7s %9s\n", "part", "ms", "share", "GFLOP/s");
+  for (const profile::StepPartTime& part : p.parts) {
+    char gf[32] = "";
+    if (part.gemm && part.ms > 0) std::snprintf(gf, sizeof gf, "%.1f", part.gflop / (part.ms * 1e-3));
+    // Width counted in characters, not bytes (names hold ᵀ and ·).
+    size_t chars = 0;
+    for (unsigned char c : part.name) chars += (c & 0xC0) != 0x80;
+    std::printf("  %s%*s %9.3f %6.1f%% %9s\n", part.name.c_str(),
+                static_cast<int>(32 - std::min<size_t>(chars, 32)), "", part.ms,
+                100.0 * part.ms / sum, gf);
+  }
+  std::printf("  %-32s %9.3f %6.1f%% %9.1f\n", "all GEMMs", gemm_ms, 100.0 * gemm_ms / sum,
+              gemm_gflop / (gemm_ms * 1e-3));
+  std::printf("  %-32s %9.3f %6.1f%%  (the parts' medians sum to %.2f ms)\n", "all but the GEMMs",
+              sum - gemm_ms, 100.0 * (sum - gemm_ms) / sum, sum);
+  std::printf("  model FLOPs per step: %.2f GFLOP = 6 x %zu parameters x %zu tokens + attention "
+              "12 x n_layer x T x C x tokens\n",
+              p.model_flops / 1e9, p.parameters, p.B * p.T);
+  std::printf("  oneDNN f32 GEMM peak (%zu^3 matmul, timed between these steps): %.1f GFLOP/s\n",
+              p.peak_size, p.gemm_peak_gflops);
+  std::printf("  model FLOPs utilisation: %.1f GFLOP/s = %.1f%% of that peak\n",
+              p.model_flops / (p.step_ms * 1e-3) / 1e9, 100.0 * p.mfu);
+}
+
+nlohmann::json step_profile_json(const profile::StepProfile& p, const ModelConfig& m) {
+  nlohmann::json parts = nlohmann::json::array();
+  for (const profile::StepPartTime& part : p.parts)
+    parts.push_back({{"part", part.name}, {"ms", part.ms}, {"gemm", part.gemm}, {"gflop", part.gflop}});
+  return {{"threads", p.threads}, {"V", m.vocab_size}, {"C", m.d_model}, {"n_layer", m.n_layer},
+          {"n_head", m.n_head}, {"B", p.B}, {"T", p.T}, {"tied", m.tie_embeddings},
+          {"parameters", p.parameters}, {"steps", p.steps}, {"step_ms", p.step_ms},
+          {"tokens_per_s", p.tokens_per_s}, {"model_flops", p.model_flops},
+          {"gemm_peak_gflops", p.gemm_peak_gflops}, {"gemm_peak_size", p.peak_size}, {"mfu", p.mfu}, {"parts", parts}};
+}
+
 }  // namespace
 
 int cmd_profile(int argc, char** argv) {
@@ -172,7 +225,15 @@ int cmd_profile(int argc, char** argv) {
               << "\nBytes each kernel must move (f32): gather 2*N*C*4 (rows read + hidden written);\n"
                  "scatter (N + 2U)*C*4 + 4N (dhidden read, U touched rows read and written, ids);\n"
                  "lazy-adamw (N + 6U)*C*4 + 4N (dhidden; param, m, v of U rows read and written).\n"
-                 "\nExample:\n  wte profile scatter --dist zipf:1.1,uniform --threads 1,2 --chart s.svg\n";
+                 "\nstep: one training step of --config (forward, backward, clip, AdamW) on ids of the\n"
+                 "first --dist, split into every layer kind (lookup, each GEMM family, attention's\n"
+                 "QKᵀ, softmax and ·V, LayerNorms, GELU, residual adds, cross-entropy, scatter,\n"
+                 "optimizer; block parts summed over the layers) with ms, share and GEMM GFLOP/s;\n"
+                 "then the model FLOPs per step (6 x parameters x tokens + 12 x n_layer x T x d_model\n"
+                 "x tokens for attention) per second as a fraction of the oneDNN f32 GEMM peak: a\n"
+                 "2048^3 matmul timed between the same steps (MFU).\n"
+                 "\nExamples:\n  wte profile scatter --dist zipf:1.1,uniform --threads 1,2 --chart s.svg\n"
+                 "  wte profile step --config configs/default.ini --threads 1,2\n";
     return 0;
   }
   const std::string what = vm["what"].as<std::string>();
@@ -327,92 +388,26 @@ int cmd_profile(int argc, char** argv) {
     progress("%s", "");
   }
 
-  // --- step: one whole training step of a config, split into its parts.
-  struct StepPart {
-    const char* name;
-    double ms;
-    bool gemm;
-  };
+  // --- step: one whole training step of a config, split into its layer kinds, with its MFU.
   if (what == "step" || what == "all") {
+    const std::string config_name =
+        vm.count("config") ? vm["config"].as<std::string>() : std::string("the built-in defaults");
     const Config cfg = vm.count("config") ? load_config(vm["config"].as<std::string>(), {})
                                           : parse_config("", "the built-in defaults");
-    const size_t B = cfg.train.batch_size, T = cfg.data.seq_len, SV = cfg.model.vocab_size,
-                 SC = cfg.model.d_model, SN = B * T;
+    const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
+    const profile::IdDistribution dist =
+        dists.empty() ? profile::parse_distribution("zipf:1.1") : dists[0];
+    const std::vector<int32_t> ids = profile::make_ids(dist, B * T + 1, cfg.model.vocab_size, seed);
     for (int threads : thread_counts) {
       omp_set_num_threads(threads);
       progress("profile: step, %d thread(s)...", threads);
-      Model model(cfg.model);
-      model.init_weights(cfg.train.seed);
-      AdamW optimizer(model);
-      const std::vector<int32_t> ids =
-          profile::make_ids(dists.empty() ? profile::parse_distribution("zipf:1.1") : dists[0],
-                            SN + 1, SV, seed);
-      const std::vector<int32_t> inputs(ids.begin(), ids.begin() + static_cast<long>(SN));
-      const std::vector<int32_t> targets(ids.begin() + 1, ids.end());
-      StepTimes times;
-      model.set_step_times(&times);
-      const size_t steps = quick ? 4 : std::max<size_t>(repeat, 5);
-      std::vector<std::vector<double>> samples(12);
-      for (size_t k = 0; k < steps + 1; ++k) {
-        using Clock = std::chrono::steady_clock;
-        const auto t0 = Clock::now();
-        model.forward(inputs.data(), targets.data(), B, T);
-        model.backward();
-        const auto t1 = Clock::now();
-        clip_grad_norm(model, cfg.optim.grad_clip);
-        const auto t2 = Clock::now();
-        optimizer.update(model, 1e-4f, cfg.optim);
-        const auto t3 = Clock::now();
-        if (k == 0) continue;  // warm-up: primitives created, pages touched
-        const double vals[12] = {times.lookup, times.ln_f_fwd, times.logits_gemm, times.cross_entropy,
-                                 times.dlm_head_gemm, times.dh_gemm, times.ln_f_bwd, times.scatter,
-                                 times.dwpe, std::chrono::duration<double>(t2 - t1).count(),
-                                 std::chrono::duration<double>(t3 - t2).count(),
-                                 std::chrono::duration<double>(t3 - t0).count()};
-        for (size_t i = 0; i < 12; ++i) samples[i].push_back(vals[i]);
-      }
-      auto median = [](std::vector<double> x) {
-        std::nth_element(x.begin(), x.begin() + static_cast<long>(x.size() / 2), x.end());
-        return x[x.size() / 2] * 1e3;
-      };
-      const StepPart parts[] = {{"lookup (gather)", median(samples[0]), false},
-                                {"ln_f forward", median(samples[1]), false},
-                                {"logits GEMM", median(samples[2]), true},
-                                {"softmax cross-entropy", median(samples[3]), false},
-                                {"dlm_head GEMM", median(samples[4]), true},
-                                {"dh GEMM", median(samples[5]), true},
-                                {"ln_f backward", median(samples[6]), false},
-                                {"scatter (lookup backward)", median(samples[7]), false},
-                                {"dwpe", median(samples[8]), false},
-                                {"clip_grad_norm", median(samples[9]), false},
-                                {"AdamW", median(samples[10]), false}};
-      const double step_ms = median(samples[11]);
-      double sum = 0, non_gemm = 0;
-      for (const StepPart& p : parts) {
-        sum += p.ms;
-        if (!p.gemm) non_gemm += p.ms;
-      }
-      const double gflop = 2.0 * SN * SC * SV / 1e9;
-      std::printf("\nstep: V %zu, C %zu, B %zu, T %zu, %s lm_head, %d thread(s), ids %s; median of %zu "
-                  "steps: %.2f ms (%.0f tokens/s)\n",
-                  SV, SC, B, T, cfg.model.tie_embeddings ? "tied" : "untied", threads,
-                  dists.empty() ? "zipf:1.1" : dists[0].label.c_str(), steps, step_ms,
-                  SN / step_ms * 1e3);
-      std::printf("  %-27s %9s %7s %10s\n", "part", "ms", "share", "GFLOP/s");
-      nlohmann::json pj = nlohmann::json::array();
-      for (const StepPart& p : parts) {
-        char gf[32] = "";
-        if (p.gemm) std::snprintf(gf, sizeof gf, "%.1f", gflop / (p.ms * 1e-3));
-        std::printf("  %-27s %9.3f %6.1f%% %10s\n", p.name, p.ms, 100.0 * p.ms / sum, gf);
-        pj.push_back({{"part", p.name}, {"ms", p.ms}, {"gemm", p.gemm}});
-      }
-      std::printf("  %-27s %9.3f %6.1f%%  (the parts' medians sum to %.2f ms)\n", "all but the GEMMs",
-                  non_gemm, 100.0 * non_gemm / sum, sum);
-      step_json.push_back({{"threads", threads}, {"V", SV}, {"C", SC}, {"B", B}, {"T", T},
-                           {"tied", cfg.model.tie_embeddings}, {"step_ms", step_ms},
-                           {"non_gemm_share", non_gemm / sum}, {"parts", pj}});
+      profile::StepProfile p = profile::profile_step(cfg, ids, quick ? 4 : std::max<size_t>(repeat, 5),
+                                                     quick ? 512 : 2048);
+      p.threads = threads;
+      progress("%s", "");
+      print_step_profile(p, cfg.model, config_name, dist.label);
+      step_json.push_back(step_profile_json(p, cfg.model));
     }
-    progress("%s", "");
   }
 
   if (!rows.empty()) {

@@ -68,12 +68,19 @@ struct SparseRowGrad {
   size_t C = 0;
 };
 
-/// Wall-clock seconds of each part of the last forward()/backward(), when a StepTimes is attached
-/// with Model::set_step_times (each part then ends with a stream wait, so parts do not overlap).
+/// Wall-clock seconds of each part of forward()/backward(), when a StepTimes is attached with
+/// Model::set_step_times (each part then ends with a stream wait, so parts do not overlap). Every
+/// part adds (+=) its time: the block parts sum over the layers; reset the struct between steps.
 struct StepTimes {
   double lookup = 0, ln_f_fwd = 0, logits_gemm = 0, cross_entropy = 0, dlm_head_gemm = 0,
          dh_gemm = 0, ln_f_bwd = 0, scatter = 0, dwpe = 0;
-  double blocks_fwd = 0, blocks_bwd = 0;  // all transformer blocks, forward and backward
+  // Transformer blocks, summed over the layers. Forward:
+  double ln_fwd = 0, qkv_gemm_fwd = 0, attn_qk_fwd = 0, softmax_fwd = 0, attn_v_fwd = 0,
+         attn_proj_gemm_fwd = 0, residual_fwd = 0, fc_gemm_fwd = 0, gelu_fwd = 0,
+         fc_proj_gemm_fwd = 0;
+  // Backward (each GEMM family's dX and dW; its bias sums in bias_bwd):
+  double fc_proj_gemm_bwd = 0, gelu_bwd = 0, fc_gemm_bwd = 0, ln_bwd = 0, attn_proj_gemm_bwd = 0,
+         attn_v_bwd = 0, softmax_bwd = 0, attn_qk_bwd = 0, qkv_gemm_bwd = 0, bias_bwd = 0;
 };
 
 /// One tensor of the arena: its name (also its HDF5 dataset name), shape, offset and size in floats.

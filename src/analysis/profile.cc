@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <numeric>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 
 #include "wte/data.h"
@@ -147,6 +148,52 @@ void CopyProbe::run() {
 #pragma omp parallel for schedule(static)
   for (size_t k = 0; k < chunks; ++k)
     std::memcpy(d + k * chunk, s + k * chunk, std::min(chunk, bytes - k * chunk));
+}
+
+struct GemmProbe::Impl {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  dnnl::matmul matmul_prim;
+  std::vector<float> src, wei, dst;
+  dnnl::memory src_mem, wei_mem, dst_mem;
+};
+
+GemmProbe::GemmProbe(size_t M, size_t K, size_t N) : M_(M), K_(K), N_(N), impl_(new Impl) {
+  using dnnl::memory;
+  const auto md = [](size_t rows, size_t cols) {
+    return memory::desc({static_cast<memory::dim>(rows), static_cast<memory::dim>(cols)},
+                        memory::data_type::f32, memory::format_tag::ab);
+  };
+  const memory::desc src_md = md(M, K), wei_md = md(K, N), dst_md = md(M, N);
+  const dnnl::matmul::primitive_desc matmul_pd(dnnl::matmul::desc(src_md, wei_md, dst_md),
+                                               impl_->engine);
+  impl_->matmul_prim = dnnl::matmul(matmul_pd);
+  impl_->src.resize(M * K);
+  impl_->wei.resize(K * N);
+  impl_->dst.resize(M * N);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (float& x : impl_->src) x = normal(rng);
+  for (float& x : impl_->wei) x = normal(rng);
+  impl_->src_mem = memory(src_md, impl_->engine, impl_->src.data());
+  impl_->wei_mem = memory(wei_md, impl_->engine, impl_->wei.data());
+  impl_->dst_mem = memory(dst_md, impl_->engine, impl_->dst.data());
+}
+
+GemmProbe::~GemmProbe() { delete impl_; }
+
+double GemmProbe::run() {
+  const auto t0 = std::chrono::steady_clock::now();
+  impl_->matmul_prim.execute(impl_->stream, {{DNNL_ARG_SRC, impl_->src_mem},
+                                             {DNNL_ARG_WEIGHTS, impl_->wei_mem},
+                                             {DNNL_ARG_DST, impl_->dst_mem}});
+  impl_->stream.wait();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double gemm_peak_gflops(size_t M, size_t K, size_t N, size_t repeat) {
+  GemmProbe probe(M, K, N);
+  return probe.gflop() / median_seconds([&] { probe.run(); }, repeat, false);
 }
 
 void copy_rows(float* dst, const float* table, const int32_t* ids, size_t N, size_t C) {

@@ -61,6 +61,28 @@ struct CopyProbe {
   std::vector<char> src, dst;
 };
 
+/// The machine's f32 GEMM peak as oneDNN reaches it: one row-major (M,K)·(K,N) oneDNN matmul
+/// primitive, created once (at the current OpenMP thread count), inputs N(0,1). `wte profile step`
+/// times it interleaved with the steps and divides a step's model FLOPs per second by its GFLOP/s
+/// (MFU). Use a large square-ish shape (2048³: the GEMM's best case).
+class GemmProbe {
+ public:
+  GemmProbe(size_t M, size_t K, size_t N);
+  ~GemmProbe();
+  GemmProbe(const GemmProbe&) = delete;
+  GemmProbe& operator=(const GemmProbe&) = delete;
+  double run();  // one matmul, waited for; returns its wall time in seconds
+  double gflop() const { return 2.0 * static_cast<double>(M_) * K_ * N_ / 1e9; }
+
+ private:
+  struct Impl;
+  size_t M_, K_, N_;
+  Impl* impl_;
+};
+
+/// GFLOP/s of GemmProbe(M, K, N): median of `repeat` runs after a warm-up.
+double gemm_peak_gflops(size_t M, size_t K, size_t N, size_t repeat);
+
 /// memcpy of the rows ids[0, N) of a (V, C) float table into an (N, C) buffer: the gather's bound
 /// (no arithmetic, same rows, same order, same parallel split as wte::embedding_forward).
 void copy_rows(float* dst, const float* table, const int32_t* ids, size_t N, size_t C);

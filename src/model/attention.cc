@@ -39,11 +39,14 @@ void attention_forward(float* out, float* att, const float* qkv, size_t B, size_
   // preatt = q · kᵀ   (Z,T,hs) x (Z,hs,T) -> (Z,T,T), into att
   gemm.run(att, v.att(), q, v.qkv_part(), k, v.qkv_part_t());
   gemm.wait();
+  gemm.mark(&StepTimes::attn_qk_fwd);
   // att = causal_softmax(preatt / √hs), in place
   attention_softmax_forward(att, att, B * NH, T, scale);
+  gemm.mark(&StepTimes::softmax_fwd);
   // out_h = att · v_h   (Z,T,T) x (Z,T,hs) -> head h's columns of out
   gemm.run(out, v.merged(), att, v.att(), val, v.qkv_part());
   gemm.wait();
+  gemm.mark(&StepTimes::attn_v_fwd);
 }
 
 void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
@@ -58,13 +61,16 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
   //                    =>  dv_h = attᵀ · dout_h   (Z,T,T) x (Z,T,hs), into dqkv's v columns
   gemm.run(dqkv + 2 * C, v.qkv_part(), att, v.att_t(), dout, v.merged());
   gemm.wait();
+  gemm.mark(&StepTimes::attn_v_bwd);
   // att = causal_softmax(preatt / √hs)  =>  dpreatt (in place; 0 above the diagonal)
   attention_softmax_backward(datt, datt, att, B * NH, T, scale);
+  gemm.mark(&StepTimes::softmax_bwd);
   // preatt = q_h · k_hᵀ  =>  dq_h = dpreatt · k_h    (Z,T,T) x (Z,T,hs)
   gemm.run(dqkv, v.qkv_part(), datt, v.att(), k, v.qkv_part());
   //                      =>  dk_h = dpreattᵀ · q_h   (Z,T,T) x (Z,T,hs)
   gemm.run(dqkv + C, v.qkv_part(), datt, v.att_t(), q, v.qkv_part());
   gemm.wait();
+  gemm.mark(&StepTimes::attn_qk_bwd);
 }
 
 }  // namespace wte

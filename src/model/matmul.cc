@@ -80,6 +80,19 @@ void Gemm::run(float* dst, const MatView& dst_v, const float* src, const MatView
   p->prim.execute(stream_, args);
 }
 
+void Gemm::start_timing(StepTimes* times) {
+  times_ = times;
+  if (times_ != nullptr) last_mark_ = std::chrono::steady_clock::now();
+}
+
+void Gemm::mark(double StepTimes::*field) {
+  if (times_ == nullptr) return;
+  stream_.wait();
+  const auto now = std::chrono::steady_clock::now();
+  times_->*field += std::chrono::duration<double>(now - last_mark_).count();
+  last_mark_ = now;
+}
+
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, size_t N,
                     size_t C, size_t OC, Gemm& gemm) {
   const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C),
@@ -90,7 +103,7 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, size_t N, size_t C, size_t OC,
-                     Gemm& gemm) {
+                     Gemm& gemm, double StepTimes::*gemm_part) {
   const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C),
              oc = static_cast<int64_t>(OC);
   // dinp = dout · weightᵀ   (N,OC) x (OC,C): weight (C,OC) read transposed by strides
@@ -98,9 +111,11 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   // dweight = inpᵀ · dout   (C,N) x (N,OC): inp (N,C) read transposed by strides
   gemm.run(dweight, plain(c, oc), inp, transposed(n, c), dout, plain(n, oc));
   gemm.wait();
+  if (gemm_part != nullptr) gemm.mark(gemm_part);
   if (dbias != nullptr) {
     std::memset(dbias, 0, OC * sizeof(float));
     bias_backward(dbias, dout, N, OC);
+    if (gemm_part != nullptr) gemm.mark(&StepTimes::bias_bwd);
   }
 }
 

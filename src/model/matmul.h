@@ -7,12 +7,15 @@
 // when a primitive is created, so results are bit-identical for a fixed thread count.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
+
+#include "wte/model.h"  // StepTimes
 
 namespace wte {
 
@@ -50,7 +53,15 @@ class Gemm {
   /// Primitives created so far (one per distinct shape/stride/flag combination).
   size_t num_primitives() const { return cache_.size(); }
 
+  /// Per-part timing for `wte profile step` (Model::set_step_times). start_timing(times) attaches
+  /// `times` (nullptr detaches) and starts the clock; then mark(field) waits for the stream and
+  /// adds the time since the previous mark to times->*field. Detached, mark does nothing (no wait).
+  void start_timing(StepTimes* times);
+  void mark(double StepTimes::*field);
+
  private:
+  StepTimes* times_ = nullptr;
+  std::chrono::steady_clock::time_point last_mark_;
   struct Prim;
   dnnl::stream stream_;
   std::map<std::vector<int64_t>, std::unique_ptr<Prim>> cache_;
@@ -66,8 +77,10 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 ///   dinp (N,C) = dout · weightᵀ;  dweight (C,OC) = inpᵀ · dout;  dbias (OC) = Σ_n dout[n,:]
 /// dbias may be nullptr (no bias); the bias sum is the bias_backward kernel (fixed row blocks, so
 /// its bits do not depend on the thread count).
+/// `gemm_part` (optional): the StepTimes field its two GEMMs are charged to (gemm.mark); the bias
+/// sum is then charged to StepTimes::bias_bwd.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, size_t N, size_t C, size_t OC,
-                     Gemm& gemm);
+                     Gemm& gemm, double StepTimes::*gemm_part = nullptr);
 
 }  // namespace wte

@@ -78,18 +78,11 @@ struct Model::Impl {
   std::vector<int32_t> wte_touched;  // (N) untied: their ids
   size_t wte_touched_count = 0;
 
-  // Per-part timing (Model::set_step_times): each mark waits for the stream, then charges the time
-  // since the previous mark to one field.
-  std::chrono::steady_clock::time_point last_mark;
-  void start(StepTimes* t) {
-    if (t != nullptr) last_mark = std::chrono::steady_clock::now();
-  }
+  // Per-part timing (Model::set_step_times), kept by the Gemm so the blocks' layers mark their
+  // parts too: each mark waits for the stream, then adds the time since the previous mark.
+  void start(StepTimes* t) { gemm.start_timing(t); }
   void mark(StepTimes* t, double StepTimes::*field) {
-    if (t == nullptr) return;
-    stream.wait();
-    const auto now = std::chrono::steady_clock::now();
-    t->*field = std::chrono::duration<double>(now - last_mark).count();
-    last_mark = now;
+    if (t != nullptr) gemm.mark(field);
   }
 
   std::map<size_t, std::unique_ptr<OnednnLayerNorm>> ln_f;  // per N, created on first use
@@ -297,7 +290,6 @@ void Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
   for (size_t l = 0; l < L; ++l)
     block_forward(m.residual[l + 1], m.blocks[l], m.scratch, m.residual[l], params_.h[l], B, T, C,
                   config_.n_head, config_.ln_eps, m.gemm);
-  if (L > 0) m.mark(times_, &StepTimes::blocks_fwd);
   // h' = ln_f(residual(n_layer))
   const float* h = m.residual[L];
   if (config_.ln_f) {
@@ -388,7 +380,6 @@ void Model::backward() {
   for (size_t l = L; l-- > 0;)
     block_backward(dres, grads_.h[l], m.scratch, m.blocks[l], m.residual[l], params_.h[l], B, T,
                    C, config_.n_head, m.gemm);
-  if (L > 0) m.mark(times_, &StepTimes::blocks_bwd);
   // residual(0) = wte[x] + wpe[t]  =>  dwte[x] += dres (scatter), dwpe[t] = sum_b dres
   if (config_.tie_embeddings) {
     embedding_backward_wte(grads_.wte, dres, m.inputs.data(), N, C, V, &m.scatter);

@@ -1,0 +1,51 @@
+// `wte profile step`: one training step of a config split into every layer kind, with the step's
+// model FLOPs utilisation against the oneDNN f32 GEMM peak measured in the same run.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wte/config.h"
+
+namespace wte::profile {
+
+/// One line of the step profile: a layer kind (forward or backward, summed over the blocks).
+struct StepPartTime {
+  std::string name;  // "qkv GEMM (c_attn) forward", "causal softmax backward", ...
+  double ms = 0;     // median over the timed steps
+  double gflop = 0;  // floating-point work of the part per step (GEMMs only; 0 otherwise)
+  bool gemm = false;
+};
+
+/// A whole step's profile at one thread count.
+struct StepProfile {
+  int threads = 1;
+  size_t B = 0, T = 0, steps = 0;
+  size_t parameters = 0;
+  double step_ms = 0;           // median wall time of forward + backward + clip + AdamW
+  double tokens_per_s = 0;      // B·T / step
+  double model_flops = 0;       // per step: 6 · parameters · B·T + 12 · n_layer · T · C · B·T
+  size_t peak_size = 0;         // the GEMM probe's M = K = N
+  double gemm_peak_gflops = 0;  // GemmProbe(peak_size³), timed between the steps
+  double mfu = 0;               // model_flops / step time / peak
+  std::vector<StepPartTime> parts;
+};
+
+/// Model FLOPs of one training step (forward + backward), PaLM's convention (Chowdhery et al. 2022,
+/// appendix B): 6 · parameters · tokens for the matmuls with weights (the tied lm_head's logits GEMM
+/// is counted by wte's parameters), plus 12 · n_layer · T · d_model per token for the attention's
+/// QKᵀ and ·V over the full T×T (2 · 2 · T · C forward per token and layer, twice that backward).
+double model_flops_per_step(const ModelConfig& model, size_t parameters, size_t B, size_t T);
+
+/// Runs `steps` + 1 training steps (the first untimed: primitives created, pages touched) of a
+/// model built from `config` on the given ids (B·T + 1 of them: inputs, then targets shifted by
+/// one) at the current OpenMP thread count, and times every part through Model::set_step_times.
+/// A peak_size³ GemmProbe runs after every step (outside the step's time): its median is the peak
+/// (2048: large and square, the GEMM's best case; `--quick` uses 512). Throws wte::Error as
+/// Model's constructor and forward do.
+StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, size_t steps,
+                         size_t peak_size = 2048);
+
+}  // namespace wte::profile
