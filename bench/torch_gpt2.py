@@ -1,0 +1,253 @@
+#!/usr/bin/python3
+"""wte's training step of a GPT-2 block model against the same model in PyTorch, in one run.
+
+Runs `wte profile step --config CONFIG --threads 1,2 --json ...` (the step's time, its model FLOPs
+utilisation against the oneDNN f32 GEMM peak that wte measures in that same run), then, for each
+thread count, a fresh /usr/bin/python3 process timing PyTorch's step of the same model with the
+fair set-up of ../shared/PLATFORM.md: OpenBLAS (LD_LIBRARY_PATH=.../openblas-pthread,
+OPENBLAS_NUM_THREADS) and tcmalloc (LD_PRELOAD), torch.set_num_threads.
+
+    /usr/bin/python3 bench/torch_gpt2.py --wte build/wte [--config configs/default.ini]
+
+The PyTorch model is GPT-2 (model.py) as an nn.Module, written like nanoGPT: token + position
+embedding, n_layer blocks x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)) with causal multi-head
+attention (c_attn C->3C, c_proj C->C), MLP (c_fc C->4C, tanh GELU, c_proj 4C->C), ln_f, the
+lm_head tied to wte (or untied, as the config says), mean cross-entropy. GPT-2's init: weights
+N(0, 0.02²) (wte: model.wte_init_std, wpe: model.wpe_init_std), the two residual projections
+N(0, (0.02/sqrt(2·n_layer))²), biases 0, LayerNorm g = 1, b = 0. One step =
+zero_grad(set_to_none) + forward + backward + clip_grad_norm_ + AdamW.step() (weight decay on
+the matrices and embeddings, never on biases and LayerNorms), the same work as wte's step.
+Each side: the median of --steps steps after --warmup steps.
+
+MFU = model FLOPs per second / GEMM peak, with model FLOPs per step
+  6 · parameters · tokens + 12 · n_layer · T · d_model · tokens   (PaLM's convention: the
+  attention's QKᵀ and ·V over the full T×T, forward and backward)
+and the peak a large square-ish oneDNN f32 matmul timed by wte in the same run.
+Exit 77 (skipped) with a message when Debian's python3-torch is not installed.
+"""
+import argparse
+import configparser
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
+TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+
+
+def read_config(path):
+    """The model and training shapes of a wte INI config (missing keys: wte's built-in defaults)."""
+    ini = configparser.ConfigParser(inline_comment_prefixes=("#", ";"))
+    with open(path) as f:
+        ini.read_file(f)
+
+    def get(section, key, default, cast):
+        return cast(ini.get(section, key, fallback=str(default)))
+
+    def boolean(text):
+        return text.strip().lower() in ("1", "true", "yes", "on")
+
+    return {
+        "vocab_size": get("model", "vocab_size", 8192, int),
+        "d_model": get("model", "d_model", 256, int),
+        "n_ctx": get("model", "n_ctx", 128, int),
+        "n_layer": get("model", "n_layer", 0, int),
+        "n_head": get("model", "n_head", 4, int),
+        "ln_f": get("model", "ln_f", "true", boolean),
+        "tie_embeddings": get("model", "tie_embeddings", "true", boolean),
+        "wte_init_std": get("model", "wte_init_std", 0.02, float),
+        "wpe_init_std": get("model", "wpe_init_std", 0.01, float),
+        "ln_eps": get("model", "ln_eps", 1e-5, float),
+        "seq_len": get("data", "seq_len", 128, int),
+        "batch_size": get("train", "batch_size", 16, int),
+        "lr": get("optim", "lr", 3e-3, float),
+        "beta1": get("optim", "beta1", 0.9, float),
+        "beta2": get("optim", "beta2", 0.95, float),
+        "weight_decay": get("optim", "weight_decay", 0.0, float),
+        "grad_clip": get("optim", "grad_clip", 1.0, float),
+    }
+
+
+def torch_worker(args):
+    import math
+    import time
+
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    cfg = json.loads(args.cfg)
+    V, C, L, NH = cfg["vocab_size"], cfg["d_model"], cfg["n_layer"], cfg["n_head"]
+    B, T = cfg["batch_size"], cfg["seq_len"]
+    hs = C // NH
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(C, eps=cfg["ln_eps"])
+            self.c_attn = nn.Linear(C, 3 * C)
+            self.attn_proj = nn.Linear(C, C)
+            self.ln_2 = nn.LayerNorm(C, eps=cfg["ln_eps"])
+            self.c_fc = nn.Linear(C, 4 * C)
+            self.mlp_proj = nn.Linear(4 * C, C)
+            self.register_buffer("causal", torch.tril(torch.ones(T, T, dtype=torch.bool)))
+
+        def forward(self, x):
+            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+            q, k, v = (z.view(B, T, NH, hs).transpose(1, 2) for z in (q, k, v))  # (B,NH,T,hs)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            att = att.masked_fill(~self.causal, float("-inf")).softmax(dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            x = x + self.attn_proj(y)
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(V, C)
+            self.wpe = nn.Embedding(cfg["n_ctx"], C)
+            self.h = nn.ModuleList(Block() for _ in range(L))
+            self.ln_f = nn.LayerNorm(C, eps=cfg["ln_eps"]) if cfg["ln_f"] else nn.Identity()
+            self.lm_head = None if cfg["tie_embeddings"] else nn.Linear(C, V, bias=False)
+            nn.init.normal_(self.wte.weight, std=cfg["wte_init_std"])
+            nn.init.normal_(self.wpe.weight, std=cfg["wpe_init_std"])
+            if self.lm_head is not None:
+                nn.init.normal_(self.lm_head.weight, std=cfg["wte_init_std"])
+            for block in self.h:
+                for lin in (block.c_attn, block.attn_proj, block.c_fc, block.mlp_proj):
+                    residual = lin in (block.attn_proj, block.mlp_proj)
+                    nn.init.normal_(lin.weight, std=0.02 / math.sqrt(2 * L) if residual else 0.02)
+                    nn.init.zeros_(lin.bias)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe.weight[:T]
+            for block in self.h:
+                x = block(x)
+            x = self.ln_f(x)
+            logits = x @ (self.wte.weight if self.lm_head is None else self.lm_head.weight).t()
+            return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+
+    model = GPT()
+    decay = [p for n, p in model.named_parameters() if p.dim() == 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=cfg["lr"], betas=(cfg["beta1"], cfg["beta2"]), eps=1e-8)
+    gen = torch.Generator().manual_seed(1234)
+    ids = torch.randint(0, V, (B, T + 1), generator=gen)
+    x, y = ids[:, :T].contiguous(), ids[:, 1:].contiguous()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
+        opt.step()
+        return loss
+
+    times = []
+    for k in range(args.warmup + args.steps):
+        t0 = time.perf_counter()
+        step()
+        if k >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    params = sum(p.numel() for p in model.parameters())
+    json.dump({"step_ms": float(np.median(times)) * 1e3, "parameters": params,
+               "torch": torch.__version__}, sys.stdout)
+
+
+def torch_env(threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    if os.path.isdir(OPENBLAS_DIR):
+        env["LD_LIBRARY_PATH"] = OPENBLAS_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
+    else:
+        print("warning: %s missing: torch uses the slow reference BLAS" % OPENBLAS_DIR, file=sys.stderr)
+    if os.path.exists(TCMALLOC):
+        env["LD_PRELOAD"] = TCMALLOC
+    else:
+        print("warning: %s missing: torch pays page faults on fresh gradients" % TCMALLOC,
+              file=sys.stderr)
+    return env
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--wte", default="build/wte", help="the built wte binary")
+    p.add_argument("--config", default=os.path.join(here, "..", "configs", "default.ini"),
+                   help="wte config whose model and batch both sides train (default: configs/default.ini)")
+    p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    p.add_argument("--steps", type=int, default=10, help="timed steps per side (median)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    p.add_argument("--out", help="also write the markdown table here")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--cfg", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        args.threads = int(args.threads)
+        return torch_worker(args)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("SKIP: PyTorch is not importable by /usr/bin/python3; install Debian's python3-torch "
+              "(apt-get install python3-torch libopenblas0-pthread libtcmalloc-minimal4)")
+        return 77
+
+    cfg = read_config(args.config)
+    if cfg["n_layer"] == 0:
+        print("note: %s has n_layer = 0 (no blocks): comparing the embedding-only model" % args.config,
+              file=sys.stderr)
+    threads = [int(t) for t in args.threads.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        wte_json = os.path.join(tmp, "wte.json")
+        cmd = [args.wte, "profile", "step", "--config", args.config, "--threads", args.threads,
+               "--repeat", str(args.steps), "--json", wte_json]
+        print("running:", " ".join(cmd), file=sys.stderr)
+        wte_out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        steps = {s["threads"]: s for s in json.load(open(wte_json))["step"]}
+    torch_res = {}
+    for t in threads:
+        print("running: PyTorch step, %d thread(s)" % t, file=sys.stderr)
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "--threads", str(t),
+                            "--steps", str(args.steps), "--warmup", str(args.warmup),
+                            "--cfg", json.dumps(cfg)],
+                           env=torch_env(t), check=True, capture_output=True, text=True)
+        torch_res[t] = json.loads(r.stdout)
+
+    tokens = cfg["batch_size"] * cfg["seq_len"]
+    lines = [
+        "%s: V %d, d_model %d, n_layer %d, n_head %d, B %d, T %d, %s; median of %d steps after %d "
+        "warm-up; PyTorch %s (OpenBLAS + tcmalloc)" % (
+            os.path.basename(args.config), cfg["vocab_size"], cfg["d_model"], cfg["n_layer"],
+            cfg["n_head"], cfg["batch_size"], cfg["seq_len"],
+            "tied" if cfg["tie_embeddings"] else "untied", args.steps, args.warmup,
+            torch_res[threads[0]]["torch"]),
+        "",
+        "| threads | wte ms/step | wte tokens/s | PyTorch ms/step | PyTorch tokens/s | wte / PyTorch "
+        "| oneDNN f32 GEMM peak GFLOP/s | wte MFU | PyTorch MFU |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for t in threads:
+        s, tr = steps[t], torch_res[t]
+        if tr["parameters"] != s["parameters"]:
+            sys.exit("parameter counts differ: wte %d, PyTorch %d" % (s["parameters"], tr["parameters"]))
+        flops = s["model_flops"]
+        torch_mfu = flops / (tr["step_ms"] * 1e-3) / (s["gemm_peak_gflops"] * 1e9)
+        lines.append("| %d | %.1f | %.0f | %.1f | %.0f | %.2fx | %.0f | %.0f%% | %.0f%% |" % (
+            t, s["step_ms"], tokens / s["step_ms"] * 1e3, tr["step_ms"], tokens / tr["step_ms"] * 1e3,
+            tr["step_ms"] / s["step_ms"], s["gemm_peak_gflops"], 100 * s["mfu"], 100 * torch_mfu))
+    text = "\n".join(lines)
+    print(wte_out)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
