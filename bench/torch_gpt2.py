@@ -17,7 +17,9 @@ N(0, 0.02²) (wte: model.wte_init_std, wpe: model.wpe_init_std), the two residua
 N(0, (0.02/sqrt(2·n_layer))²), biases 0, LayerNorm g = 1, b = 0. One step =
 zero_grad(set_to_none) + forward + backward + clip_grad_norm_ + AdamW.step() (weight decay on
 the matrices and embeddings, never on biases and LayerNorms), the same work as wte's step.
-Each side: the median of --steps steps after --warmup steps.
+Each side: the median of --steps steps after --warmup steps. Both run with OMP_WAIT_POLICY=passive
+unless it is set (libgomp's spinning waits made 2-thread steps several times slower than 1-thread
+steps on this shared machine; ../shared/PLATFORM.md).
 
 MFU = model FLOPs per second / GEMM peak, with model FLOPs per step
   6 · parameters · tokens + 12 · n_layer · T · d_model · tokens   (PaLM's convention: the
@@ -163,6 +165,7 @@ def torch_worker(args):
 
 def torch_env(threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    env.setdefault("OMP_WAIT_POLICY", "passive")
     if os.path.isdir(OPENBLAS_DIR):
         env["LD_LIBRARY_PATH"] = OPENBLAS_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
     else:
@@ -208,7 +211,9 @@ def main():
         cmd = [args.wte, "profile", "step", "--config", args.config, "--threads", args.threads,
                "--repeat", str(args.steps), "--json", wte_json]
         print("running:", " ".join(cmd), file=sys.stderr)
-        wte_out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        wte_env = dict(os.environ)
+        wte_env.setdefault("OMP_WAIT_POLICY", "passive")
+        wte_out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=wte_env).stdout
         steps = {s["threads"]: s for s in json.load(open(wte_json))["step"]}
     torch_res = {}
     for t in threads:
