@@ -13,6 +13,7 @@
 
 #include "wte/data.h"
 #include "wte/error.h"
+#include "src/io/checkpoint_checks.h"
 #include "src/io/hdf5_util.h"
 #include "wte/rng.h"
 
@@ -102,80 +103,67 @@ TokenBatch random_batch(size_t B, size_t T, size_t V, uint64_t seed) {
 // ------------------------------------------------------------------------------------------------
 // Model files
 
-namespace {
-
-std::vector<size_t> dataset_shape(const H5::Group& root, const std::string& name,
-                                  const std::string& path) {
-  if (!root.nameExists(name))
-    throw Error("'" + path + "' has no dataset '" + name + "' (see docs/checkpoint.md)");
-  H5::DataSet ds = root.openDataSet(name);
-  if (ds.getTypeClass() != H5T_FLOAT || ds.getFloatType().getSize() != 4)
-    throw Error("'" + path + "': dataset '" + name + "' is not float32");
-  return hdf5::dataset_shape(ds);
-}
-
 using hdf5::shape_str;
 
-}  // namespace
-
 std::unique_ptr<Model> load_model_file(const std::string& path, Config* config_out) {
-  hdf5::quiet();
-  if (!fs::exists(path)) throw Error("model file '" + path + "' does not exist");
-  try {
-    if (!H5::H5File::isHdf5(path))
-      throw Error("'" + path + "' is not an HDF5 file (so not a wte checkpoint)");
-    H5::H5File file(path, H5F_ACC_RDONLY);
-    H5::Group root = file.openGroup("/");
-    std::string format;
-    if (root.attrExists("format")) {
-      H5::Attribute attr = root.openAttribute("format");
-      if (attr.getTypeClass() == H5T_STRING) attr.read(attr.getStrType(), format);
-    }
-    if (format != "wte-checkpoint")
-      throw Error("'" + path + "' is not a wte checkpoint: its root attribute 'format' is '" +
-                  format + "', expected 'wte-checkpoint' (docs/checkpoint.md)");
-    if (!root.nameExists("config/ini"))
-      throw Error("'" + path + "' has no dataset 'config/ini' (the model's configuration)");
-    std::string ini;
-    {
-      H5::DataSet ds = root.openDataSet("config/ini");
-      if (ds.getTypeClass() != H5T_STRING)
-        throw Error("'" + path + "': dataset 'config/ini' is not a string");
-      ds.read(ini, ds.getStrType());
-    }
-    const std::vector<size_t> wte_shape = dataset_shape(root, "wte", path);
-    const std::vector<size_t> wpe_shape = dataset_shape(root, "wpe", path);
-    if (wte_shape.size() != 2 || wpe_shape.size() != 2 || wte_shape[0] == 0 ||
-        wte_shape[1] == 0 || wpe_shape[0] == 0 || wpe_shape[1] != wte_shape[1])
-      throw Error("'" + path + "': wte has shape " + shape_str(wte_shape) + " and wpe " +
-                  shape_str(wpe_shape) +
-                  "; expected (vocab_size, d_model) and (n_ctx, d_model), all >= 1");
-    // The shapes come from the tensors; the stored config's shape keys are replaced (never parsed),
-    // so a model smaller than config validation allows (vocab_size < 256) loads. d_model is the
-    // tensors' own, so the check that model.n_head divides it sees the real width.
-    Config cfg = parse_config(ini, "the config stored in '" + path + "'",
-                              {"--model.vocab_size=256",
-                               "--model.d_model=" + std::to_string(wte_shape[1]),
-                               "--model.n_ctx=1", "--data.seq_len=1"});
-    cfg.model.vocab_size = wte_shape[0];
-    cfg.model.d_model = wte_shape[1];
-    cfg.model.n_ctx = wpe_shape[0];
-    cfg.data.seq_len = std::min(cfg.data.seq_len, cfg.model.n_ctx);
-    auto model = std::make_unique<Model>(cfg.model);
-    for (const TensorSpec& t : model->tensors()) {
-      const std::vector<size_t> got = dataset_shape(root, t.name, path);
-      if (got != t.shape)
-        throw Error("'" + path + "': dataset '" + t.name + "' has shape " + shape_str(got) +
-                    ", expected " + shape_str(t.shape) + " (from wte " + shape_str(wte_shape) +
-                    " and wpe " + shape_str(wpe_shape) + ")");
-      root.openDataSet(t.name).read(model->param_data() + t.offset, H5::PredType::NATIVE_FLOAT);
-    }
-    if (config_out != nullptr) *config_out = cfg;
-    return model;
-  } catch (const H5::Exception& e) {
-    throw Error("model file '" + path + "' is unreadable (truncated or corrupt?): " +
-                e.getDetailMsg());
+  const std::string what = "model file '" + path + "'";
+  hdf5::Id file = hdf5::open_readonly(path, what);
+  hdf5::Id root = hdf5::open_group(file.get(), "/", what);
+  std::string format;
+  if (hdf5::has_attr(root.get(), "format"))
+    format = hdf5::read_string_attr(root.get(), "format", what, "attribute 'format'");
+  if (format != "wte-checkpoint")
+    throw Error("'" + path + "' is not a wte checkpoint: its root attribute 'format' is '" +
+                format + "', expected 'wte-checkpoint' (docs/checkpoint.md)");
+  if (!hdf5::exists(root.get(), "config/ini", what))
+    throw Error("'" + path + "' has no dataset 'config/ini' (the model's configuration)");
+  const std::string ini = hdf5::read_string(root.get(), "config/ini", what);
+  auto float_shape = [&](const std::string& name) {
+    hdf5::Id ds = hdf5::open_dataset(root.get(), name, what);
+    hdf5::Id type(H5Dget_type(ds.get()));
+    if (H5Tget_class(type.get()) != H5T_FLOAT || H5Tget_size(type.get()) != 4)
+      throw Error("'" + path + "': dataset '" + name + "' is not float32");
+    hdf5::Id space(H5Dget_space(ds.get()));
+    return hdf5::space_shape(space.get(), what, "dataset '" + name + "'");
+  };
+  const std::vector<size_t> wte_shape = float_shape("wte");
+  const std::vector<size_t> wpe_shape = float_shape("wpe");
+  if (wte_shape.size() != 2 || wpe_shape.size() != 2 || wte_shape[0] == 0 ||
+      wte_shape[1] == 0 || wpe_shape[0] == 0 || wpe_shape[1] != wte_shape[1] ||
+      wte_shape[0] > (size_t{1} << 24) || wte_shape[1] > (size_t{1} << 16) ||
+      wpe_shape[0] > (size_t{1} << 20))
+    throw Error("'" + path + "': wte has shape " + shape_str(wte_shape) + " and wpe " +
+                shape_str(wpe_shape) +
+                "; expected (vocab_size, d_model) and (n_ctx, d_model), all >= 1 (vocab_size <= "
+                "2^24, d_model <= 2^16, n_ctx <= 2^20)");
+  // The shapes come from the tensors; the stored config's shape keys are replaced (never parsed),
+  // so a model smaller than config validation allows (vocab_size < 256) loads. d_model is the
+  // tensors' own, so the check that model.n_head divides it sees the real width.
+  Config cfg = parse_config(ini, "the config stored in '" + path + "'",
+                            {"--model.vocab_size=256",
+                             "--model.d_model=" + std::to_string(wte_shape[1]),
+                             "--model.n_ctx=1", "--data.seq_len=1"});
+  cfg.model.vocab_size = wte_shape[0];
+  cfg.model.d_model = wte_shape[1];
+  cfg.model.n_ctx = wpe_shape[0];
+  cfg.data.seq_len = std::min(cfg.data.seq_len, cfg.model.n_ctx);
+  // wte's storage is checked against the file before the model is allocated.
+  {
+    std::vector<float> probe;
+    hdf5::Id ds = hdf5::open_dataset(root.get(), "wte", what);
+    hsize_t file_size = 0;
+    H5Fget_filesize(file.get(), &file_size);
+    if (static_cast<double>(wte_shape[0]) * static_cast<double>(wte_shape[1]) * 4.0 >
+        1024.0 * static_cast<double>(file_size))
+      throw Error("'" + path + "': dataset 'wte' claims " + shape_str(wte_shape) +
+                  " float32 values in a file of " + std::to_string(file_size) + " bytes (corrupt?)");
   }
+  auto model = std::make_unique<Model>(cfg.model);
+  for (const TensorSpec& t : model->tensors())
+    read_tensor(root.get(), t.name, t.shape, model->param_data() + t.offset, path);
+  check_datasets_explained(root.get(), model->tensors(), cfg.model.tie_embeddings, path);
+  if (config_out != nullptr) *config_out = cfg;
+  return model;
 }
 
 ref::ModelParams<double> reference_params(const Model& model) {

@@ -15,6 +15,7 @@
 
 #include "wte/data.h"
 #include "wte/error.h"
+#include "src/io/checkpoint_checks.h"
 #include "src/io/hdf5_util.h"
 
 namespace fs = std::filesystem;
@@ -30,68 +31,21 @@ using hdf5::write_string;
 using hdf5::write_string_attr;
 using hdf5::write_tensor;
 
-std::string read_string(const H5::Group& where, const std::string& name, const std::string& path) {
-  if (!where.nameExists(name)) throw Error("checkpoint '" + path + "' has no dataset '" + name + "'");
-  H5::DataSet ds = where.openDataSet(name);
-  if (ds.getTypeClass() != H5T_STRING)
-    throw Error("checkpoint '" + path + "': dataset '" + name + "' is not a string");
-  std::string value;
-  ds.read(value, ds.getStrType());
-  return value;
-}
+// Reads a float32 tensor of exactly `shape` into dst (size = product of shape): kind, dtype, shape
+// and storage checked first (hdf5::read_f32), then every value must be finite and, for a second
+// moment (`nonnegative`), >= 0.
+}  // namespace
 
-// Opens attribute `name` of `where`, which must exist (else `missing`) and be of class `cls`
-// (else "attribute NAME is not KIND"): the shared prologue of the read_*_attr functions.
-H5::Attribute open_attr(const H5::H5Object& where, const std::string& name, const std::string& path,
-                        H5T_class_t cls, const char* kind, const std::string& missing) {
-  if (!where.attrExists(name)) throw Error(missing);
-  H5::Attribute attr = where.openAttribute(name);
-  if (attr.getTypeClass() != cls)
-    throw Error("checkpoint '" + path + "': attribute '" + name + "' is not " + kind);
-  return attr;
-}
-
-std::string missing_attr(const std::string& path, const std::string& name) {
-  return "checkpoint '" + path + "' has no attribute '" + name + "'";
-}
-
-std::string read_string_attr(const H5::H5Object& where, const std::string& name,
-                             const std::string& path) {
-  H5::Attribute attr =
-      open_attr(where, name, path, H5T_STRING, "a string",
-                "'" + path + "' is not a wte checkpoint: it has no attribute '" + name + "'");
-  std::string value;
-  attr.read(attr.getStrType(), value);
-  return value;
-}
-
-int64_t read_int_attr(const H5::H5Object& where, const std::string& name, const std::string& path) {
-  H5::Attribute attr =
-      open_attr(where, name, path, H5T_INTEGER, "an integer", missing_attr(path, name));
-  int64_t value = 0;
-  attr.read(H5::PredType::NATIVE_INT64, &value);
-  return value;
-}
-
-// Reads a float32 tensor of exactly `shape` into dst (size = product of shape).
-void read_tensor(const H5::Group& where, const std::string& name, const std::vector<size_t>& shape,
-                 float* dst, const std::string& path) {
-  if (!where.nameExists(name))
-    throw Error("checkpoint '" + path + "' has no dataset '" + name + "'");
-  H5::DataSet ds = where.openDataSet(name);
-  if (ds.getTypeClass() != H5T_FLOAT || ds.getFloatType().getSize() != 4)
-    throw Error("checkpoint '" + path + "': dataset '" + name + "' is not float32");
-  const std::vector<size_t> got = dataset_shape(ds);
-  if (got != shape)
-    throw Error("checkpoint '" + path + "': dataset '" + name + "' has shape " + shape_str(got) +
-                ", expected " + shape_str(shape));
-  ds.read(dst, H5::PredType::NATIVE_FLOAT);
+void read_tensor(hid_t where, const std::string& name, const std::vector<size_t>& shape,
+                 float* dst, const std::string& path, bool nonnegative) {
+  hdf5::read_f32(where, name, shape, dst, "checkpoint '" + path + "'");
   // A parameter or moment that is NaN or infinite is corruption (or a diverged run saved by some
-  // other tool): training, gradients and geometry computed from it would be meaningless.
+  // other tool): training, gradients and geometry computed from it would be meaningless. AdamW's
+  // second moment is an average of squares: a negative one would make sqrt(v) NaN on resume.
   size_t n = 1;
   for (size_t d : shape) n *= d;
   for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(dst[i])) {
+    if (!std::isfinite(dst[i]) || (nonnegative && dst[i] < 0)) {
       std::string index;
       size_t rest = i;
       for (size_t k = shape.size(); k-- > 0;) {
@@ -99,25 +53,33 @@ void read_tensor(const H5::Group& where, const std::string& name, const std::vec
         rest /= shape[k];
       }
       throw Error("checkpoint '" + path + "': dataset '" + name + "' holds " +
-                  std::to_string(dst[i]) + " at [" + index +
-                  "]; every parameter and moment must be finite (a corrupt file?)");
+                  std::to_string(dst[i]) + " at [" + index + "]; " +
+                  (std::isfinite(dst[i])
+                       ? "AdamW's second moment v is a mean of squared gradients and must be >= 0 "
+                         "(a corrupt file?)"
+                       : "every parameter and moment must be finite (a corrupt file?)"));
     }
   }
 }
 
-void open_or_throw(H5::H5File& file, const std::string& path) {
-  hdf5::quiet();
-  if (!fs::exists(path)) throw Error("checkpoint '" + path + "' does not exist");
-  if (fs::is_directory(path))
-    throw Error("'" + path + "' is a directory, not a checkpoint file");
-  try {
-    if (!H5::H5File::isHdf5(path))
-      throw Error("'" + path + "' is not an HDF5 file (so not a wte checkpoint)");
-    file.openFile(path, H5F_ACC_RDONLY);
-  } catch (const H5::Exception& e) {
-    throw Error("cannot open checkpoint '" + path + "' (truncated or corrupt HDF5?): " +
-                e.getDetailMsg());
-  }
+namespace {
+
+std::string ckpt_what(const std::string& path) { return "checkpoint '" + path + "'"; }
+
+std::string read_string(hid_t where, const std::string& name, const std::string& path) {
+  return hdf5::read_string(where, name, ckpt_what(path));
+}
+
+int64_t read_int_attr(hid_t where, const std::string& group, const std::string& name,
+                      const std::string& path) {
+  return hdf5::read_int_attr(where, name, ckpt_what(path),
+                             (group.empty() ? "" : group + " ") + "attribute '" + name + "'");
+}
+
+uint64_t read_uint_attr(hid_t where, const std::string& group, const std::string& name,
+                        const std::string& path) {
+  return hdf5::read_u64_attr(where, name, ckpt_what(path),
+                             (group.empty() ? "" : group + " ") + "attribute '" + name + "'");
 }
 
 void write_uint_attr(H5::H5Object& where, const std::string& name, uint64_t value) {
@@ -132,24 +94,6 @@ void write_float_attr(H5::H5Object& where, const std::string& name, float value)
   attr.write(H5::PredType::NATIVE_FLOAT, &value);
 }
 
-uint64_t read_uint_attr(const H5::H5Object& where, const std::string& name,
-                        const std::string& path) {
-  H5::Attribute attr =
-      open_attr(where, name, path, H5T_INTEGER, "uint64", missing_attr(path, name));
-  if (attr.getIntType().getSign() != H5T_SGN_NONE || attr.getIntType().getSize() != 8)
-    throw Error("checkpoint '" + path + "': attribute '" + name + "' is not uint64");
-  uint64_t value = 0;
-  attr.read(H5::PredType::NATIVE_UINT64, &value);
-  return value;
-}
-
-float read_float_attr(const H5::H5Object& where, const std::string& name, const std::string& path) {
-  H5::Attribute attr = open_attr(where, name, path, H5T_FLOAT, "a float", missing_attr(path, name));
-  float value = 0;
-  attr.read(H5::PredType::NATIVE_FLOAT, &value);
-  return value;
-}
-
 // A 1-D integer dataset of `file_type` (unsigned, `bytes` wide) holding `n` values.
 template <typename T>
 void write_ints(H5::Group& where, const std::string& name, const std::vector<T>& values,
@@ -158,26 +102,6 @@ void write_ints(H5::Group& where, const std::string& name, const std::vector<T>&
   H5::DataSpace space(1, dims);
   H5::DataSet ds = where.createDataSet(name, file_type, space);
   if (!values.empty()) ds.write(values.data(), mem_type);
-}
-
-// Reads a 1-D unsigned integer dataset of exactly `n` values of sizeof(T) bytes.
-template <typename T>
-std::vector<T> read_uints(const H5::Group& where, const std::string& name, size_t n,
-                          const H5::PredType& mem_type, const std::string& path) {
-  if (!where.nameExists(name))
-    throw Error("checkpoint '" + path + "' has no dataset '" + name + "'");
-  H5::DataSet ds = where.openDataSet(name);
-  if (ds.getTypeClass() != H5T_INTEGER || ds.getIntType().getSign() != H5T_SGN_NONE ||
-      ds.getIntType().getSize() != sizeof(T))
-    throw Error("checkpoint '" + path + "': dataset '" + name + "' is not uint" +
-                std::to_string(8 * sizeof(T)));
-  const std::vector<size_t> got = dataset_shape(ds);
-  if (got != std::vector<size_t>{n})
-    throw Error("checkpoint '" + path + "': dataset '" + name + "' has shape " + shape_str(got) +
-                ", expected " + shape_str({n}));
-  std::vector<T> values(n);
-  if (n > 0) ds.read(values.data(), mem_type);
-  return values;
 }
 
 // Stops the process (SIGSTOP) in the middle of writing `tmp` when the test hook asks for `step`.
@@ -263,151 +187,250 @@ void save_checkpoint(const std::string& path, const Model& model, const AdamW* o
     H5::Group cfg = root.createGroup("config");
     write_string(cfg, "ini", config_ini);
   };
-  hdf5::write_file_atomic(path, "checkpoint '" + path + "'", fill);
+  // Reserved on disk before HDF5 writes: parameters (and m, v), the data order, the strings,
+  // and HDF5's metadata (measured: about 1 KiB per dataset; 2 KiB + 16 KiB reserved).
+  const uint64_t copies = optimizer != nullptr ? 3 : 1;
+  const uint64_t expected =
+      4 * model.num_parameters() * copies + (resume != nullptr ? 4 * resume->data.order.size() : 0) +
+      tokenizer.encoder_json().size() + tokenizer.vocab_bpe().size() + config_ini.size() +
+      (16 + 2 * (model.tensors().size() * copies + 8)) * uint64_t{1024};
+  hdf5::write_file_atomic(path, "checkpoint '" + path + "'", fill, expected);
+}
+
+namespace {
+
+// The datasets a checkpoint of `tensors` may hold: the parameters, the optimizer's moments,
+// the data order, the tokenizer and the config.
+std::vector<std::string> expected_datasets(const std::vector<TensorSpec>& tensors, bool optimizer,
+                                           bool resume) {
+  std::vector<std::string> names = {"tokenizer/encoder_json", "tokenizer/vocab_bpe", "config/ini"};
+  for (const TensorSpec& t : tensors) {
+    names.push_back(t.name);
+    if (optimizer) {
+      names.push_back("optimizer/m/" + t.name);
+      names.push_back("optimizer/v/" + t.name);
+    }
+  }
+  if (resume) {
+    names.push_back("data/order");
+    names.push_back("data/rng_state");
+  }
+  return names;
+}
+
+// A dataset the stored config does not explain is an error: it is either another model's tensor
+// (a tied model carrying an lm_head that is not its wte would silently lose the head) or damage.
+// One exception: a tied model's lm_head that equals wte bit for bit (exporters write both).
+}  // namespace
+
+void check_datasets_explained(hid_t root, const std::vector<TensorSpec>& tensors, bool tied,
+                              const std::string& path) {
+  const std::vector<std::string> want = expected_datasets(tensors, true, true);
+  for (const std::string& name : hdf5::list_datasets(root, ckpt_what(path))) {
+    if (std::find(want.begin(), want.end(), name) != want.end()) continue;
+    const TensorSpec* wte = nullptr;
+    for (const TensorSpec& t : tensors)
+      if (t.name == "wte") wte = &t;
+    if (name == "lm_head" && tied && wte != nullptr) {
+      std::vector<float> head(wte->size), table(wte->size);
+      hdf5::Id ds = hdf5::open_dataset(root, "lm_head", ckpt_what(path));
+      hdf5::Id space(H5Dget_space(ds.get()));
+      const std::vector<size_t> shape = hdf5::space_shape(space.get(), ckpt_what(path), "dataset 'lm_head'");
+      if (shape != wte->shape)
+        throw Error("checkpoint '" + path + "' has model.tie_embeddings = true (the lm_head is wte) "
+                    "but also holds a dataset 'lm_head' of shape " + hdf5::shape_str(shape) +
+                    ", while 'wte' has shape " + hdf5::shape_str(wte->shape) +
+                    "; they contradict each other (set model.tie_embeddings = false in the stored "
+                    "config for an untied model, or delete /lm_head)");
+      read_tensor(root, "wte", wte->shape, table.data(), path);
+      read_tensor(root, "lm_head", wte->shape, head.data(), path);
+      size_t differ = 0, first = 0;
+      float worst = 0;
+      for (size_t i = 0; i < head.size(); ++i) {
+        if (head[i] == table[i]) continue;
+        if (differ++ == 0) first = i;
+        worst = std::max(worst, std::fabs(head[i] - table[i]));
+      }
+      if (differ == 0) continue;
+      const size_t C = wte->shape.size() == 2 ? wte->shape[1] : 1;
+      throw Error("checkpoint '" + path + "' has model.tie_embeddings = true (the lm_head is wte) "
+                  "but also holds a dataset 'lm_head' that differs from 'wte' in " +
+                  std::to_string(differ) + " of " + std::to_string(head.size()) +
+                  " values (first at [" + std::to_string(first / C) + ", " +
+                  std::to_string(first % C) + "], max |lm_head - wte| = " + std::to_string(worst) +
+                  "); loading it tied would silently drop that head (set model.tie_embeddings = "
+                  "false in the stored config for an untied model, or delete /lm_head)");
+    }
+    throw Error("checkpoint '" + path + "' holds a dataset '" + name +
+                "' that its config does not explain (a tensor of another model, or damage); a wte "
+                "checkpoint holds exactly the datasets listed in docs/checkpoint.md");
+  }
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& path) {
-  H5::H5File file;
-  open_or_throw(file, path);
-  try {
-    H5::Group root = file.openGroup("/");
-    const std::string format = read_string_attr(root, "format", path);
-    if (format != kCheckpointFormat)
-      throw Error("'" + path + "' is not a wte checkpoint: format is '" + format + "', expected '" +
-                  kCheckpointFormat + "'");
-    CheckpointInfo info;
-    info.format_version = read_int_attr(root, "format_version", path);
-    if (info.format_version != kCheckpointVersion)
-      throw Error("checkpoint '" + path + "' has format_version " +
-                  std::to_string(info.format_version) + "; this build reads version " +
-                  std::to_string(kCheckpointVersion) +
-                  (info.format_version == 1 ? " (version 1 has no data order or schedule state, "
-                                              "so it cannot be resumed exactly)"
-                                            : ""));
-    info.step = read_int_attr(root, "step", path);
-    if (info.step < 0)
-      throw Error("checkpoint '" + path + "': step is " + std::to_string(info.step) +
-                  ", expected >= 0");
-    info.config_ini = read_string(root, "config/ini", path);
-    info.config_fnv1a64 = read_uint_attr(root, "config_fnv1a64", path);
-    const uint64_t config_hash = fnv1a64(info.config_ini.data(), info.config_ini.size());
-    if (config_hash != info.config_fnv1a64) {
-      char buf[128];
-      std::snprintf(buf, sizeof buf, "config_fnv1a64 is %016llx but /config/ini hashes to %016llx",
-                    static_cast<unsigned long long>(info.config_fnv1a64),
-                    static_cast<unsigned long long>(config_hash));
-      throw Error("checkpoint '" + path + "' is corrupt: " + buf);
-    }
-    info.encoder_json = read_string(root, "tokenizer/encoder_json", path);
-    info.vocab_bpe = read_string(root, "tokenizer/vocab_bpe", path);
-    const Config cfg = parse_config(info.config_ini, "the config stored in '" + path + "'");
-    const Tokenizer tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe,
-                                                  "the tokenizer stored in '" + path + "'");
-    if (tok.size() != cfg.model.vocab_size)
-      throw Error("checkpoint '" + path + "': its tokenizer has " + std::to_string(tok.size()) +
-                  " tokens but its config has model.vocab_size = " +
-                  std::to_string(cfg.model.vocab_size));
-    // Every tensor's shape and dtype against the stored config; reading the data also catches a
-    // file whose datasets are cut off.
-    Model probe_shapes_only(cfg.model);  // cheap next to the read; gives the canonical layout
-    info.tensors = probe_shapes_only.tensors();
-    std::vector<float> scratch;
+  const std::string what = ckpt_what(path);
+  hdf5::Id file = hdf5::open_readonly(path, what);
+  hdf5::Id root_id = hdf5::open_group(file.get(), "/", what);
+  const hid_t root = root_id.get();
+  if (!hdf5::has_attr(root, "format"))
+    throw Error("'" + path + "' is not a wte checkpoint: it has no attribute 'format'");
+  const std::string format = hdf5::read_string_attr(root, "format", what, "attribute 'format'");
+  if (format != kCheckpointFormat)
+    throw Error("'" + path + "' is not a wte checkpoint: format is '" + format + "', expected '" +
+                kCheckpointFormat + "'");
+  CheckpointInfo info;
+  info.format_version = read_int_attr(root, "", "format_version", path);
+  if (info.format_version != kCheckpointVersion)
+    throw Error("checkpoint '" + path + "' has format_version " +
+                std::to_string(info.format_version) + "; this build reads version " +
+                std::to_string(kCheckpointVersion) +
+                (info.format_version == 1 ? " (version 1 has no data order or schedule state, "
+                                            "so it cannot be resumed exactly)"
+                                          : ""));
+  info.step = read_int_attr(root, "", "step", path);
+  if (info.step < 0)
+    throw Error("checkpoint '" + path + "': step is " + std::to_string(info.step) +
+                ", expected >= 0");
+  info.config_ini = read_string(root, "config/ini", path);
+  info.config_fnv1a64 = read_uint_attr(root, "", "config_fnv1a64", path);
+  const uint64_t config_hash = fnv1a64(info.config_ini.data(), info.config_ini.size());
+  if (config_hash != info.config_fnv1a64) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "config_fnv1a64 is %016llx but /config/ini hashes to %016llx",
+                  static_cast<unsigned long long>(info.config_fnv1a64),
+                  static_cast<unsigned long long>(config_hash));
+    throw Error("checkpoint '" + path + "' is corrupt: " + buf);
+  }
+  const Config cfg = parse_config(info.config_ini, "the config stored in '" + path + "'");
+  if (static_cast<uint64_t>(info.step) > cfg.train.steps)
+    throw Error("checkpoint '" + path + "': step " + std::to_string(info.step) +
+                " is beyond its own train.steps = " + std::to_string(cfg.train.steps));
+  // wte and wpe first: their shapes (checked against the storage the file really has) bound every
+  // allocation below, so a forged config cannot make the loader allocate gigabytes.
+  for (const auto& [name, shape] :
+       {std::pair<std::string, std::vector<size_t>>{"wte", {cfg.model.vocab_size, cfg.model.d_model}},
+        {"wpe", {cfg.model.n_ctx, cfg.model.d_model}}}) {
+    hdf5::Id ds = hdf5::open_dataset(root, name, what);
+    hdf5::Id space(H5Dget_space(ds.get()));
+    const std::vector<size_t> got = hdf5::space_shape(space.get(), what, "dataset '" + name + "'");
+    if (got != shape)
+      throw Error("checkpoint '" + path + "': dataset '" + name + "' has shape " +
+                  hdf5::shape_str(got) + ", expected " + hdf5::shape_str(shape));
+    hsize_t file_size = 0;
+    H5Fget_filesize(file.get(), &file_size);
+    if (static_cast<double>(shape[0]) * static_cast<double>(shape[1]) * 4.0 > static_cast<double>(file_size) * 1024.0)
+      throw Error("checkpoint '" + path + "': dataset '" + name + "' claims " + hdf5::shape_str(shape) +
+                  " float32 values in a file of " + std::to_string(file_size) + " bytes (corrupt?)");
+  }
+  info.encoder_json = read_string(root, "tokenizer/encoder_json", path);
+  info.vocab_bpe = read_string(root, "tokenizer/vocab_bpe", path);
+  const Tokenizer tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe,
+                                                "the tokenizer stored in '" + path + "'");
+  if (tok.size() != cfg.model.vocab_size)
+    throw Error("checkpoint '" + path + "': its tokenizer has " + std::to_string(tok.size()) +
+                " tokens but its config has model.vocab_size = " +
+                std::to_string(cfg.model.vocab_size));
+  // Every tensor's shape and dtype against the stored config; reading the data also catches a
+  // file whose datasets are cut off.
+  Model probe_shapes_only(cfg.model);  // cheap next to the read; gives the canonical layout
+  info.tensors = probe_shapes_only.tensors();
+  std::vector<float> scratch;
+  for (const TensorSpec& t : info.tensors) {
+    scratch.resize(t.size);
+    read_tensor(root, t.name, t.shape, scratch.data(), path);
+  }
+  info.has_optimizer = hdf5::exists(root, "optimizer", what);
+  if (info.has_optimizer) {
+    hdf5::Id opt = hdf5::open_group(root, "optimizer", what);
+    info.optimizer_step = read_int_attr(opt.get(), "/optimizer", "step", path);
     for (const TensorSpec& t : info.tensors) {
       scratch.resize(t.size);
-      read_tensor(root, t.name, t.shape, scratch.data(), path);
+      read_tensor(opt.get(), "m/" + t.name, t.shape, scratch.data(), path);
+      read_tensor(opt.get(), "v/" + t.name, t.shape, scratch.data(), path, /*nonnegative=*/true);
     }
-    info.has_optimizer = root.nameExists("optimizer");
-    if (info.has_optimizer) {
-      H5::Group opt = root.openGroup("optimizer");
-      info.optimizer_step = read_int_attr(opt, "step", path);
-      for (const TensorSpec& t : info.tensors) {
-        scratch.resize(t.size);
-        read_tensor(opt, "m/" + t.name, t.shape, scratch.data(), path);
-        read_tensor(opt, "v/" + t.name, t.shape, scratch.data(), path);
-      }
-    }
-    const bool has_schedule = root.nameExists("schedule"), has_data = root.nameExists("data");
-    if (has_schedule != has_data)
-      throw Error("checkpoint '" + path + "' has /" + (has_schedule ? "schedule" : "data") +
-                  " but no /" + (has_schedule ? "data" : "schedule") + "; both or neither");
-    info.has_resume = has_schedule;
-    if (info.has_resume) {
-      ResumeState& rs = info.resume;
-      H5::Group sched = root.openGroup("schedule");
-      const int64_t sched_step = read_int_attr(sched, "step", path);
-      if (sched_step != info.step)
-        throw Error("checkpoint '" + path + "': /schedule step " + std::to_string(sched_step) +
-                    " differs from the root step " + std::to_string(info.step));
-      if (info.has_optimizer && info.optimizer_step != info.step)
-        throw Error("checkpoint '" + path + "': /optimizer step " +
-                    std::to_string(info.optimizer_step) + " differs from the root step " +
-                    std::to_string(info.step));
-      const int64_t total = read_int_attr(sched, "total_steps", path);
-      rs.total_steps = static_cast<uint64_t>(std::max<int64_t>(total, 0));
-      rs.lr = read_float_attr(sched, "lr", path);
-      H5::Group data = root.openGroup("data");
-      auto nonneg = [&](const char* name) {
-        const int64_t v = read_int_attr(data, name, path);
-        if (v < 0)
-          throw Error("checkpoint '" + path + "': /data attribute '" + name + "' is " +
-                      std::to_string(v) + ", expected >= 0");
-        return static_cast<uint64_t>(v);
-      };
-      LoaderState& ls = rs.data;
-      ls.epoch = nonneg("epoch");
-      ls.cursor = nonneg("cursor");
-      ls.num_samples = nonneg("num_samples");
-      ls.shuffle = nonneg("shuffle") != 0;
-      rs.train_tokens = nonneg("train_tokens");
-      rs.val_tokens = nonneg("val_tokens");
-      rs.train_tokens_fnv1a64 = read_uint_attr(data, "train_tokens_fnv1a64", path);
-      rs.val_tokens_fnv1a64 = read_uint_attr(data, "val_tokens_fnv1a64", path);
-      ls.order = read_uints<uint32_t>(data, "order", ls.num_samples, H5::PredType::NATIVE_UINT32,
-                                      path);
-      const std::vector<uint64_t> rng =
-          read_uints<uint64_t>(data, "rng_state", 4, H5::PredType::NATIVE_UINT64, path);
-      std::copy(rng.begin(), rng.end(), ls.rng_state.begin());
-      check_loader_state(ls, "checkpoint '" + path + "'");
-    }
-    return info;
-  } catch (const H5::Exception& e) {
-    throw Error("checkpoint '" + path + "' is unreadable (truncated or corrupt?): " +
-                e.getDetailMsg());
   }
+  const bool has_schedule = hdf5::exists(root, "schedule", what),
+             has_data = hdf5::exists(root, "data", what);
+  if (has_schedule != has_data)
+    throw Error("checkpoint '" + path + "' has /" + (has_schedule ? "schedule" : "data") +
+                " but no /" + (has_schedule ? "data" : "schedule") + "; both or neither");
+  info.has_resume = has_schedule;
+  if (info.has_resume) {
+    ResumeState& rs = info.resume;
+    hdf5::Id sched = hdf5::open_group(root, "schedule", what);
+    const int64_t sched_step = read_int_attr(sched.get(), "/schedule", "step", path);
+    if (sched_step != info.step)
+      throw Error("checkpoint '" + path + "': /schedule step " + std::to_string(sched_step) +
+                  " differs from the root step " + std::to_string(info.step));
+    if (info.has_optimizer && info.optimizer_step != info.step)
+      throw Error("checkpoint '" + path + "': /optimizer step " +
+                  std::to_string(info.optimizer_step) + " differs from the root step " +
+                  std::to_string(info.step));
+    const int64_t total = read_int_attr(sched.get(), "/schedule", "total_steps", path);
+    rs.total_steps = static_cast<uint64_t>(std::max<int64_t>(total, 0));
+    rs.lr = hdf5::read_float_attr(sched.get(), "lr", what, "/schedule attribute 'lr'");
+    hdf5::Id data = hdf5::open_group(root, "data", what);
+    auto nonneg = [&](const char* name) {
+      const int64_t v = read_int_attr(data.get(), "/data", name, path);
+      if (v < 0)
+        throw Error("checkpoint '" + path + "': /data attribute '" + name + "' is " +
+                    std::to_string(v) + ", expected >= 0");
+      return static_cast<uint64_t>(v);
+    };
+    LoaderState& ls = rs.data;
+    ls.epoch = nonneg("epoch");
+    ls.cursor = nonneg("cursor");
+    ls.num_samples = nonneg("num_samples");
+    ls.shuffle = nonneg("shuffle") != 0;
+    rs.train_tokens = nonneg("train_tokens");
+    rs.val_tokens = nonneg("val_tokens");
+    // Each sample is seq_len tokens of the train stream, and the order is stored as uint32.
+    const uint64_t max_samples = std::min<uint64_t>(rs.train_tokens, UINT32_MAX);
+    if (ls.num_samples > max_samples)
+      throw Error("checkpoint '" + path + "': /data attribute 'num_samples' is " +
+                  std::to_string(ls.num_samples) + ", more than its train_tokens (" +
+                  std::to_string(rs.train_tokens) + ") or 2^32 - 1 allow");
+    rs.train_tokens_fnv1a64 = read_uint_attr(data.get(), "/data", "train_tokens_fnv1a64", path);
+    rs.val_tokens_fnv1a64 = read_uint_attr(data.get(), "/data", "val_tokens_fnv1a64", path);
+    ls.order.resize(ls.num_samples);
+    hdf5::read_u32(data.get(), "order", ls.num_samples, ls.order.data(), what);
+    hdf5::read_u64(data.get(), "rng_state", 4, ls.rng_state.data(), what);
+    check_loader_state(ls, "checkpoint '" + path + "'");
+  }
+  check_datasets_explained(root, info.tensors, cfg.model.tie_embeddings, path);
+  return info;
 }
 
 CheckpointInfo load_checkpoint(const std::string& path, Model& model, AdamW* optimizer) {
   CheckpointInfo info = read_checkpoint_info(path);
-  H5::H5File file;
-  open_or_throw(file, path);
-  try {
-    H5::Group root = file.openGroup("/");
-    const size_t n = model.num_parameters();
-    std::vector<float> params(n), m, v;
-    for (const TensorSpec& t : model.tensors())
-      read_tensor(root, t.name, t.shape, params.data() + t.offset, path);
-    const bool with_opt = optimizer != nullptr && info.has_optimizer;
-    if (with_opt) {
-      m.resize(n);
-      v.resize(n);
-      H5::Group opt = root.openGroup("optimizer");
-      for (const TensorSpec& t : model.tensors()) {
-        read_tensor(opt, "m/" + t.name, t.shape, m.data() + t.offset, path);
-        read_tensor(opt, "v/" + t.name, t.shape, v.data() + t.offset, path);
-      }
+  const std::string what = ckpt_what(path);
+  if (model.tensors().size() != info.tensors.size())
+    throw Error("checkpoint '" + path + "' holds " + std::to_string(info.tensors.size()) +
+                " tensors but the model has " + std::to_string(model.tensors().size()));
+  hdf5::Id file = hdf5::open_readonly(path, what);
+  hdf5::Id root = hdf5::open_group(file.get(), "/", what);
+  const size_t n = model.num_parameters();
+  std::vector<float> params(n), m, v;
+  for (const TensorSpec& t : model.tensors())
+    read_tensor(root.get(), t.name, t.shape, params.data() + t.offset, path);
+  const bool with_opt = optimizer != nullptr && info.has_optimizer;
+  if (with_opt) {
+    m.resize(n);
+    v.resize(n);
+    hdf5::Id opt = hdf5::open_group(root.get(), "optimizer", what);
+    for (const TensorSpec& t : model.tensors()) {
+      read_tensor(opt.get(), "m/" + t.name, t.shape, m.data() + t.offset, path);
+      read_tensor(opt.get(), "v/" + t.name, t.shape, v.data() + t.offset, path, true);
     }
-    // All reads succeeded: commit.
-    std::copy(params.begin(), params.end(), model.param_data());
-    if (with_opt) {
-      std::copy(m.begin(), m.end(), optimizer->m());
-      std::copy(v.begin(), v.end(), optimizer->v());
-      optimizer->set_step(info.optimizer_step);
-    }
-    return info;
-  } catch (const H5::Exception& e) {
-    throw Error("checkpoint '" + path + "' is unreadable (truncated or corrupt?): " +
-                e.getDetailMsg());
   }
+  // All reads succeeded: commit.
+  std::copy(params.begin(), params.end(), model.param_data());
+  if (with_opt) {
+    std::copy(m.begin(), m.end(), optimizer->m());
+    std::copy(v.begin(), v.end(), optimizer->v());
+    optimizer->set_step(info.optimizer_step);
+  }
+  return info;
 }
 
 std::string checkpoint_path(const std::string& dir, uint64_t step) {

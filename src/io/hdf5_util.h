@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "wte/error.h"
+
 namespace wte::hdf5 {
 
 /// Stops HDF5 printing its error stack to stderr (wte reports errors itself). Idempotent; call
@@ -25,8 +27,13 @@ void quiet();
 /// and nothing is left at `path` (an earlier file there is untouched): an H5::Exception becomes
 /// wte::Error "writing <description> failed: <HDF5's detail>"; any other exception (a wte::Error
 /// from fill or commit_file) passes through unchanged. Calls quiet() first.
+/// `expected_bytes` (0: unknown), a generous estimate of the file's size, is reserved on disk
+/// (posix_fallocate) before HDF5 writes anything, so a full disk is an error naming ENOSPC, the
+/// directory and its free space, found before any HDF5 write can fail (HDF5 1.10 does not survive
+/// a failed write cleanly). A read-only file system or missing permission is named the same way.
 void write_file_atomic(const std::string& path, const std::string& description,
-                       const std::function<void(H5::H5File& file, const std::string& tmp)>& fill);
+                       const std::function<void(H5::H5File& file, const std::string& tmp)>& fill,
+                       uint64_t expected_bytes = 0);
 
 /// Variable-length string type with the UTF-8 character set (what h5py reads as str).
 H5::StrType utf8_string_type();
@@ -56,5 +63,94 @@ std::vector<size_t> dataset_shape(const H5::DataSet& ds);
 
 /// A shape as Python prints a tuple: "(3, 4)", "(5,)", "()".
 std::string shape_str(const std::vector<size_t>& shape);
+
+// ---- Reading hostile files (HDF5 C API) -------------------------------------------------------
+// Checkpoints are files people share, so every read below checks the object's kind (hard link to
+// a dataset, group or attribute: no soft or external links), its type class and size, its shape
+// and, for a dataset, that the file can hold the bytes it claims, before one byte is read; every
+// HDF5 id is owned by an Id, so no error path leaks one. Errors are wte::Error messages that start
+// with the caller's `what` (e.g. "checkpoint 'runs/x/checkpoint_00000010.h5'") and name the
+// dataset or attribute. None of these functions throws H5::Exception.
+
+/// Owns one HDF5 id of any kind (file, group, dataset, attribute, datatype, dataspace, property
+/// list) and releases it with H5Idec_ref. Move-only.
+class Id {
+ public:
+  Id() = default;
+  explicit Id(hid_t id) : id_(id) {}
+  Id(Id&& other) noexcept : id_(other.id_) { other.id_ = -1; }
+  Id& operator=(Id&& other) noexcept;
+  Id(const Id&) = delete;
+  Id& operator=(const Id&) = delete;
+  ~Id() { reset(); }
+  void reset();
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+
+ private:
+  hid_t id_ = -1;
+};
+
+/// Thrown by open_readonly when HDF5's file locking refuses the file because another process has
+/// it open for writing (a wte::Error: callers that only report may treat it as one).
+class FileLockedError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Opens the HDF5 file `path` read-only. Errors (wte::Error starting with `what`): the file does
+/// not exist, is a directory, is not HDF5, or cannot be opened (truncated or corrupt, with HDF5's
+/// innermost message); FileLockedError when another process holds it open for writing, naming
+/// HDF5_USE_FILE_LOCKING (never called corruption).
+Id open_readonly(const std::string& path, const std::string& what);
+
+/// True if `name` (a path like "optimizer/m/wte", relative to `loc`) exists. Every component must
+/// be a hard link and every inner one a group, else wte::Error ("... is a soft link ...").
+bool exists(hid_t loc, const std::string& name, const std::string& what);
+
+/// Opens the dataset `name` under `loc` (wte::Error if it is missing, reached through a link that
+/// is not hard, or not a dataset).
+Id open_dataset(hid_t loc, const std::string& name, const std::string& what);
+
+/// Opens the group `name` under `loc` (same checks as open_dataset, for a group).
+Id open_group(hid_t loc, const std::string& name, const std::string& what);
+
+/// The shape of a dataset or attribute from its dataspace: {} for a scalar. A null dataspace or
+/// a rank above 32 is a wte::Error naming `label`.
+std::vector<size_t> space_shape(hid_t space, const std::string& what, const std::string& label);
+
+/// Reads a float32 dataset (IEEE float32, either byte order) of exactly `shape` into dst. Checks
+/// the file can hold the bytes it claims (a forged size is an error, not an allocation).
+void read_f32(hid_t loc, const std::string& name, const std::vector<size_t>& shape, float* dst,
+              const std::string& what);
+
+/// Reads a 1-D dataset of unsigned integers of exactly `bytes` bytes each holding `n` values.
+void read_u32(hid_t loc, const std::string& name, size_t n, uint32_t* dst,
+              const std::string& what);
+void read_u64(hid_t loc, const std::string& name, size_t n, uint64_t* dst,
+              const std::string& what);
+
+/// Reads a scalar string dataset (variable or fixed length, at most `max_bytes` bytes).
+std::string read_string(hid_t loc, const std::string& name, const std::string& what,
+                        size_t max_bytes = size_t{1} << 30);
+
+/// Attribute readers: the attribute `name` of the object `obj` must be a scalar of the class
+/// named. `label` is how messages name the attribute (e.g. "/data attribute 'epoch'").
+bool has_attr(hid_t obj, const std::string& name);
+std::string read_string_attr(hid_t obj, const std::string& name, const std::string& what,
+                             const std::string& label);
+/// Any integer type whose value fits int64.
+int64_t read_int_attr(hid_t obj, const std::string& name, const std::string& what,
+                      const std::string& label);
+/// Exactly an unsigned 64-bit integer.
+uint64_t read_u64_attr(hid_t obj, const std::string& name, const std::string& what,
+                       const std::string& label);
+/// A float32 or float64 scalar whose value is finite as a float32.
+float read_float_attr(hid_t obj, const std::string& name, const std::string& what,
+                      const std::string& label);
+
+/// Every dataset in the file under `loc`, as paths relative to it ("optimizer/m/wte"); a soft or
+/// external link anywhere, or an object that is neither group nor dataset, is a wte::Error.
+std::vector<std::string> list_datasets(hid_t loc, const std::string& what);
 
 }  // namespace wte::hdf5
