@@ -74,6 +74,14 @@ inline std::vector<std::string> with_aliases(int argc, char** argv, const std::v
   return out;
 }
 
+/// The command-line style of every `wte` command: Boost's unix_style without allow_guessing, so
+/// an option is recognised only by its exact name ("--res" is not "--resume", "--train.step=3"
+/// is not train.steps), as in an INI file.
+inline int exact_style() {
+  namespace cls = boost::program_options::command_line_style;
+  return cls::unix_style & ~cls::allow_guessing;
+}
+
 /// Parses `text`, the value typed for option `option` (e.g. "--vocab-size"), as a whole number
 /// in [lo, hi]. Only decimal digits are accepted, all of them: no sign, no spaces, no junk
 /// ("3x"), no exponent. Why not po::value<size_t>: Boost.Program_options reads "-3" into a size_t
@@ -142,6 +150,31 @@ inline void check_output_file(const std::string& option, const std::string& path
     if (!probe) throw Error(where + ": cannot open the file for writing (permissions?)");
   }
   if (!existed) fs::remove(path, ec);
+}
+
+/// Checks, before any work, that the output file `path` given for `option` is none of `inputs`
+/// (pairs of option and path, e.g. {"--checkpoint", "c.h5"}) under any spelling (a relative
+/// path, "..", a symbolic or hard link), and that its temporary file path + ".tmp" (which
+/// write_file_atomic truncates) is none of them either: a command must never destroy its input.
+/// Throws wte::Error naming both options and paths.
+inline void check_output_not_input(const std::string& option, const std::string& path,
+                                   const std::vector<std::pair<std::string, std::string>>& inputs) {
+  namespace fs = std::filesystem;
+  auto same = [](const std::string& a, const std::string& b) {
+    std::error_code ec;
+    if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+    const fs::path ca = fs::weakly_canonical(a, ec), cb = fs::weakly_canonical(b, ec);
+    return !ec && ca == cb;
+  };
+  for (const auto& [in_option, in_path] : inputs) {
+    if (same(path, in_path))
+      throw Error(option + " " + path + " is the same file as " + in_option + " " + in_path +
+                  ": writing it would destroy the input; choose another output path");
+    if (same(path + ".tmp", in_path))
+      throw Error(option + " " + path + " would be written through the temporary file " + path +
+                  ".tmp, which is " + in_option + " " + in_path +
+                  ": that would destroy the input; choose another output path");
+  }
 }
 
 /// Creates the output directory `dir` given for `option` (and its parents) before any work, and

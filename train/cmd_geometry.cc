@@ -143,6 +143,7 @@ int cmd_geometry(int argc, char** argv) {
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(with_aliases(argc, argv, {{"--tokens", "--query"}}))
+                  .style(exact_style())
                   .options(opts)
                   .run(),
               vm);

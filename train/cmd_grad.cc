@@ -73,6 +73,7 @@ int cmd_grad(int argc, char** argv) {
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(with_aliases(argc, argv, {{"--tokens", "--batch"}}))
+                  .style(exact_style())
                   .options(desc)
                   .run(),
               vm);
@@ -99,6 +100,7 @@ int cmd_grad(int argc, char** argv) {
   const std::string ckpt = vm["checkpoint"].as<std::string>();
   const std::string tokens = vm["batch"].as<std::string>();
   const std::string out = vm["out"].as<std::string>();
+  check_output_not_input("--out", out, {{"--checkpoint", ckpt}, {"--tokens", tokens}});
 
   Config cfg;
   std::unique_ptr<Model> model = load_model_file(ckpt, &cfg);
@@ -153,7 +155,10 @@ int cmd_grad(int argc, char** argv) {
       }
     }
   };
-  hdf5::write_file_atomic(out, "'" + out + "'", fill);
+  const uint64_t width = precision == "float32" ? 4 : 8;
+  hdf5::write_file_atomic(out, "'" + out + "'", fill,
+                          width * (N * V + model->num_parameters()) + 8 * N +
+                              (16 + 2 * (model->tensors().size() + 4)) * uint64_t{1024});
   std::printf("wrote %s: loss %.9g (%s), B %zu, T %zu, vocab_size %zu; gradients of", out.c_str(),
               precision == "float32" ? static_cast<double>(loss_f) : loss_d, precision.c_str(), B,
               T, V);

@@ -100,6 +100,7 @@ int cmd_gradcheck(int argc, char** argv) {
   try {
     po::parsed_options parsed =
         po::command_line_parser(with_aliases(argc, argv, {{"--tokens", "--batch"}}))
+            .style(exact_style())
             .options(desc)
             .allow_unregistered()
             .run();

@@ -142,7 +142,7 @@ int cmd_hidden_states(int argc, char** argv) {
       "Exit 1 if a layer-0 row is not wte[id] + wpe[index] or equal prefixes give different rows.\n\n";
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+    po::store(po::command_line_parser(argc, argv).style(exact_style()).options(opts).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "wte hidden-states: %s\n\n%s", e.what(), usage);

@@ -203,6 +203,7 @@ int cmd_profile(int argc, char** argv) {
   try {
     po::store(po::command_line_parser(with_aliases(argc, argv, {{"--vocab", "--vocab-size"},
                                                                  {"--tokens", "--n-tokens"}}))
+                  .style(exact_style())
                   .options(all)
                   .positional(pos)
                   .run(),

@@ -80,6 +80,7 @@ int cmd_tokenize(int argc, char** argv) {
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(with_aliases(argc, argv, {{"--vocab", "--tokenizer"}}))
+                  .style(exact_style())
                   .options(all)
                   .positional(positional)
                   .run(),

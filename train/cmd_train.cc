@@ -18,6 +18,9 @@
 #include "train/build_info.h"
 #include "train/cli_util.h"
 #include "train/commands.h"
+#include "src/io/hdf5_util.h"
+#include "src/io/snapshot.h"
+#include "train/run_guard.h"
 #include "train/trainer.h"
 
 namespace po = boost::program_options;
@@ -128,7 +131,7 @@ int train_main(int argc, char** argv) {
       (empty_key ? empty_keys : args).push_back(a);
     }
     po::parsed_options parsed =
-        po::command_line_parser(args).options(desc).allow_unregistered().run();
+        po::command_line_parser(args).style(exact_style()).options(desc).allow_unregistered().run();
     overrides = po::collect_unrecognized(parsed.options, po::include_positional);
     overrides.insert(overrides.end(), empty_keys.begin(), empty_keys.end());
     po::store(parsed, vm);
@@ -179,7 +182,7 @@ int train_main(int argc, char** argv) {
       return 2;
     }
   }
-  const std::string config_path = vm.count("config") ? vm["config"].as<std::string>() : "";
+  std::string config_path = vm.count("config") ? vm["config"].as<std::string>() : "";
   const std::string resume = vm.count("resume") ? vm["resume"].as<std::string>() : "";
   RunOptions opts;
   opts.quiet = vm.count("quiet") > 0;
@@ -208,9 +211,15 @@ int train_main(int argc, char** argv) {
                                             : fs::path(config_path).stem().string()))
                        .string();
   }
+  // The run directory is locked from here to the end of the run (train/run_guard.h): a second
+  // `wte train` on it fails now, before it reads or writes anything there.
+  RunDirectory run_dir(opts.out_dir);
+  opts.on_first_step = [&run_dir] { run_dir.training_started(); };
+  int64_t auto_step = -1;
   if (resume == "auto") {
     // The newest checkpoint that validates; broken ones are reported, never silently used or
-    // silently replaced by a fresh start.
+    // silently replaced by a fresh start. A locked one stops the search: skipping it would
+    // silently resume from an older checkpoint and lose steps.
     const auto found = list_checkpoints(opts.out_dir);
     std::string skipped;
     for (auto it = found.rbegin(); it != found.rend() && opts.resume.empty(); ++it) {
@@ -218,6 +227,10 @@ int train_main(int argc, char** argv) {
         const CheckpointInfo info = read_checkpoint_info(it->second);
         if (!info.resumable()) throw Error("'" + it->second + "' is a weights-only checkpoint");
         opts.resume = it->second;
+        auto_step = info.step;
+      } catch (const hdf5::FileLockedError& e) {
+        throw Error(std::string("--resume auto: the newest checkpoint cannot be read: ") + e.what() +
+                    "\n(not resuming from an older checkpoint: that would lose the steps since)");
       } catch (const Error& e) {
         std::fprintf(stderr, "wte train: --resume auto: skipping %s\n", e.what());
         skipped += std::string("\n  ") + e.what();
@@ -227,9 +240,29 @@ int train_main(int argc, char** argv) {
       throw Error("--resume auto: none of the " + std::to_string(found.size()) +
                   " checkpoint(s) in '" + opts.out_dir + "' is valid:" + skipped +
                   "\n(not starting from scratch; remove the run directory to do that)");
-    if (opts.resume.empty() && !opts.quiet)
-      std::printf("--resume auto: no checkpoint in '%s'; starting from step 0\n",
-                  opts.out_dir.c_str());
+    if (opts.resume.empty() && config_path.empty()) {
+      // No checkpoint to take the config from: the run directory's own resolved config.ini
+      // (written before the first step) is the run's config.
+      const fs::path run_config = fs::path(opts.out_dir) / "config.ini";
+      if (!fs::is_regular_file(run_config))
+        throw Error("--resume auto: '" + opts.out_dir + "' holds no checkpoint and no config.ini; "
+                    "give --config FILE to start the run from step 0");
+      config_path = run_config.string();
+    }
+    if (opts.resume.empty()) {
+      // Nothing to resume: a run stopped before its first checkpoint (only its step-0 snapshot
+      // and prepared files, if anything). Start it again from step 0; its snapshots are replaced
+      // by the same ones (same config and seed).
+      const size_t snapshots = list_snapshots(opts.out_dir).size();
+      opts.overwrite = true;
+      if (!opts.quiet)
+        std::printf("--resume auto: no checkpoint in '%s'; starting from step 0%s\n",
+                    opts.out_dir.c_str(),
+                    snapshots ? (" (replacing " + std::to_string(snapshots) +
+                                 " snapshot(s) of the run that stopped before its first checkpoint)")
+                                    .c_str()
+                              : "");
+    }
   } else {
     opts.resume = resume;
   }
@@ -243,9 +276,20 @@ int train_main(int argc, char** argv) {
   if (!opts.resume.empty() && !config_path.empty() && !opts.quiet)
     std::printf("resuming with config %s (checked against the checkpoint's)\n",
                 config_path.c_str());
+  if (auto_step >= 0 && static_cast<uint64_t>(auto_step) >= cfg.train.steps) {
+    // --resume auto of a run that already finished (e.g. killed after its last checkpoint):
+    // nothing to do, and that is success.
+    std::printf("--resume auto: the run in '%s' is complete (checkpoint %s at step %lld of "
+                "train.steps = %zu); nothing to train\n",
+                opts.out_dir.c_str(), opts.resume.c_str(), static_cast<long long>(auto_step),
+                cfg.train.steps);
+    run_dir.training_started();
+    return 0;
+  }
   const RunSummary summary = run_training(cfg, opts);
-  (void)summary;  // printed by run_training
-  return 0;
+  // Printed by run_training. Stopped by SIGINT/SIGTERM after a checkpoint: the shell's code for
+  // a process ended by that signal (130, 143), so scripts see the run did not finish.
+  return summary.signal != 0 ? 128 + summary.signal : 0;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <boost/program_options.hpp>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -123,17 +124,36 @@ Key make_string(std::string name, std::string help, std::string allowed, bool is
 #define WTE_FLOAT(sec, key, lo, hi, lo_open, help)                                             \
   make_float(#sec "." #key, help, lo, hi, lo_open,                                             \
              [](const Config& c) { return double(c.sec.key); },                                \
-             [](Config& c, double v) { c.sec.key = static_cast<decltype(c.sec.key)>(v); })
+             [](Config& c, double v) { c.sec.key = stored_as<decltype(c.sec.key)>(v); })
 #define WTE_FLOAT_BELOW(sec, key, lo, hi, help)                                          \
   make_float(#sec "." #key, help, lo, hi, false,                                          \
              [](const Config& c) { return double(c.sec.key); },                           \
-             [](Config& c, double v) { c.sec.key = static_cast<decltype(c.sec.key)>(v); }, \
+             [](Config& c, double v) { c.sec.key = stored_as<decltype(c.sec.key)>(v); }, \
              /*hi_open=*/true)
+// `v` converted to the type the key is stored in (float for most keys). A nonzero value that
+// becomes 0 or subnormal there (optim.eps = 1e-50 is 0 in float32: the division it guards is
+// then unguarded, and the run's own checkpoints fail validation) or infinite is out of range.
+template <typename T>
+T stored_as(double v) {
+  const T t = static_cast<T>(v);
+  if (!std::isfinite(t)) bad("out of range (infinite in " + std::string(sizeof(T) == 4 ? "float32" : "float64") + ")");
+  if (v != 0 && std::fabs(t) < std::numeric_limits<T>::min()) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "out of range (%s in %s, whose smallest normal value is %g)",
+                  t == 0 ? "it rounds to 0" : "it is subnormal",
+                  sizeof(T) == 4 ? "float32" : "float64",
+                  static_cast<double>(std::numeric_limits<T>::min()));
+    bad(buf);
+  }
+  return t;
+}
+
 #define WTE_BOOL(sec, key, help)                                                      \
   make_bool(#sec "." #key, help, [](const Config& c) { return bool(c.sec.key); }, \
             [](Config& c, bool v) { c.sec.key = v; })
 
 constexpr uint64_t kMaxU = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kMaxSteps = uint64_t{1} << 53;
 
 const std::vector<Key>& keys() {
   static const std::vector<Key> table = {
@@ -177,7 +197,9 @@ const std::vector<Key>& keys() {
                 "share of documents held out for validation, spread evenly through the corpus"),
       WTE_UINT(data, seq_len, 1, 1u << 20, "T: tokens per training sequence (<= model.n_ctx)"),
       WTE_UINT(train, batch_size, 1, 1u << 20, "B: sequences per step"),
-      WTE_UINT(train, steps, 1, kMaxU, "optimizer steps"),
+      // 2^53: step counts stay exact in the double arithmetic of the schedule and in the int64
+      // step of a checkpoint.
+      WTE_UINT(train, steps, 1, kMaxSteps, "optimizer steps"),
       WTE_UINT(train, seed, 0, kMaxU, "seed of the init and of the data order"),
       WTE_UINT(train, threads, 0, 1024, "OpenMP threads (0: OMP_NUM_THREADS or all cores)"),
       WTE_UINT(train, eval_interval, 0, kMaxU, "steps between validation losses (0: end only)"),
@@ -216,7 +238,7 @@ const std::vector<Key>& keys() {
           }},
       WTE_FLOAT(optim, lr, 0.0, 10.0, true, "peak learning rate"),
       WTE_FLOAT(optim, min_lr, 0.0, 10.0, false, "learning rate at the end of the cosine decay"),
-      WTE_UINT(optim, warmup_steps, 0, kMaxU, "linear warmup steps"),
+      WTE_UINT(optim, warmup_steps, 0, kMaxSteps, "linear warmup steps"),
       WTE_FLOAT_BELOW(optim, beta1, 0.0, 1.0, "AdamW beta1"),
       WTE_FLOAT_BELOW(optim, beta2, 0.0, 1.0, "AdamW beta2"),
       WTE_FLOAT(optim, eps, 0.0, 1.0, true, "AdamW epsilon"),
@@ -319,7 +341,11 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
     // Command line first: Boost keeps the first stored value, so it wins over the file.
     po::parsed_options cli = po::command_line_parser(rest)
                                  .options(desc)
-                                 .style(po::command_line_style::unix_style)
+                                 // Exact key names only: "--train.step=3" is as unknown here
+                                 // as "step = 3" is in an INI file (Boost guesses prefixes by
+                                 // default).
+                                 .style(po::command_line_style::unix_style &
+                                        ~po::command_line_style::allow_guessing)
                                  .run();
     for (const auto& [key, value] : empty_values) {
       if (desc.find_nothrow(key, false) == nullptr)
@@ -331,8 +357,10 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
     for (const auto& opt : cli.options) from_cli.insert(opt.string_key);
     po::store(cli, vm);
   } catch (const po::unknown_option& e) {
-    throw Error("unknown option '" + e.get_option_name() +
-                "' on the command line; keys are --section.key=value, see 'wte train --help'");
+    const std::string name = e.get_option_name();
+    throw Error("unknown option '" + name.substr(0, name.find('=')) +
+                "' on the command line (option names are exact; keys are --section.key=value), "
+                "see 'wte train --help'");
   } catch (const po::error& e) {
     throw Error(std::string("command line: ") + e.what());
   }

@@ -48,12 +48,16 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error("cannot create '" + tmp + "': " + std::strerror(errno));
+    errno = 0;
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.flush();
     if (!out) {
+      const int err = errno;
       std::error_code ec;
       fs::remove(tmp, ec);
-      throw Error("error writing '" + tmp + "' (disk full?)");
+      throw Error("writing '" + tmp + "' failed: " +
+                  (err != 0 ? std::string(std::strerror(err)) : std::string("I/O error")) +
+                  (err == ENOSPC ? " (the disk is full)" : ""));
     }
   }
   commit_file(tmp, path);
