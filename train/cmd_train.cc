@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -213,8 +214,12 @@ int train_main(int argc, char** argv) {
   }
   // The run directory is locked from here to the end of the run (train/run_guard.h): a second
   // `wte train` on it fails now, before it reads or writes anything there.
-  RunDirectory run_dir(opts.out_dir);
-  opts.on_first_step = [&run_dir] { run_dir.training_started(); };
+  // Under mpirun only rank 0 writes, so only rank 0 locks (and may create) the directory.
+  std::optional<RunDirectory> run_dir;
+  if (Comm::world().rank() == 0) run_dir.emplace(opts.out_dir);
+  opts.on_first_step = [&run_dir] {
+    if (run_dir) run_dir->training_started();
+  };
   int64_t auto_step = -1;
   if (resume == "auto") {
     // The newest checkpoint that validates; broken ones are reported, never silently used or
@@ -283,7 +288,7 @@ int train_main(int argc, char** argv) {
                 "train.steps = %zu); nothing to train\n",
                 opts.out_dir.c_str(), opts.resume.c_str(), static_cast<long long>(auto_step),
                 cfg.train.steps);
-    run_dir.training_started();
+    if (run_dir) run_dir->training_started();
     return 0;
   }
   const RunSummary summary = run_training(cfg, opts);

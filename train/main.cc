@@ -13,6 +13,7 @@
 #include "train/build_info.h"
 #include "train/cli_util.h"
 #include "train/commands.h"
+#include "train/omp_env.h"
 
 namespace {
 
@@ -136,7 +137,12 @@ int main(int argc, char** argv) {
     print_version();
     return 0;
   }
-  if (const Command* c = find_command(verb)) return run_command(*c, argc - 1, argv + 1);
+  if (const Command* c = find_command(verb)) {
+    // Every command but profile (which measures kernels as configured) runs with wte's
+    // busy-machine OpenMP default unless the environment chooses (train/omp_env.h).
+    if (verb != "profile") wte::cli::apply_default_wait_policy(argv);
+    return run_command(*c, argc - 1, argv + 1);
+  }
   std::fprintf(stderr, "wte: unknown command '%s'.\n\n", verb.c_str());
   print_usage(stderr);
   return 2;

@@ -24,6 +24,9 @@
 #include "src/analysis/loss_curve.h"
 #include "src/io/snapshot.h"
 #include "train/grad_sync.h"
+#include "train/omp_env.h"
+#include "train/run_guard.h"
+#include "train/signals.h"
 #include "wte/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -88,6 +91,24 @@ double evaluate(Model& model, const std::vector<int32_t>& tokens, size_t T, size
     count += b_now * T;
   }
   return total / static_cast<double>(count);
+}
+
+// The SIGINT/SIGTERM any rank received (0: none), the same on every rank: ranks that stopped
+// at different steps would wait forever in the next step's collectives. One rank: stop_signal().
+int agreed_stop_signal(Comm& comm) {
+  int sig = stop_signal();
+  if (comm.size() == 1) return sig;
+  std::vector<int> all(static_cast<size_t>(comm.size()));
+  comm.allgather(&sig, sizeof sig, all.data());
+  return *std::max_element(all.begin(), all.end());
+}
+
+// "writing 'PATH' failed: <errno text>", for a stream write that failed (disk full, I/O error).
+std::string write_failed(const std::string& path) {
+  const int err = errno;
+  return "writing '" + path + "' failed: " +
+         (err != 0 ? std::string(std::strerror(err)) : std::string("I/O error")) +
+         (err == ENOSPC ? " (the disk is full)" : "") + "; the run stops (its last checkpoint is whole)";
 }
 
 std::string hex64(uint64_t v) {
@@ -580,11 +601,19 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   GradientSync sync(comm, cfg.train.batch_size);  // checks R <= train.batch_size
   const bool writer = comm.rank() == 0;
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
+  check_training_memory(cfg);  // before any data is read or file written (train/run_guard.h)
+  start_thread_team(cfg);
   const Say say{opts.quiet};
   note_skipped_snapshots(cfg);
   const RunData d = prepare_data(cfg, opts, resuming ? &ckpt : nullptr, say);
   const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
   BatchLoader loader(&d.train_ids, T, /*shuffle=*/true, cfg.train.seed ^ 0x5eed0da7aULL);
+  if (loader.num_samples() < B)
+    throw Error("train.batch_size = " + std::to_string(B) + " but the train split has only " +
+                std::to_string(loader.num_samples()) + " sequences of data.seq_len = " +
+                std::to_string(T) + " tokens (" + std::to_string(d.train_ids.size()) +
+                " tokens): every batch would repeat sequences; lower train.batch_size or "
+                "data.seq_len, or give more data");
   if (resuming) loader.restore(ckpt.resume.data, "checkpoint '" + opts.resume + "'");
   say("tokens: %zu train, %zu validation (%.2f bytes/token); %zu train sequences of %zu; "
       "prepared in %.1f s\n",
@@ -612,11 +641,11 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   if (!resuming && writer) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, 0);
   SampleTrace trace(writer);
   say("model: vocab_size %zu, d_model %zu, n_ctx %zu, n_layer %zu, n_head %zu, ln_f %s, %s; "
-      "%zu parameters; %d threads%s\n",
+      "%zu parameters; %d threads (%s)%s\n",
       cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx, cfg.model.n_layer,
       cfg.model.n_head, cfg.model.ln_f ? "on" : "off",
       cfg.model.tie_embeddings ? "tied lm_head" : "untied lm_head", model.num_parameters(),
-      omp_get_max_threads(), sync.describe().c_str());
+      omp_get_max_threads(), cli::wait_policy_description(), sync.describe().c_str());
   print_memory(model, B, T, say);
 
   // The loop: a step, then (when due) evaluation, a log line, a checkpoint.
@@ -629,6 +658,8 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   RunSummary summary;
   double step_seconds = 0.0;
   const auto t_start = Clock::now();
+  size_t finished_step = start_step;
+  install_stop_signals();  // SIGINT/SIGTERM: finish the step, checkpoint, exit (train/signals.h)
   for (size_t step = start_step; step < cfg.train.steps; ++step) {
     const auto t0 = Clock::now();
     loader.next_batch(inputs.data(), targets.data(), B, trace.served());
@@ -638,10 +669,13 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     step_seconds += seconds_since(t0);
     if (writer) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, step + 1);  // not timed
     const size_t done = step + 1;
+    finished_step = done;
     const double tok_s = static_cast<double>((done - start_step) * B * T) / step_seconds;
 
     const bool last = done == cfg.train.steps;
-    const bool stop_now = done == opts.stop_at;
+    if (done == start_step + 1 && opts.on_first_step) opts.on_first_step();
+    // A SIGINT/SIGTERM seen by any rank stops every rank after the same step.
+    const bool stop_now = done == opts.stop_at || agreed_stop_signal(comm) != 0;
     const bool eval_now = last || (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0);
     double val_loss = -1.0;
     if (eval_now && writer) {
@@ -658,9 +692,11 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
                                      val_windows_periodic, val_windows_all,
                                      step_seconds / static_cast<double>(done - start_step) /
                                          static_cast<double>(B)));
+    if (writer && !metrics) throw Error(write_failed(metrics_path));  // disk full: fatal, named
     if (writer &&
         (last || stop_now || (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0))) {
       metrics.flush();  // rows up to this checkpoint are on disk before it is
+      if (!metrics) throw Error(write_failed(metrics_path));
       write_checkpoint(cfg, opts, model, optimizer, d, loader, done, r.lr, &summary);
     }
     if (last) summary.final_val_loss = val_loss;
@@ -669,11 +705,24 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
       break;
     }
   }
-  metrics.close();
-  if (writer)
+  remove_stop_signals();
+  if (writer) {
+    metrics.close();
+    if (metrics.fail()) throw Error(write_failed(metrics_path));
     write_loss_curve(metrics_path, (fs::path(opts.out_dir) / "loss.svg").string(), B * T,
                      "loss of " + opts.out_dir);  // src/analysis/loss_curve.h
+  }
   summary.train_seconds = step_seconds;
+  summary.signal = summary.stopped ? agreed_stop_signal(comm) : 0;
+  if (summary.signal != 0) {
+    if (writer)
+      std::fprintf(stderr,
+                 "wte train: %s received: finished step %zu of %zu and wrote checkpoint %s; "
+                 "continue with: wte train --resume auto --out %s\n",
+                 signal_name(summary.signal), finished_step, cfg.train.steps,
+                 summary.last_checkpoint.c_str(), opts.out_dir.c_str());
+    return summary;
+  }
   if (summary.stopped) {
     std::printf("stopped at step %zu of %zu (--stop-at) after %s; checkpoint %s; continue with: "
                 "wte train --resume %s\n",

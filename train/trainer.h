@@ -1,6 +1,7 @@
 // The training loop behind `wte train`.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "wte/config.h"
@@ -16,6 +17,8 @@ struct RunOptions {
                          // still spans train.steps), as a pre-empted job would; resume continues
   bool overwrite = false;  // a fresh run into a directory holding an earlier run's checkpoints
                            // deletes them (after every check passed); without it, that is an error
+  std::function<void()> on_first_step;  // called once the first step of this run has finished
+                                        // (cmd_train: the run directory is kept from then on)
 };
 
 /// What a finished run measured.
@@ -26,6 +29,7 @@ struct RunSummary {
   double train_seconds = 0;       // wall time of the optimizer steps (excludes data preparation)
   std::string last_checkpoint;
   bool stopped = false;           // stopped at opts.stop_at, before train.steps
+  int signal = 0;                 // SIGINT/SIGTERM that stopped the run after a checkpoint (0: none)
   size_t checkpoints_written = 0;
   double checkpoint_seconds = 0;  // wall time spent in save_checkpoint (write, fsync, rename)
 };

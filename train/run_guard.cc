@@ -1,0 +1,157 @@
+#include "train/run_guard.h"
+
+#include <fcntl.h>
+#include <omp.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "wte/error.h"
+
+namespace fs = std::filesystem;
+
+namespace wte {
+
+RunDirectory::RunDirectory(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (ec) throw Error("run directory (--out) '" + dir + "' cannot be created: " + ec.message());
+    created_ = true;
+  }
+  fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) {
+    const std::string why = std::strerror(errno);
+    if (created_) fs::remove(dir, ec);
+    throw Error("run directory (--out) '" + dir + "' cannot be opened: " + why);
+  }
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK)
+      throw Error("run directory '" + dir + "' is in use: another wte train holds its lock (a run "
+                  "in progress, or one starting). Two runs in one directory would overwrite each "
+                  "other's checkpoints and metrics; wait for it to finish (then --resume auto "
+                  "continues it) or choose another --out");
+    throw Error("run directory '" + dir + "' cannot be locked: " + std::strerror(err));
+  }
+}
+
+RunDirectory::~RunDirectory() {
+  if (created_ && !keep_) {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);  // a start-up that failed leaves no half-made directory
+  }
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+std::vector<MemoryPart> estimate_training_memory(const Config& cfg) {
+  const double V = static_cast<double>(cfg.model.vocab_size), C = static_cast<double>(cfg.model.d_model),
+               P = static_cast<double>(cfg.model.n_ctx);
+  const double N = static_cast<double>(cfg.train.batch_size) * static_cast<double>(cfg.data.seq_len);
+  const double L = static_cast<double>(cfg.model.n_layer);
+  const double NH = static_cast<double>(std::max<size_t>(cfg.model.n_head, 1));
+  const double Tq = static_cast<double>(cfg.data.seq_len), Bq = static_cast<double>(cfg.train.batch_size);
+  // GPT-2's block: c_attn (C,3C)+3C, c_proj (C,C)+C, c_fc (C,4C)+4C, mlp c_proj (4C,C)+C, two LNs.
+  const double params = V * C * (cfg.model.tie_embeddings ? 1 : 2) + P * C + 2 * C +
+                        L * (12 * C * C + 13 * C);
+  const std::string table = cfg.model.tie_embeddings ? "model.vocab_size x model.d_model"
+                                                     : "model.vocab_size x model.d_model (wte and lm_head)";
+  return {
+      {"parameters", 4 * params, table, "model.vocab_size or model.d_model"},
+      {"gradients", 4 * params, table, "model.vocab_size or model.d_model"},
+      {"AdamW m and v", 8 * params, table, "model.vocab_size or model.d_model"},
+      {"logits of one step", 4 * N * V, "train.batch_size x data.seq_len x model.vocab_size",
+       "train.batch_size or data.seq_len"},
+      {"hidden states of one step", 4 * 7 * N * C,
+       "train.batch_size x data.seq_len x model.d_model", "train.batch_size or data.seq_len"},
+      // Per block, as llm.c keeps them: ln_1, qkv, attention output, c_proj, residual, ln_2,
+      // c_fc and its GELU (about 16 N C) and the (B, NH, T, T) scores and probabilities.
+      {"block activations of one step", 4 * L * (16 * N * C + 2 * Bq * NH * Tq * Tq),
+       "model.n_layer x train.batch_size x data.seq_len", "model.n_layer, train.batch_size or data.seq_len"},
+  };
+}
+
+uint64_t available_memory_bytes() {
+  uint64_t avail = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") {
+      avail = kib * 1024;
+      break;
+    }
+  }
+  // cgroup v2 limit of this process's group, if any ("max" means none).
+  std::ifstream cg("/sys/fs/cgroup/memory.max");
+  std::string limit;
+  if (cg >> limit && limit != "max") {
+    uint64_t max = std::strtoull(limit.c_str(), nullptr, 10);
+    uint64_t current = 0;
+    std::ifstream cur("/sys/fs/cgroup/memory.current");
+    cur >> current;
+    const uint64_t room = max > current ? max - current : 0;
+    avail = avail == 0 ? room : std::min(avail, room);
+  }
+  return avail;
+}
+
+namespace {
+
+std::string gib(double bytes) {
+  char buf[32];
+  if (bytes >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024));
+  return buf;
+}
+
+}  // namespace
+
+void check_training_memory(const Config& cfg, uint64_t available) {
+  if (available == 0) available = available_memory_bytes();
+  if (available == 0) return;  // unknown: nothing to compare with
+  const std::vector<MemoryPart> parts = estimate_training_memory(cfg);
+  double total = 0;
+  const MemoryPart* largest = &parts[0];
+  for (const MemoryPart& p : parts) {
+    total += p.bytes;
+    if (p.bytes > largest->bytes) largest = &p;
+  }
+  if (total <= static_cast<double>(available)) return;
+  std::string detail;
+  for (const MemoryPart& p : parts) detail += "\n  " + p.what + ": " + gib(p.bytes);
+  throw Error("this run needs about " + gib(total) + " of memory but " +
+              gib(static_cast<double>(available)) + " is available; the largest part is " +
+              largest->what + " (" + gib(largest->bytes) + "), which scales with " +
+              largest->setting + ": lower " + largest->lower + ". Estimate by part:" + detail);
+}
+
+void start_thread_team(const Config& cfg) {
+  const int want = cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads) : omp_get_max_threads();
+  int got = want;
+#ifdef _OPENMP  // the fuzz build compiles without -fopenmp (cmake/sanitize.cmake)
+#pragma omp parallel num_threads(want)
+  {
+#pragma omp single
+    got = omp_get_num_threads();
+  }
+#endif
+  if (got != want)
+    throw Error("train.threads = " + std::to_string(want) + ": OpenMP started only " +
+                std::to_string(got) + " threads; lower train.threads");
+}
+
+}  // namespace wte

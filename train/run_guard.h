@@ -1,0 +1,68 @@
+// Start-up safety of `wte train`: the run directory's lock, removal of a run directory that a run
+// created and then failed in before its first step, and the memory check made before anything is
+// written.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wte/config.h"
+
+namespace wte {
+
+/// The run directory of one `wte train`, locked (flock, exclusive, on the directory itself) from
+/// construction to destruction, so two runs never share an --out: a second `wte train` (a late
+/// `--resume auto`, a fresh run) on a locked directory fails at once, before it reads or writes
+/// anything there. The kernel drops the lock when the process ends in any way (SIGKILL included),
+/// so a stale lock never blocks a resume. If this object created the directory and the run fails
+/// before training_started(), the destructor removes it again: a failed start-up leaves nothing.
+class RunDirectory {
+ public:
+  /// Creates `dir` (and parents) if missing and locks it. Throws wte::Error naming the directory
+  /// if it cannot be created or opened, or if another process holds its lock.
+  explicit RunDirectory(const std::string& dir);
+  ~RunDirectory();
+  RunDirectory(const RunDirectory&) = delete;
+  RunDirectory& operator=(const RunDirectory&) = delete;
+
+  /// From now on the directory holds a run's outputs and is kept whatever happens.
+  void training_started() { keep_ = true; }
+  const std::string& path() const { return dir_; }
+
+ private:
+  std::string dir_;
+  int fd_ = -1;
+  bool created_ = false;
+  bool keep_ = false;
+};
+
+/// One part of a training run's memory: bytes, what it is and which setting scales it.
+struct MemoryPart {
+  std::string what;     // "AdamW m and v"
+  double bytes = 0;
+  std::string setting;  // "model.vocab_size x model.d_model"
+  std::string lower;    // the settings to lower: "model.vocab_size or model.d_model"
+};
+
+/// The resident memory a training run of `cfg` needs, by part: parameters, gradients, AdamW's two
+/// moments (each 4 bytes per parameter: V*C (+ V*C untied) + n_ctx*C + 2C + n_layer*(12C^2 + 13C)),
+/// and the activations of one step of N = train.batch_size * data.seq_len tokens (logits N*V,
+/// hidden states and their gradients about 7*N*C, and per block about 16*N*C + 2*B*NH*T^2,
+/// float32). Token streams are not counted (known only after reading).
+std::vector<MemoryPart> estimate_training_memory(const Config& cfg);
+
+/// Bytes this process may still allocate: MemAvailable from /proc/meminfo, capped by the cgroup's
+/// memory.max when one is set. 0 if unknown.
+uint64_t available_memory_bytes();
+
+/// Throws wte::Error before any work if estimate_training_memory(cfg) exceeds `available` bytes
+/// (available_memory_bytes() when 0), naming the total, the available memory, the largest part
+/// and the setting to lower.
+void check_training_memory(const Config& cfg, uint64_t available = 0);
+
+/// Starts OpenMP's thread team of train.threads threads (as the first step would) before any file
+/// is written, so a thread count the system cannot provide fails here.
+void start_thread_team(const Config& cfg);
+
+}  // namespace wte
