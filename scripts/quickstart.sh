@@ -3,7 +3,9 @@
 #   scripts/quickstart.sh train   install what is missing, build Release, make the corpus, train
 #                                 configs/default.ini into runs/default
 #   scripts/quickstart.sh test    install what is missing, build Release, fetch GPT-2's vocabulary,
-#                                 run every test through ctest
+#                                 run every test through ctest; then the same tests again in an
+#                                 ASan+UBSan build (build-asan), and each libFuzzer target for
+#                                 FUZZ_SECONDS (default 60) in a clang build (build-fuzz)
 #   scripts/quickstart.sh build   only install and build
 # Run as root, or as a user with sudo. Environment: BUILD_DIR (default build), JOBS (default nproc).
 set -euo pipefail
@@ -41,6 +43,8 @@ if [ "$mode" = test ]; then packages+=(chromium librsvg2-bin); fi
 # tests/test_gradcheck_torch.py compares wte's gradients with PyTorch's (Debian's torch, h5py and
 # numpy import only under /usr/bin/python3); test mode only, `train` stays lean.
 if [ "$mode" = test ]; then packages+=(python3-torch python3-h5py python3-numpy); fi
+# The fuzz targets (fuzz/, scripts/fuzz.sh) need clang and its libFuzzer/sanitizer runtimes.
+if [ "$mode" = test ]; then packages+=(clang-14 libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   # npm may come from elsewhere (e.g. a NodeSource install): only a missing command counts.
@@ -74,6 +78,27 @@ case "$mode" in
     datasets/fetch_gpt2_vocab.sh || vocab_ok=0
     echo "== running every test"
     ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
+    # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (any report fails
+    # the test that triggered it), in a second build directory.
+    asan_dir="${ASAN_BUILD_DIR:-build-asan}"
+    echo "== building $asan_dir (ASan+UBSan) and running every test in it"
+    cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWTE_SANITIZE=ON >/dev/null
+    cmake --build "$asan_dir" -j "$jobs"
+    # detect_leaks=0 for oneDNN's and libgomp's process-lifetime caches; halt on the first report.
+    ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:verify_asan_link_order=0" \
+      UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+      ctest --test-dir "$asan_dir" --output-on-failure -j "$jobs"
+    # Each libFuzzer target for a short while (scripts/fuzz.sh; long runs are done by hand).
+    for target in config checkpoint token_file tokenizer; do
+      log="$(mktemp)"
+      if ! scripts/fuzz.sh "$target" "${FUZZ_SECONDS:-60}" > "$log" 2>&1; then
+        tail -60 "$log"
+        echo "error: fuzz target $target failed (its input is in build-fuzz/crashes/$target)" >&2
+        exit 1
+      fi
+      grep -E '^== fuzz_|#[0-9]+ *DONE' "$log" || true
+      rm -f "$log"
+    done
     if [ "$vocab_ok" = 0 ]; then
       echo "error: GPT-2's vocabulary could not be fetched (see above), so its tests were skipped" >&2
       exit 1

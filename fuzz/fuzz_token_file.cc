@@ -1,0 +1,49 @@
+// libFuzzer target: the int32 token-file reader (read_token_file + check_token_ids, what
+// `wte train` does with data.train_tokens) and the text batch reader of `wte grad`
+// (read_token_batch). The first input byte picks the reader and a vocab_size; the rest is the file.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "wte/data.h"
+#include "wte/error.h"
+#include "src/analysis/gradcheck.h"
+
+namespace {
+
+std::string scratch_path() {
+  static const std::string path = "/dev/shm/wte_fuzz_tokens_" + std::to_string(::getpid());
+  return path;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const uint8_t mode = data[0];
+  const std::string path = scratch_path();
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) return 0;
+    std::fwrite(data + 1, 1, size - 1, f);
+    std::fclose(f);
+  }
+  const size_t vocab = (mode & 0x80) ? 50257 : 256 + (mode & 0x3f);
+  try {
+    if (mode & 1) {
+      const wte::TokenBatch batch = wte::read_token_batch(path, vocab, 64);
+      if (batch.inputs.size() != batch.B * batch.T || batch.targets.size() != batch.B * batch.T)
+        __builtin_trap();
+      wte::check_token_ids(batch.inputs.data(), batch.inputs.size(), vocab, "fuzz batch");
+    } else {
+      const std::vector<int32_t> ids = wte::read_token_file(path);
+      wte::check_token_ids(ids.data(), ids.size(), vocab, "fuzz token file");
+    }
+  } catch (const wte::Error&) {
+  }
+  std::remove(path.c_str());
+  return 0;
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs one libFuzzer target for a given time: scripts/fuzz.sh TARGET SECONDS
+#   TARGET: config | checkpoint | token_file | tokenizer (fuzz/fuzz_<TARGET>.cc)
+# Builds it with clang 14 + ASan + UBSan in build-fuzz (FUZZ_BUILD_DIR), starts from the committed
+# seeds in fuzz/corpus/TARGET plus what earlier runs found (build-fuzz/corpus/TARGET), and writes
+# any crashing input to build-fuzz/crashes/TARGET/. Exit status: 0 if the run ended with no crash,
+# hang, leak or sanitizer report; libFuzzer's non-zero status otherwise. Prints libFuzzer's
+# final stats (runs, cov, ft). Extra arguments after SECONDS go to libFuzzer (e.g. -jobs=2).
+set -euo pipefail
+if [ $# -lt 2 ]; then
+  echo "usage: $0 config|checkpoint|token_file|tokenizer SECONDS [libFuzzer options]" >&2
+  exit 2
+fi
+target="${1#fuzz_}"
+seconds="$2"
+shift 2
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+if [ ! -f "fuzz/fuzz_${target}.cc" ]; then
+  echo "$0: no target '$target'; allowed: $(ls fuzz/fuzz_*.cc | sed 's#fuzz/fuzz_##; s#\.cc##' | tr '\n' ' ')" >&2
+  exit 2
+fi
+build="${FUZZ_BUILD_DIR:-build-fuzz}"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S . -B "$build" -DWTE_FUZZ=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 "${launcher[@]}" >/dev/null
+fi
+cmake --build "$build" --target "fuzz_${target}" -j "${JOBS:-$(nproc)}" >/dev/null
+mkdir -p "$build/corpus/$target" "$build/crashes/$target"
+dict=()
+[ -f "fuzz/${target}.dict" ] && dict=(-dict="fuzz/${target}.dict")
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+echo "== fuzz_${target} for ${seconds} s (seeds fuzz/corpus/${target}, corpus $build/corpus/${target})"
+"$build/fuzz_${target}" "$build/corpus/$target" "fuzz/corpus/$target" "${dict[@]}" \
+  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2560 -malloc_limit_mb=2048 \
+  -print_final_stats=1 -artifact_prefix="$build/crashes/$target/" "$@"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Issue 10, finding 1: a full disk during a checkpoint write (wte train) and during `wte grad`'s
+# write is an error that says the disk is full and names the path; wte exits 1 (before the fix:
+# "H5Fflush failed", then SIGSEGV at exit inside HDF5's H5close), leaves no .tmp file, and the
+# previous checkpoint stays whole. Needs a small tmpfs: root and mount (skipped otherwise).
+set -uo pipefail
+cli="${WTE_CLI:?}"
+work="${WTE_BINARY_DIR:?}/test_tmp/disk_full"
+rm -rf "$work"; mkdir -p "$work/mnt"
+if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=1m tmpfs "$work/mnt" 2>/dev/null; then
+  echo "skipped: mounting a small tmpfs needs root (and mount permission)"; exit 77
+fi
+trap 'umount "$work/mnt" 2>/dev/null; rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+/usr/bin/python3 - "$work/corpus.txt" <<'PY'
+import random, sys
+r = random.Random(7)
+w = "the king said unto them and people went into city bank river money water land house".split()
+docs = ["\n".join(" ".join(r.choice(w) for _ in range(12)) + "." for _ in range(4)) for _ in range(80)]
+open(sys.argv[1], "w").write("\n\n".join(docs) + "\n")
+PY
+cat > "$work/tiny.ini" <<INI
+[model]
+vocab_size = 300
+d_model = 16
+n_ctx = 16
+[data]
+text = $work/corpus.txt
+seq_len = 16
+[train]
+batch_size = 4
+steps = 4
+eval_interval = 0
+threads = 2
+[checkpoint]
+interval = 2
+keep_last = 0
+INI
+# A reference run on a normal disk: its files' sizes tell how much room to leave.
+"$cli" train --quiet --config "$work/tiny.ini" --out "$work/ref" > /dev/null || fail "reference run"
+ckpt=$(stat -c %s "$work/ref/checkpoint_00000004.h5")
+prep=$(du -sk --exclude='checkpoint_*' "$work/ref" | cut -f1)
+# Leave room for the prepared files and one checkpoint plus half of another.
+free_kib=$(( prep + ckpt * 3 / 2 / 1024 + 8 ))
+total_kib=$(df -k --output=avail "$work/mnt" | tail -1)
+dd if=/dev/zero of="$work/mnt/filler" bs=1k count=$(( total_kib - free_kib )) status=none 2>/dev/null
+out=$("$cli" train --quiet --config "$work/tiny.ini" --out "$work/mnt/run" 2>&1); code=$?
+echo "$out" | tail -3
+[ $code -eq 1 ] || fail "wte train exited $code (expected 1): $out"
+echo "$out" | grep -q "No space left on device" || fail "the message does not say the disk is full: $out"
+echo "$out" | grep -q "checkpoint '$work/mnt/run/checkpoint_00000004.h5'" || fail "the message does not name the file: $out"
+ls "$work/mnt/run"/*.tmp 2>/dev/null && fail "a .tmp file was left behind"
+"$cli" inspect "$work/mnt/run/checkpoint_00000002.h5" > /dev/null || fail "the previous checkpoint is not whole"
+# wte grad onto the full disk.
+echo "1 2 3 4 5" > "$work/batch.txt"
+out=$("$cli" grad --checkpoint "$work/ref/checkpoint_00000004.h5" --tokens "$work/batch.txt" --out "$work/mnt/grads.h5" 2>&1); code=$?
+echo "$out" | tail -2
+[ $code -eq 1 ] || fail "wte grad exited $code (expected 1): $out"
+echo "$out" | grep -q "No space left on device" || fail "wte grad does not say the disk is full: $out"
+[ -e "$work/mnt/grads.h5" ] || [ -e "$work/mnt/grads.h5.tmp" ] && fail "wte grad left a file"
+# A read-only file system is named as such.
+mount -o remount,ro "$work/mnt"
+out=$("$cli" grad --checkpoint "$work/ref/checkpoint_00000004.h5" --tokens "$work/batch.txt" --out "$work/mnt/grads.h5" 2>&1); code=$?
+mount -o remount,rw "$work/mnt"
+echo "$out" | tail -1
+[ $code -eq 1 ] || fail "wte grad on a read-only file system exited $code: $out"
+echo "$out" | grep -q "Read-only file system" || fail "EROFS is not named: $out"
+echo "PASS"

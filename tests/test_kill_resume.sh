@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Crash safety (issue 10): `wte train` is killed with SIGKILL at a random moment (data
+# preparation, a step, a checkpoint or snapshot write, the final evaluation), then
+# `wte train --resume auto` finishes the run; its final checkpoint must be bit-identical (h5diff:
+# every dataset and attribute) to an uninterrupted run's. KILL_TRIALS trials (default 20);
+# scripts/kill_test.sh N runs N. KILL_SEED makes the moments reproducible.
+set -uo pipefail
+cli="${WTE_CLI:?}"
+trials="${KILL_TRIALS:-20}"
+work="${WTE_BINARY_DIR:?}/test_tmp/kill_resume"
+command -v h5diff > /dev/null || { echo "skipped: h5diff (hdf5-tools) is not installed"; exit 77; }
+rm -rf "$work"; mkdir -p "$work"
+RANDOM=${KILL_SEED:-$$}
+/usr/bin/python3 - "$work/corpus.txt" <<'PY'
+import random, sys
+r = random.Random(7)
+w = "the king said unto them and people went into city bank river money water land house".split()
+docs = ["\n".join(" ".join(r.choice(w) for _ in range(12)) + "." for _ in range(4)) for _ in range(80)]
+open(sys.argv[1], "w").write("\n\n".join(docs) + "\n")
+PY
+steps=60
+cat > "$work/tiny.ini" <<INI
+[model]
+vocab_size = 300
+d_model = 16
+n_ctx = 16
+[data]
+text = $work/corpus.txt
+seq_len = 16
+[train]
+batch_size = 4
+steps = $steps
+eval_interval = 20
+eval_tokens = 256
+threads = 2
+snapshot_steps = 0,7,30
+[checkpoint]
+interval = 5
+keep_last = 2
+INI
+t0=$(date +%s%N)
+"$cli" train --quiet --config "$work/tiny.ini" --out "$work/ref" > /dev/null || { echo "FAIL: reference run"; exit 1; }
+ref_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+final=checkpoint_$(printf %08d $steps).h5
+echo "reference run: ${ref_ms} ms; killing $trials runs at random moments in [0, ${ref_ms}] ms"
+pass=0; where=""
+for i in $(seq 1 "$trials"); do
+  rm -rf "$work/run"
+  delay_ms=$(( (RANDOM * 32768 + RANDOM) % (ref_ms + 1) ))
+  "$cli" train --quiet --config "$work/tiny.ini" --out "$work/run" > "$work/first.log" 2>&1 &
+  pid=$!
+  sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
+  kill -KILL "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  ckpts=$(ls "$work/run" 2>/dev/null | grep -c '^checkpoint_.*\.h5$')
+  tmps=$(ls "$work/run" 2>/dev/null | grep -c '\.tmp$')
+  if ! "$cli" train --quiet --resume auto --config "$work/tiny.ini" --out "$work/run" > "$work/resume.log" 2>&1; then
+    echo "trial $i (kill at ${delay_ms} ms, $ckpts checkpoint(s), $tmps .tmp): resume FAILED:"; cat "$work/resume.log"
+    continue
+  fi
+  if h5diff "$work/ref/$final" "$work/run/$final" > "$work/diff.log" 2>&1; then
+    pass=$((pass + 1))
+    where="$where ${delay_ms}ms/${ckpts}c"
+  else
+    echo "trial $i (kill at ${delay_ms} ms, $ckpts checkpoint(s)): final checkpoint DIFFERS:"; head -20 "$work/diff.log"
+  fi
+done
+echo "kill moments (ms / checkpoints on disk when killed):$where"
+echo "$pass of $trials resumes bit-identical to the uninterrupted run"
+[ "$pass" -eq "$trials" ]

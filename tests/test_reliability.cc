@@ -1,0 +1,516 @@
+// Faults, hostile files, signals and busy machines (issue 10): one test (or more) per finding,
+// each run against the built `wte` (WTE_CLI) as a user would, with a tiny model so each takes
+// seconds. Findings: 1 disk full (tests/test_disk_full.sh), 2 a command destroying its input,
+// 3 a locked file called corrupt, 4 silent acceptance, 5 half-made run directories, 6 the
+// busy-machine OpenMP default, 7 Ctrl-C, 8 hostile checkpoints (also fuzz/), 9 runs that cannot
+// be resumed or that fight. Threads pinned to 2 where results are compared bit for bit.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wte/checkpoint.h"
+#include "wte/config.h"
+#include "wte/error.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using wte::test::error_of;
+using wte::test::run;
+using wte::test::slurp;
+using wte::test::temp_dir;
+using wte::test::tiny_corpus;
+using wte::test::write;
+
+namespace {
+
+const std::string kCli = WTE_CLI;
+
+std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+
+bool have(const char* tool) {
+  return std::system((std::string("command -v ") + tool + " > /dev/null 2>&1").c_str()) == 0;
+}
+
+// A tiny run: vocab 300, d_model 16, T 16, B 4; `steps` steps, checkpoint every `interval`.
+std::string tiny_config(const fs::path& corpus, size_t steps, size_t interval) {
+  return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\n"
+         "[data]\ntext = " + corpus.string() + "\nseq_len = 16\nval_fraction = 0.1\n"
+         "[train]\nbatch_size = 4\nsteps = " + std::to_string(steps) +
+         "\neval_interval = 0\neval_tokens = 256\nlog_interval = 1\nthreads = 2\n"
+         "[optim]\nlr = 0.01\nmin_lr = 0.001\nwarmup_steps = 2\n"
+         "[checkpoint]\ninterval = " + std::to_string(interval) + "\nkeep_last = 0\n";
+}
+
+class Reliability : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = temp_dir(std::string("reliability_") + info->name());
+    write(dir_ / "corpus.txt", tiny_corpus());
+  }
+  // Writes dir_/NAME.ini for `steps` and `interval`.
+  fs::path config(const std::string& name, size_t steps, size_t interval) {
+    const fs::path p = dir_ / (name + ".ini");
+    write(p, tiny_config(dir_ / "corpus.txt", steps, interval));
+    return p;
+  }
+  // Trains `steps` steps into dir_/out_name; returns the final checkpoint's path.
+  fs::path train(const std::string& out_name, size_t steps, size_t interval = 0,
+                 const std::string& extra = "") {
+    std::string out;
+    const fs::path cfg = config(out_name, steps, interval);
+    EXPECT_EQ(run(kCli + " train --quiet --config " + q(cfg) + " --out " + q(dir_ / out_name) +
+                      " " + extra, &out),
+              0)
+        << out;
+    return wte::checkpoint_path((dir_ / out_name).string(), steps);
+  }
+  fs::path dir_;
+};
+
+// A copy of `src` at dst, opened read-write with HDF5's C API (the caller closes it).
+hid_t open_copy(const fs::path& src, const fs::path& dst) {
+  fs::copy_file(src, dst, fs::copy_options::overwrite_existing);
+  return H5Fopen(dst.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+}
+
+// Sets element `index` of the float32 dataset `name` in the open file to `value`.
+void poke_float(hid_t file, const char* name, size_t index, float value) {
+  hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
+  hid_t space = H5Dget_space(ds);
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  std::vector<float> v(static_cast<size_t>(n));
+  H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+  v[index] = value;
+  H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+  H5Sclose(space);
+  H5Dclose(ds);
+}
+
+// h5diff's verdict on two files: true if every dataset and attribute is equal.
+bool same_files(const fs::path& a, const fs::path& b, std::string* out) {
+  return run("h5diff " + q(a) + " " + q(b), out) == 0;
+}
+
+// ---- 2. A command destroys its own input ------------------------------------------------------
+
+TEST_F(Reliability, Finding2_GradRefusesAnOutputThatIsItsInput) {
+  const fs::path ckpt = train("run", 2);
+  write(dir_ / "batch.txt", "1 2 3 4 5\n6 7 8 9 10\n");
+  const std::string before = slurp(ckpt);
+  fs::create_directories(dir_ / "sub");
+  fs::create_symlink(ckpt, dir_ / "link.h5");
+  for (const fs::path& out : {ckpt, dir_ / "sub" / ".." / "run" / ckpt.filename(), dir_ / "link.h5"}) {
+    std::string msg;
+    EXPECT_EQ(run(kCli + " grad --checkpoint " + q(ckpt) + " --tokens " + q(dir_ / "batch.txt") +
+                      " --out " + q(out), &msg),
+              1)
+        << msg;
+    EXPECT_NE(msg.find("is the same file as --checkpoint"), std::string::npos) << msg;
+    EXPECT_EQ(slurp(ckpt), before) << "the checkpoint was changed by --out " << out;
+  }
+  std::string msg;
+  EXPECT_EQ(run(kCli + " grad --checkpoint " + q(ckpt) + " --tokens " + q(dir_ / "batch.txt") +
+                    " --out " + q(dir_ / "batch.txt"), &msg), 1) << msg;
+  EXPECT_NE(msg.find("is the same file as --tokens"), std::string::npos) << msg;
+  // The temporary file of --out must not be the input either.
+  fs::copy_file(ckpt, dir_ / "c.h5.tmp");
+  EXPECT_EQ(run(kCli + " grad --checkpoint " + q(dir_ / "c.h5.tmp") + " --tokens " +
+                    q(dir_ / "batch.txt") + " --out " + q(dir_ / "c.h5"), &msg), 1) << msg;
+  EXPECT_EQ(slurp(dir_ / "c.h5.tmp"), before);
+}
+
+// ---- 3. A locked file is called corrupt --------------------------------------------------------
+
+TEST_F(Reliability, Finding3_LockedCheckpointIsNamedLockedNotCorrupt) {
+  const char* env = std::getenv("HDF5_USE_FILE_LOCKING");
+  if (env != nullptr && std::string(env) == "FALSE") GTEST_SKIP() << "HDF5_USE_FILE_LOCKING=FALSE";
+  train("run", 4, 2, "--stop-at 3");  // leaves checkpoints 2 and 3 (steps = 4)
+  const fs::path newest = wte::checkpoint_path((dir_ / "run").string(), 3);
+  ASSERT_TRUE(fs::exists(newest));
+  hid_t held = H5Fopen(newest.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);  // another writer holds it
+  ASSERT_GE(held, 0);
+  std::string out;
+  EXPECT_EQ(run(kCli + " inspect " + q(newest), &out), 1) << out;
+  EXPECT_NE(out.find("locked"), std::string::npos) << out;
+  EXPECT_NE(out.find("HDF5_USE_FILE_LOCKING"), std::string::npos) << out;
+  EXPECT_EQ(out.find("corrupt"), std::string::npos) << out;
+  // --resume auto must not fall back to the older checkpoint 2 silently.
+  EXPECT_EQ(run(kCli + " train --resume auto --out " + q(dir_ / "run"), &out), 1) << out;
+  EXPECT_NE(out.find("locked"), std::string::npos) << out;
+  EXPECT_EQ(out.find("resumed:"), std::string::npos) << out;
+  H5Fclose(held);
+  EXPECT_EQ(run(kCli + " train --resume auto --out " + q(dir_ / "run"), &out), 0) << out;
+  EXPECT_NE(out.find("checkpoint_00000003.h5 at step 3"), std::string::npos) << out;
+}
+
+// ---- 4. Silent acceptance ---------------------------------------------------------------------
+
+TEST_F(Reliability, Finding4_AbbreviatedOptionsAreUnknown) {
+  const fs::path cfg = config("c", 2, 0);
+  for (const std::string opt : {"--train.step=3", "--optim.l=0.5", "--res=auto"}) {
+    std::string out;
+    EXPECT_NE(run(kCli + " train --config " + q(cfg) + " --out " + q(dir_ / "o") + " " + opt, &out), 0)
+        << opt << "\n" << out;
+    EXPECT_NE(out.find("unknown option '" + opt.substr(0, opt.find('=')) + "'"), std::string::npos)
+        << out;
+    EXPECT_FALSE(fs::exists(dir_ / "o")) << opt;
+  }
+  // The same rule in every command.
+  std::string out;
+  EXPECT_EQ(run(kCli + " tokenize --voc x hello", &out), 2) << out;
+  EXPECT_EQ(run(kCli + " grad --check x --tokens y --out z", &out), 2) << out;
+  // Config parser: exact names only.
+  EXPECT_NE(error_of([] { wte::load_config("", {"--train.step=3"}); }).find("unknown option"),
+            std::string::npos);
+}
+
+TEST_F(Reliability, Finding4_TiedCheckpointWithAnotherLmHeadIsAnError) {
+  const fs::path ckpt = train("run", 2);
+  // An lm_head that differs from wte: named, with the difference.
+  hid_t f = open_copy(ckpt, dir_ / "head.h5");
+  ASSERT_EQ(H5Ocopy(f, "wte", f, "lm_head", H5P_DEFAULT, H5P_DEFAULT), 0);
+  poke_float(f, "lm_head", 17, 0.75f);
+  H5Fclose(f);
+  std::string out;
+  EXPECT_EQ(run(kCli + " inspect " + q(dir_ / "head.h5"), &out), 1) << out;
+  EXPECT_NE(out.find("'lm_head' that differs from 'wte' in 1 of"), std::string::npos) << out;
+  EXPECT_NE(out.find("[1, 1]"), std::string::npos) << out;
+  write(dir_ / "batch.txt", "1 2 3\n");
+  EXPECT_EQ(run(kCli + " grad --checkpoint " + q(dir_ / "head.h5") + " --tokens " +
+                    q(dir_ / "batch.txt") + " --out " + q(dir_ / "g.h5"), &out), 1) << out;
+  EXPECT_NE(out.find("lm_head"), std::string::npos) << out;
+  // A copy equal to wte (exporters write both) is accepted.
+  f = open_copy(ckpt, dir_ / "same.h5");
+  ASSERT_EQ(H5Ocopy(f, "wte", f, "lm_head", H5P_DEFAULT, H5P_DEFAULT), 0);
+  H5Fclose(f);
+  EXPECT_EQ(run(kCli + " inspect " + q(dir_ / "same.h5"), &out), 0) << out;
+  // Any other unexplained dataset is an error naming it.
+  f = open_copy(ckpt, dir_ / "extra.h5");
+  ASSERT_EQ(H5Ocopy(f, "wpe", f, "h0_wpe", H5P_DEFAULT, H5P_DEFAULT), 0);
+  H5Fclose(f);
+  EXPECT_EQ(run(kCli + " inspect " + q(dir_ / "extra.h5"), &out), 1) << out;
+  EXPECT_NE(out.find("dataset 'h0_wpe'"), std::string::npos) << out;
+}
+
+TEST_F(Reliability, Finding4_GradRefusesANaNCheckpoint) {
+  const fs::path ckpt = train("run", 2);
+  hid_t f = open_copy(ckpt, dir_ / "nan.h5");
+  poke_float(f, "wte", 5, std::nanf(""));
+  H5Fclose(f);
+  write(dir_ / "batch.txt", "1 2 3\n");
+  std::string out;
+  EXPECT_EQ(run(kCli + " grad --checkpoint " + q(dir_ / "nan.h5") + " --tokens " +
+                    q(dir_ / "batch.txt") + " --out " + q(dir_ / "g.h5"), &out), 1) << out;
+  EXPECT_NE(out.find("dataset 'wte' holds nan at [0, 5]"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir_ / "g.h5"));
+}
+
+TEST_F(Reliability, Finding4_NegativeSecondMomentIsCorruption) {
+  const fs::path ckpt = train("run", 2);
+  hid_t f = open_copy(ckpt, dir_ / "v.h5");
+  poke_float(f, "optimizer/v/wpe", 3, -0.5f);
+  H5Fclose(f);
+  std::string out;
+  EXPECT_EQ(run(kCli + " inspect " + q(dir_ / "v.h5"), &out), 1) << out;
+  EXPECT_NE(out.find("dataset 'v/wpe' holds -0.500000 at [0, 3]; AdamW's second moment"),
+            std::string::npos) << out;
+}
+
+TEST_F(Reliability, Finding4_BatchLargerThanTheTrainingSetIsAnError) {
+  std::string out;
+  EXPECT_EQ(run(kCli + " train --config " + q(config("c", 2, 0)) + " --out " + q(dir_ / "o") +
+                    " --train.batch_size=5000", &out), 1) << out;
+  EXPECT_NE(out.find("train.batch_size = 5000 but the train split has only"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir_ / "o"));
+}
+
+// ---- 5. Half-made run directories -------------------------------------------------------------
+
+TEST_F(Reliability, Finding5_OutOfMemoryIsRefusedBeforeAnyFileIsWritten) {
+  std::string out;
+  // logits of one step: 2^20 * 1024 * 300 floats = 1.2 TB.
+  EXPECT_EQ(run(kCli + " train --config " + q(config("c", 2, 0)) + " --out " + q(dir_ / "o") +
+                    " --train.batch_size=1048576 --data.seq_len=1024 --model.n_ctx=1024", &out), 1)
+      << out;
+  EXPECT_NE(out.find("the largest part is logits of one step"), std::string::npos) << out;
+  EXPECT_NE(out.find("lower train.batch_size or data.seq_len"), std::string::npos) << out;
+  EXPECT_EQ(out.find("bad_alloc"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir_ / "o")) << "a failed start-up left a run directory";
+  // Parameters too large: names the table and its settings.
+  EXPECT_EQ(run(kCli + " train --config " + q(config("c", 2, 0)) + " --out " + q(dir_ / "o") +
+                    " --model.vocab_size=16000000 --model.d_model=65536", &out), 1) << out;
+  EXPECT_NE(out.find("the largest part is AdamW m and v"), std::string::npos) << out;
+  EXPECT_NE(out.find("lower model.vocab_size or model.d_model"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir_ / "o"));
+}
+
+// ---- 6. The busy-machine default ---------------------------------------------------------------
+
+TEST_F(Reliability, Finding6_PassiveWaitPolicyIsTheDefault) {
+  std::string out;
+  ASSERT_EQ(run("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + kCli + " train --config " +
+                    q(config("c", 1, 0)) + " --out " + q(dir_ / "o"), &out), 0) << out;
+  EXPECT_NE(out.find("OMP_WAIT_POLICY=passive (wte's default)"), std::string::npos) << out;
+  // The user's choice wins.
+  ASSERT_EQ(run("env OMP_WAIT_POLICY=active " + kCli + " train --config " + q(config("c", 1, 0)) +
+                    " --out " + q(dir_ / "o2"), &out), 0) << out;
+  EXPECT_NE(out.find("OMP_WAIT_POLICY=active (from the environment)"), std::string::npos) << out;
+}
+
+// ---- 7. Ctrl-C loses work ----------------------------------------------------------------------
+
+// Starts `wte train` in the background; returns its pid.
+pid_t spawn_train(const std::string& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = "exec " + kCli + " train " + args + " > '" + log.string() + "' 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits until metrics.csv in `run_dir` has at least `rows` rows (or 60 s pass).
+void wait_for_rows(const fs::path& run_dir, size_t rows) {
+  for (int i = 0; i < 6000; ++i) {
+    const std::string m = slurp(run_dir / "metrics.csv");
+    if (static_cast<size_t>(std::count(m.begin(), m.end(), '\n')) >= rows + 1) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void stop_and_resume(const fs::path& dir, int sig, int want_code) {
+  if (!have("h5diff")) GTEST_SKIP() << "h5diff (hdf5-tools) not installed";
+  const size_t steps = 400;
+  const fs::path cfg = dir / "long.ini";
+  write(cfg, tiny_config(dir / "corpus.txt", steps, 0));
+  std::string out;
+  ASSERT_EQ(run(kCli + " train --quiet --config " + q(cfg) + " --out " + q(dir / "whole"), &out), 0)
+      << out;
+  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(dir / "cut"), dir / "cut.log");
+  wait_for_rows(dir / "cut", 3);
+  kill(pid, sig);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string log = slurp(dir / "cut.log");
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal, not by wte: " << log;
+  EXPECT_EQ(WEXITSTATUS(status), want_code) << log;
+  EXPECT_NE(log.find(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + " received: finished step"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("continue with: wte train --resume auto"), std::string::npos) << log;
+  const auto found = wte::list_checkpoints((dir / "cut").string());
+  ASSERT_EQ(found.size(), 1u) << log;
+  EXPECT_GE(found[0].first, 3u);
+  EXPECT_LT(found[0].first, steps);
+  ASSERT_EQ(run(kCli + " train --quiet --resume auto --out " + q(dir / "cut"), &out), 0) << out;
+  EXPECT_TRUE(same_files(wte::checkpoint_path((dir / "whole").string(), steps),
+                         wte::checkpoint_path((dir / "cut").string(), steps), &out))
+      << out;
+}
+
+TEST_F(Reliability, Finding7_SigintFinishesTheStepCheckpointsAndResumesExactly) {
+  stop_and_resume(dir_, SIGINT, 130);
+}
+
+TEST_F(Reliability, Finding7_SigtermFinishesTheStepCheckpointsAndResumesExactly) {
+  stop_and_resume(dir_, SIGTERM, 143);
+}
+
+// ---- 8. Hostile checkpoints (each kind the fuzzer found; fuzz/ explores the rest) ---------------
+
+// Replaces attribute `name` of `obj` in `file` by one of `type` and `dims` (rank 0 = scalar)
+// holding `data`.
+void replace_attr(hid_t file, const char* obj, const char* name, hid_t type,
+                  std::vector<hsize_t> dims, const void* data) {
+  hid_t o = H5Oopen(file, obj, H5P_DEFAULT);
+  H5Adelete(o, name);
+  hid_t space = dims.empty() ? H5Screate(H5S_SCALAR)
+                             : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  hid_t a = H5Acreate2(o, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, type, data);
+  H5Aclose(a);
+  H5Sclose(space);
+  H5Oclose(o);
+}
+
+TEST_F(Reliability, Finding8_HostileCheckpointsGiveErrorsNamingTheObject) {
+  const fs::path ckpt = train("run", 2);
+  struct Case {
+    std::string name, want;
+    std::function<void(hid_t)> edit;
+  };
+  const int64_t four[4] = {1, 2, 3, 4};
+  const std::vector<Case> cases = {
+      {"step_array", "attribute 'step' has shape (4,), expected a scalar",
+       [&](hid_t f) { replace_attr(f, "/", "step", H5T_STD_I64LE, {4}, four); }},
+      {"epoch_array", "/data attribute 'epoch' has shape (4,), expected a scalar",
+       [&](hid_t f) { replace_attr(f, "data", "epoch", H5T_STD_I64LE, {4}, four); }},
+      {"hash_array", "attribute 'config_fnv1a64' has shape (4,)",
+       [&](hid_t f) { replace_attr(f, "/", "config_fnv1a64", H5T_STD_U64LE, {4}, four); }},
+      {"lr_string", "/schedule attribute 'lr' is not a float",
+       [&](hid_t f) {
+         hid_t t = H5Tcopy(H5T_C_S1);
+         H5Tset_size(t, 4);
+         replace_attr(f, "schedule", "lr", t, {}, "abcd");
+         H5Tclose(t);
+       }},
+      {"format_fixed_string_array", "attribute 'format' has shape (2,)",
+       [&](hid_t f) {
+         hid_t t = H5Tcopy(H5T_C_S1);
+         H5Tset_size(t, 3);
+         replace_attr(f, "/", "format", t, {2}, "abcdef");
+         H5Tclose(t);
+       }},
+      {"config_not_string", "dataset 'config/ini' is not a string",
+       [&](hid_t f) {
+         H5Ldelete(f, "config/ini", H5P_DEFAULT);
+         hsize_t d[1] = {3};
+         hid_t s = H5Screate_simple(1, d, nullptr);
+         hid_t ds = H5Dcreate2(f, "config/ini", H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+         H5Dclose(ds);
+         H5Sclose(s);
+       }},
+      {"config_string_array", "dataset 'config/ini' has shape (2,), expected a scalar string",
+       [&](hid_t f) {
+         H5Ldelete(f, "config/ini", H5P_DEFAULT);
+         hsize_t d[1] = {2};
+         hid_t s = H5Screate_simple(1, d, nullptr);
+         hid_t t = H5Tcopy(H5T_C_S1);
+         H5Tset_size(t, H5T_VARIABLE);
+         hid_t ds = H5Dcreate2(f, "config/ini", t, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+         H5Dclose(ds);
+         H5Tclose(t);
+         H5Sclose(s);
+       }},
+      {"soft_link", "'wpe' is a soft link",
+       [&](hid_t f) {
+         H5Ldelete(f, "wpe", H5P_DEFAULT);
+         H5Lcreate_soft("/wte", f, "wpe", H5P_DEFAULT, H5P_DEFAULT);
+       }},
+      {"forged_order", "dataset 'order' has shape (1099511627776,)",
+       [&](hid_t f) {
+         H5Ldelete(f, "data/order", H5P_DEFAULT);
+         hsize_t d[1] = {hsize_t{1} << 40};
+         hid_t s = H5Screate_simple(1, d, nullptr);
+         hid_t ds = H5Dcreate2(f, "data/order", H5T_STD_U32LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+         H5Dclose(ds);
+         H5Sclose(s);
+       }},
+      {"num_samples_huge", "/data attribute 'num_samples' is 4611686018427387904, more than",
+       [&](hid_t f) {
+         const int64_t v = int64_t{1} << 62;
+         replace_attr(f, "data", "num_samples", H5T_STD_I64LE, {}, &v);
+       }},
+      {"wte_without_storage", "dataset 'wte' claims 0 bytes of storage",
+       [&](hid_t f) {
+         H5Ldelete(f, "wte", H5P_DEFAULT);
+         hsize_t d[2] = {300, 16};
+         hid_t s = H5Screate_simple(2, d, nullptr);
+         hid_t ds = H5Dcreate2(f, "wte", H5T_IEEE_F32LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+         H5Dclose(ds);
+         H5Sclose(s);
+       }},
+      {"group_is_dataset", "'optimizer' is a dataset, expected a group",
+       [&](hid_t f) {
+         H5Ldelete(f, "optimizer", H5P_DEFAULT);
+         H5Lcreate_hard(f, "wpe", f, "optimizer", H5P_DEFAULT, H5P_DEFAULT);
+       }},
+  };
+  for (const Case& c : cases) {
+    const fs::path p = dir_ / (c.name + ".h5");
+    hid_t f = open_copy(ckpt, p);
+    ASSERT_GE(f, 0);
+    c.edit(f);
+    H5Fclose(f);
+    std::string what = error_of([&] { wte::read_checkpoint_info(p.string()); });
+    EXPECT_NE(what.find(c.want), std::string::npos) << c.name << ": " << what;
+    std::string out;
+    EXPECT_EQ(run(kCli + " inspect " + q(p), &out), 1) << c.name << ": " << out;
+  }
+}
+
+// ---- 9. Runs that cannot be resumed or that fight ----------------------------------------------
+
+TEST_F(Reliability, Finding9_ValuesThatRoundToZeroOrInfinityInFloat32AreOutOfRange) {
+  auto err = [](const std::string& o) { return error_of([&] { wte::load_config("", {o}); }); };
+  EXPECT_NE(err("--optim.eps=1e-50").find("optim.eps = '1e-50' from the command line (--optim.eps) "
+                                          "is out of range (it rounds to 0 in float32"),
+            std::string::npos)
+      << err("--optim.eps=1e-50");
+  EXPECT_NE(err("--model.ln_eps=1e-40").find("it is subnormal in float32"), std::string::npos);
+  EXPECT_NE(err("--optim.lr=1e-39").find("subnormal"), std::string::npos);
+  EXPECT_NE(err("--optim.grad_clip=1e300").find("out of range"), std::string::npos);
+  EXPECT_EQ(err("--optim.eps=1e-30"), "");
+  EXPECT_EQ(err("--optim.weight_decay=0"), "");
+  EXPECT_NE(err("--train.steps=9223372036854775807").find("out of range"), std::string::npos);
+}
+
+TEST_F(Reliability, Finding9_ADirectoryWithOnlySnapshotsResumesCleanly) {
+  if (!have("h5diff")) GTEST_SKIP() << "h5diff (hdf5-tools) not installed";
+  const fs::path whole = train("whole", 4, 0, "--train.snapshot_steps=0");
+  const fs::path cut = train("cut", 4, 0, "--train.snapshot_steps=0");
+  // As if killed between the step-0 snapshot and the first checkpoint.
+  fs::remove(cut);
+  ASSERT_TRUE(fs::exists(dir_ / "cut" / "snapshot_00000000.h5"));
+  std::string out;
+  // Without --config the run directory's own config.ini is the run's config.
+  ASSERT_EQ(run(kCli + " train --resume auto --out " + q(dir_ / "cut"), &out), 0) << out;
+  EXPECT_NE(out.find("starting from step 0"), std::string::npos) << out;
+  EXPECT_TRUE(same_files(whole, cut, &out)) << out;
+  // --resume auto of a finished run is success, with nothing to do.
+  ASSERT_EQ(run(kCli + " train --resume auto --out " + q(dir_ / "cut"), &out), 0) << out;
+  EXPECT_NE(out.find("is complete"), std::string::npos) << out;
+}
+
+TEST_F(Reliability, Finding9_ASecondRunOnALockedDirectoryFailsAndTheFirstIsUnharmed) {
+  const size_t steps = 3000;
+  const fs::path cfg = config("long", steps, 1000);
+  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(dir_ / "run"), dir_ / "first.log");
+  wait_for_rows(dir_ / "run", 3);
+  std::string out;
+  EXPECT_EQ(run(kCli + " train --resume auto --config " + q(cfg) + " --out " + q(dir_ / "run"), &out), 1)
+      << out;
+  EXPECT_NE(out.find("is in use"), std::string::npos) << out;
+  EXPECT_EQ(run(kCli + " train --config " + q(cfg) + " --out " + q(dir_ / "run") + " --overwrite", &out), 1)
+      << out;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << slurp(dir_ / "first.log");
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(dir_ / "first.log");
+  // metrics.csv: the header, then steps 1..steps once each, in order.
+  std::istringstream m(slurp(dir_ / "run" / "metrics.csv"));
+  std::string line;
+  std::getline(m, line);
+  size_t expect = 1;
+  while (std::getline(m, line)) {
+    ASSERT_EQ(std::stoul(line.substr(0, line.find(','))), expect) << line;
+    ++expect;
+  }
+  EXPECT_EQ(expect, steps + 1);
+}
+
+TEST_F(Reliability, Finding9_AFailingMetricsWriteStopsTheRun) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  fs::create_directories(dir_ / "o");
+  fs::create_symlink("/dev/full", dir_ / "o" / "metrics.csv");
+  std::string out;
+  EXPECT_EQ(run(kCli + " train --config " + q(config("c", 3, 0)) + " --out " + q(dir_ / "o"), &out), 1)
+      << out;
+  EXPECT_NE(out.find("metrics.csv' failed: No space left on device (the disk is full)"),
+            std::string::npos) << out;
+}
+
+}  // namespace
