@@ -6,6 +6,8 @@
 # any crashing input to build-fuzz/crashes/TARGET/. Exit status: 0 if the run ended with no crash,
 # hang, leak or sanitizer report; libFuzzer's non-zero status otherwise. Prints libFuzzer's
 # final stats (runs, cov, ft). Extra arguments after SECONDS go to libFuzzer (e.g. -jobs=2).
+# A unit slower than FUZZ_TIMEOUT seconds (default 30, wall clock: generous for shared machines)
+# counts as a hang.
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: $0 config|checkpoint|token_file|tokenizer SECONDS [libFuzzer options]" >&2
@@ -37,5 +39,5 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 echo "== fuzz_${target} for ${seconds} s (seeds fuzz/corpus/${target}, corpus $build/corpus/${target})"
 "$build/fuzz_${target}" "$build/corpus/$target" "fuzz/corpus/$target" "${dict[@]}" \
-  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2560 -malloc_limit_mb=2048 \
+  -max_total_time="$seconds" -timeout="${FUZZ_TIMEOUT:-30}" -rss_limit_mb=2560 -malloc_limit_mb=2048 \
   -print_final_stats=1 -artifact_prefix="$build/crashes/$target/" "$@"

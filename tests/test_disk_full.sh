@@ -52,7 +52,9 @@ echo "$out" | grep -q "No space left on device" || fail "the message does not sa
 echo "$out" | grep -q "checkpoint '$work/mnt/run/checkpoint_00000004.h5'" || fail "the message does not name the file: $out"
 ls "$work/mnt/run"/*.tmp 2>/dev/null && fail "a .tmp file was left behind"
 "$cli" inspect "$work/mnt/run/checkpoint_00000002.h5" > /dev/null || fail "the previous checkpoint is not whole"
-# wte grad onto the full disk.
+# wte grad onto the full disk (filled to the last few KiB).
+avail=$(df -k --output=avail "$work/mnt" | tail -1)
+[ "$avail" -gt 4 ] && dd if=/dev/zero of="$work/mnt/filler2" bs=1k count=$(( avail - 4 )) status=none 2>/dev/null
 echo "1 2 3 4 5" > "$work/batch.txt"
 out=$("$cli" grad --checkpoint "$work/ref/checkpoint_00000004.h5" --tokens "$work/batch.txt" --out "$work/mnt/grads.h5" 2>&1); code=$?
 echo "$out" | tail -2

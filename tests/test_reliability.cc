@@ -273,10 +273,10 @@ TEST_F(Reliability, Finding6_PassiveWaitPolicyIsTheDefault) {
 // ---- 7. Ctrl-C loses work ----------------------------------------------------------------------
 
 // Starts `wte train` in the background; returns its pid.
-pid_t spawn_train(const std::string& args, const fs::path& log) {
+pid_t spawn_train(const std::string& args, const fs::path& log, const std::string& env = "") {
   const pid_t pid = fork();
   if (pid == 0) {
-    const std::string cmd = "exec " + kCli + " train " + args + " > '" + log.string() + "' 2>&1";
+    const std::string cmd = env + " exec " + kCli + " train " + args + " > '" + log.string() + "' 2>&1";
     execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -294,7 +294,7 @@ void wait_for_rows(const fs::path& run_dir, size_t rows) {
 
 void stop_and_resume(const fs::path& dir, int sig, int want_code) {
   if (!have("h5diff")) GTEST_SKIP() << "h5diff (hdf5-tools) not installed";
-  const size_t steps = 400;
+  const size_t steps = 3000;  // long enough that the signal arrives mid-run
   const fs::path cfg = dir / "long.ini";
   write(cfg, tiny_config(dir / "corpus.txt", steps, 0));
   std::string out;
@@ -476,16 +476,26 @@ TEST_F(Reliability, Finding9_ADirectoryWithOnlySnapshotsResumesCleanly) {
 }
 
 TEST_F(Reliability, Finding9_ASecondRunOnALockedDirectoryFailsAndTheFirstIsUnharmed) {
-  const size_t steps = 3000;
-  const fs::path cfg = config("long", steps, 1000);
-  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(dir_ / "run"), dir_ / "first.log");
-  wait_for_rows(dir_ / "run", 3);
+  const size_t steps = 300;
+  const fs::path cfg = config("long", steps, 100);
+  // The first run stops itself (SIGSTOP, a test hook) while it writes checkpoint 100: it holds
+  // the lock for as long as the test needs.
+  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(dir_ / "run"), dir_ / "first.log",
+                                "WTE_TEST_PAUSE_IN_CHECKPOINT_WRITE=100");
+  for (int i = 0; i < 6000; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_s, comm, state;
+    stat >> pid_s >> comm >> state;
+    if (state == "T") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   std::string out;
   EXPECT_EQ(run(kCli + " train --resume auto --config " + q(cfg) + " --out " + q(dir_ / "run"), &out), 1)
       << out;
   EXPECT_NE(out.find("is in use"), std::string::npos) << out;
   EXPECT_EQ(run(kCli + " train --config " + q(cfg) + " --out " + q(dir_ / "run") + " --overwrite", &out), 1)
       << out;
+  kill(pid, SIGCONT);
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status)) << slurp(dir_ / "first.log");
