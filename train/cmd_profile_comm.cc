@@ -95,7 +95,7 @@ int cmd_profile_comm(int argc, char** argv) {
   std::vector<std::string> overrides;
   try {
     po::parsed_options parsed =
-        po::command_line_parser(argc, argv).options(desc).allow_unregistered().run();
+        po::command_line_parser(argc, argv).style(exact_style()).options(desc).allow_unregistered().run();
     overrides = po::collect_unrecognized(parsed.options, po::include_positional);
     po::store(parsed, vm);
     po::notify(vm);

@@ -97,6 +97,7 @@ int cmd_sample(int argc, char** argv) {
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(with_aliases(argc, argv, {{"--tokens", "--max-new-tokens"}}))
+                  .style(exact_style())
                   .options(opts)
                   .run(),
               vm);
