@@ -31,7 +31,8 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" -DWTE_FUZZ=ON -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 "${launcher[@]}" >/dev/null
 fi
-cmake --build "$build" --target "fuzz_${target}" -j "${JOBS:-$(nproc)}" >/dev/null
+# FUZZ_NO_BUILD=1: run the binary as it is (e.g. while another build uses the machine).
+[ -n "${FUZZ_NO_BUILD:-}" ] || cmake --build "$build" --target "fuzz_${target}" -j "${JOBS:-$(nproc)}" >/dev/null
 mkdir -p "$build/corpus/$target" "$build/crashes/$target"
 dict=()
 [ -f "fuzz/${target}.dict" ] && dict=(-dict="fuzz/${target}.dict")
