@@ -66,6 +66,7 @@ void write_file_atomic(const std::string& path, const std::string& description,
                   write_failure(errno, dir));
     ::close(fd);
   }
+  hsize_t used = 0;
   try {
     {
       H5::FileAccPropList fapl;
@@ -89,7 +90,13 @@ void write_file_atomic(const std::string& path, const std::string& description,
       }
       fill(file, tmp);
       file.flush(H5F_SCOPE_GLOBAL);
+      used = file.getFileSize();  // HDF5's end of file: what it wrote, without the reservation
     }  // every handle closed here (fill's own handles closed when it returned)
+    // HDF5 does not know about the reserved tail (its idea of the file's end is what it wrote),
+    // so it is cut off here.
+    if (expected_bytes > 0 && used > 0 && ::truncate(tmp.c_str(), static_cast<off_t>(used)) != 0)
+      throw Error("writing " + description + " failed: cannot truncate '" + tmp + "': " +
+                  write_failure(errno, dir));
     commit_file(tmp, path);
   } catch (const H5::Exception& e) {
     std::remove(tmp.c_str());
