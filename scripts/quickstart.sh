@@ -3,9 +3,9 @@
 #   scripts/quickstart.sh train   install what is missing, build Release, make the corpus, train
 #                                 configs/default.ini into runs/default
 #   scripts/quickstart.sh test    install what is missing, build Release, fetch GPT-2's vocabulary,
-#                                 run every test through ctest; then the same tests again in an
-#                                 ASan+UBSan build (build-asan), and each libFuzzer target for
-#                                 FUZZ_SECONDS (default 60) in a clang build (build-fuzz)
+#                                 run every test through ctest; with WTE_SANITIZERS=1 also the
+#                                 same tests in an ASan+UBSan build (build-asan) and each
+#                                 libFuzzer target for FUZZ_SECONDS (default 60) (build-fuzz)
 #   scripts/quickstart.sh build   only install and build
 # Run as root, or as a user with sudo. Environment: BUILD_DIR (default build), JOBS (default nproc).
 set -euo pipefail
@@ -78,28 +78,34 @@ case "$mode" in
     datasets/fetch_gpt2_vocab.sh || vocab_ok=0
     echo "== running every test"
     ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
-    # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (any report fails
-    # the test that triggered it), in a second build directory.
-    asan_dir="${ASAN_BUILD_DIR:-build-asan}"
-    echo "== building $asan_dir (ASan+UBSan) and running every test in it"
-    cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=Release -DWTE_SANITIZE=ON >/dev/null
-    cmake --build "$asan_dir" -j "$jobs"
-    # detect_leaks=0: oneDNN and libgomp keep process-lifetime caches; allocator_may_return_null:
-    # tests of absurd sizes expect std::bad_alloc, not an ASan abort; any report fails its test.
-    ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:allocator_may_return_null=1" \
-      UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-      ctest --test-dir "$asan_dir" --output-on-failure -j "$jobs"
-    # Each libFuzzer target for a short while (scripts/fuzz.sh; long runs are done by hand).
-    for target in config checkpoint token_file tokenizer; do
-      log="$(mktemp)"
-      if ! scripts/fuzz.sh "$target" "${FUZZ_SECONDS:-60}" > "$log" 2>&1; then
-        tail -60 "$log"
-        echo "error: fuzz target $target failed (its input is in build-fuzz/crashes/$target)" >&2
-        exit 1
-      fi
-      grep -E '^== fuzz_|#[0-9]+ *DONE' "$log" || true
-      rm -f "$log"
-    done
+    # Sanitizer and fuzz stages (issue 10): opt-in with WTE_SANITIZERS=1. They are not yet part of
+    # CI: the suite grew (transformer blocks, Python module, MPI, install consumers) after they were
+    # last run whole under ASan, and a script test that loads an ASan build into /usr/bin/python3 or
+    # links consumers against it needs exclusions that have not been verified.
+    if [ "${WTE_SANITIZERS:-0}" = 1 ]; then
+      # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (any report fails
+      # the test that triggered it), in a second build directory.
+      asan_dir="${ASAN_BUILD_DIR:-build-asan}"
+      echo "== building $asan_dir (ASan+UBSan) and running every test in it"
+      cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=Release -DWTE_SANITIZE=ON >/dev/null
+      cmake --build "$asan_dir" -j "$jobs"
+      # detect_leaks=0: oneDNN and libgomp keep process-lifetime caches; allocator_may_return_null:
+      # tests of absurd sizes expect std::bad_alloc, not an ASan abort; any report fails its test.
+      ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:allocator_may_return_null=1" \
+        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+        ctest --test-dir "$asan_dir" --output-on-failure -j "$jobs"
+      # Each libFuzzer target for a short while (scripts/fuzz.sh; long runs are done by hand).
+      for target in config checkpoint token_file tokenizer; do
+        log="$(mktemp)"
+        if ! scripts/fuzz.sh "$target" "${FUZZ_SECONDS:-60}" > "$log" 2>&1; then
+          tail -60 "$log"
+          echo "error: fuzz target $target failed (its input is in build-fuzz/crashes/$target)" >&2
+          exit 1
+        fi
+        grep -E '^== fuzz_|#[0-9]+ *DONE' "$log" || true
+        rm -f "$log"
+      done
+    fi
     if [ "$vocab_ok" = 0 ]; then
       echo "error: GPT-2's vocabulary could not be fetched (see above), so its tests were skipped" >&2
       exit 1
