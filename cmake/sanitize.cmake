@@ -7,8 +7,11 @@
 # OpenMP runtimes in one process, PLATFORM.md). The fuzz build therefore compiles without
 # -fopenmp (wte's own `#pragma omp` loops run on one thread, which is all a parser fuzzer needs)
 # and links GNU libgomp explicitly for oneDNN and the omp_* calls: one runtime, libgomp.
-option(WTE_SANITIZE "build everything with -fsanitize=address,undefined" OFF)
-option(WTE_FUZZ "build the libFuzzer targets in fuzz/ (clang only; implies ASan+UBSan)" OFF)
+# Top-level builds only: as a subproject wte writes nothing into the parent's cache.
+if(PROJECT_IS_TOP_LEVEL)
+  option(WTE_SANITIZE "build everything with -fsanitize=address,undefined" OFF)
+  option(WTE_FUZZ "build the libFuzzer targets in fuzz/ (clang only; implies ASan+UBSan)" OFF)
+endif()
 
 set(WTE_SANITIZER_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer
                         -fno-sanitize-recover=undefined)

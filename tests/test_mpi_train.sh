@@ -168,10 +168,10 @@ PY
   > "$dir/killed.txt" 2>&1 &
 mpirun_pid=$!
 for _ in $(seq 600); do
-  ls "$dir/killed"/checkpoint_*.h5 > /dev/null 2>&1 && break
+  compgen -G "$dir/killed/checkpoint_*.h5" > /dev/null && break
   sleep 0.1
 done
-ls "$dir/killed"/checkpoint_*.h5 > /dev/null 2>&1 || fail "no checkpoint within 60 s"
+compgen -G "$dir/killed/checkpoint_*.h5" > /dev/null || { cat "$dir/killed.txt"; fail "no checkpoint within 60 s"; }
 rank1=""
 for p in $(pgrep -P "$mpirun_pid"); do
   if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then rank1=$p; fi

@@ -641,11 +641,11 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   if (!resuming && writer) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, 0);
   SampleTrace trace(writer);
   say("model: vocab_size %zu, d_model %zu, n_ctx %zu, n_layer %zu, n_head %zu, ln_f %s, %s; "
-      "%zu parameters; %d threads (%s)%s\n",
+      "%zu parameters; %d threads%s (%s)\n",
       cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx, cfg.model.n_layer,
       cfg.model.n_head, cfg.model.ln_f ? "on" : "off",
       cfg.model.tie_embeddings ? "tied lm_head" : "untied lm_head", model.num_parameters(),
-      omp_get_max_threads(), cli::wait_policy_description(), sync.describe().c_str());
+      omp_get_max_threads(), sync.describe().c_str(), cli::wait_policy_description());
   print_memory(model, B, T, say);
 
   // The loop: a step, then (when due) evaluation, a log line, a checkpoint.
