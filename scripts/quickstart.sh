@@ -62,7 +62,10 @@ fi
 
 echo "== building ($build_dir, Release, $jobs jobs)"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build_dir" -j "$jobs"
+# `train` needs only the wte command line; `test` and `build` build everything (tests included).
+targets=()
+[ "$mode" = train ] && targets=(--target wte)
+cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
 
 case "$mode" in
   train)
