@@ -113,6 +113,12 @@ int train_main(int argc, char** argv) {
       "used; --section.key=value may change train.steps, the log/eval/checkpoint intervals, "
       "train.eval_tokens, train.snapshot_steps, checkpoint.keep_last, train.threads (then not "
       "bit-identical) and the data paths: nothing that alters what a step computes")(
+      "init-from", po::value<std::string>(),
+      "start a fresh run (step 0, new optimizer, new data order) from the weights of checkpoint "
+      "PATH: a checkpoint or snapshot of wte train, or a model made by wte import. Its model keys "
+      "(vocab_size, d_model, n_ctx, n_layer, n_head, tie_embeddings, ln_f, ln_eps) must equal the "
+      "config's (each difference is named); its tokenizer is used. Without --config the "
+      "checkpoint's own config is used (give --data.text=... and any other keys)")(
       "stop-at", po::value<std::string>(),
       "write a checkpoint after step N and exit, as a pre-empted job would (the learning-rate "
       "schedule still spans train.steps); continue with --resume")(
@@ -143,6 +149,8 @@ int train_main(int argc, char** argv) {
   }
   if (vm.count("help")) {
     std::cout << "Usage: wte train --config FILE [--out DIR] [--section.key=value ...]\n"
+                 "       wte train --init-from CHECKPOINT [--config FILE] [--out DIR] "
+                 "[--section.key=value ...]\n"
                  "       wte train --resume PATH|auto [--config FILE] [--out DIR] "
                  "[--section.key=value ...]\n\n"
                  "Trains a GPT-2-style model (wte + wpe -> transformer blocks -> ln_f -> lm_head,\n"
@@ -185,6 +193,12 @@ int train_main(int argc, char** argv) {
   }
   std::string config_path = vm.count("config") ? vm["config"].as<std::string>() : "";
   const std::string resume = vm.count("resume") ? vm["resume"].as<std::string>() : "";
+  const std::string init_from = vm.count("init-from") ? vm["init-from"].as<std::string>() : "";
+  if (!init_from.empty() && !resume.empty())
+    throw UsageError("--init-from and --resume exclude each other: --resume continues a run "
+                     "exactly, --init-from starts a new run from a checkpoint's weights");
+  if (vm.count("init-from") && init_from.empty())
+    throw UsageError("--init-from is empty; allowed: a checkpoint path");
   RunOptions opts;
   opts.quiet = vm.count("quiet") > 0;
   opts.overwrite = vm.count("overwrite") > 0;
@@ -208,10 +222,13 @@ int train_main(int argc, char** argv) {
     return 2;
   } else {
     opts.out_dir = (fs::path("runs") / (config_path.empty()
-                                            ? std::string("default")
+                                            ? (init_from.empty()
+                                                   ? std::string("default")
+                                                   : "from_" + fs::path(init_from).stem().string())
                                             : fs::path(config_path).stem().string()))
                        .string();
   }
+  opts.init_from = init_from;
   // The run directory is locked from here to the end of the run (train/run_guard.h): a second
   // `wte train` on it fails now, before it reads or writes anything there.
   // Under mpirun only rank 0 writes, so only rank 0 locks (and may create) the directory.
@@ -273,9 +290,11 @@ int train_main(int argc, char** argv) {
   }
   // Without --config a resumed run takes the checkpoint's own resolved config (paths absolute).
   const Config cfg = usage_errors_of_overrides([&] {
-    return (!opts.resume.empty() && config_path.empty())
-               ? parse_config(read_checkpoint_info(opts.resume).config_ini,
-                              "the config stored in '" + opts.resume + "'", overrides)
+    // --init-from without --config: the checkpoint's own config, as --resume does.
+    const std::string own = !opts.resume.empty() ? opts.resume : opts.init_from;
+    return (!own.empty() && config_path.empty())
+               ? parse_config(read_checkpoint_info(own).config_ini,
+                              "the config stored in '" + own + "'", overrides)
                : load_config(config_path, overrides);
   });
   if (!opts.resume.empty() && !config_path.empty() && !opts.quiet)

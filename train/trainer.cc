@@ -249,6 +249,45 @@ CheckpointInfo check_resume(const Config& cfg, const RunOptions& opts) {
   return ckpt;
 }
 
+// --init-from: a fresh run (step 0, new optimizer, new data order) whose parameters come from a
+// checkpoint (any: the trainer's, a snapshot, an imported model). The model's shapes and structure
+// must equal the config's; each differing key is named with both values. Checked before any work.
+CheckpointInfo check_init_from(const Config& cfg, const RunOptions& opts) {
+  CheckpointInfo info = read_checkpoint_info(opts.init_from);  // validates every dataset
+  const Config stored =
+      parse_config(info.config_ini, "the config stored in '" + opts.init_from + "'");
+  const ModelConfig &a = stored.model, &b = cfg.model;
+  std::vector<std::string> diffs;
+  auto cmp = [&](const char* key, const std::string& then, const std::string& now) {
+    if (then != now) diffs.push_back(std::string(key) + ": checkpoint " + then + ", config " + now);
+  };
+  auto str = [](auto v) { return std::to_string(v); };
+  auto yn = [](bool v) { return std::string(v ? "true" : "false"); };
+  cmp("model.vocab_size", str(a.vocab_size), str(b.vocab_size));
+  cmp("model.d_model", str(a.d_model), str(b.d_model));
+  cmp("model.n_ctx", str(a.n_ctx), str(b.n_ctx));
+  cmp("model.n_layer", str(a.n_layer), str(b.n_layer));
+  if (a.n_layer > 0 || b.n_layer > 0) cmp("model.n_head", str(a.n_head), str(b.n_head));
+  cmp("model.tie_embeddings", yn(a.tie_embeddings), yn(b.tie_embeddings));
+  cmp("model.ln_f", yn(a.ln_f), yn(b.ln_f));
+  if (a.ln_eps != b.ln_eps) {
+    char then[32], now[32];
+    std::snprintf(then, sizeof then, "%.9g", static_cast<double>(a.ln_eps));
+    std::snprintf(now, sizeof now, "%.9g", static_cast<double>(b.ln_eps));
+    diffs.push_back(std::string("model.ln_eps: checkpoint ") + then + ", config " + now);
+  }
+  if (!diffs.empty()) {
+    std::string msg = "cannot start from --init-from '" + opts.init_from + "': " +
+                      std::to_string(diffs.size()) +
+                      " model setting(s) of the config differ from the checkpoint's:";
+    for (const std::string& d : diffs) msg += "\n  " + d;
+    throw Error(msg + "\n(set them to the checkpoint's values, e.g. --model.n_layer=" +
+                str(a.n_layer) + ", or leave out --config to train with the checkpoint's own "
+                "config)");
+  }
+  return info;
+}
+
 void check_stop_at(const Config& cfg, const RunOptions& opts, bool resuming, int64_t resume_step) {
   if (opts.stop_at > 0 &&
       (opts.stop_at >= cfg.train.steps ||
@@ -285,8 +324,14 @@ struct RunData {
 
 // Splits, tokenizes (or reads token files) and checks every id before any compute. Resuming, the
 // checkpoint's tokenizer is always the one used, and the data must hash as the checkpoint's.
+// With --init-from (ckpt set, opts.resume empty) the checkpoint's tokenizer is used the same way
+// (its ids index the checkpoint's wte), but the data may be any.
 RunData prepare_data(const Config& cfg, const RunOptions& opts, const CheckpointInfo* ckpt,
                      const Say& say) {
+  const bool resuming = !opts.resume.empty();
+  const std::string source = resuming ? opts.resume : opts.init_from;
+  const std::string cannot = resuming ? "cannot resume from '" + source + "'"
+                                      : "cannot start from --init-from '" + source + "'";
   const size_t T = cfg.data.seq_len, V = cfg.model.vocab_size;
   const bool from_token_files = !cfg.data.train_tokens.empty();
   RunData d;
@@ -295,11 +340,11 @@ RunData prepare_data(const Config& cfg, const RunOptions& opts, const Checkpoint
     // The checkpoint's tokenizer, always: a tokenizer directory must hold the same one; with
     // data.tokenizer = train, BPE is not trained again.
     d.tokenizer = Tokenizer::from_strings(ckpt->encoder_json, ckpt->vocab_bpe,
-                                          "the tokenizer stored in '" + opts.resume + "'");
+                                          "the tokenizer stored in '" + source + "'");
     if (cfg.data.tokenizer != "train") {
       const Tokenizer dir_tok = Tokenizer::load(cfg.data.tokenizer);
       if (dir_tok.encoder_json() != ckpt->encoder_json || dir_tok.vocab_bpe() != ckpt->vocab_bpe)
-        throw Error("cannot resume from '" + opts.resume + "': tokenizer: data.tokenizer '" +
+        throw Error(cannot + ": tokenizer: data.tokenizer '" +
                     cfg.data.tokenizer + "' holds another vocabulary than the checkpoint's (" +
                     std::to_string(dir_tok.size()) + " tokens, " +
                     std::to_string(dir_tok.num_merges()) + " merges, vs " +
@@ -349,7 +394,7 @@ RunData prepare_data(const Config& cfg, const RunOptions& opts, const Checkpoint
                 " tokens, fewer than data.seq_len + 1 = " + std::to_string(T + 1));
   d.train_hash = fnv1a64(d.train_ids);
   d.val_hash = fnv1a64(d.val_ids);
-  if (ckpt != nullptr) {
+  if (ckpt != nullptr && resuming) {
     const ResumeState& rs = ckpt->resume;
     std::string diffs;
     auto compare = [&](const char* which, uint64_t n_then, uint64_t h_then, uint64_t n_now,
@@ -591,8 +636,13 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   // before all of them pass.
   check_paths(cfg, opts);
   const bool resuming = !opts.resume.empty();
+  const bool initing = !opts.init_from.empty();
+  if (resuming && initing)
+    throw Error("--resume and --init-from exclude each other: --resume continues a run, "
+                "--init-from starts a new one from a checkpoint's weights");
   CheckpointInfo ckpt;
   if (resuming) ckpt = check_resume(cfg, opts);
+  if (initing) ckpt = check_init_from(cfg, opts);
   check_stop_at(cfg, opts, resuming, ckpt.step);
   // Data-parallel ranks (mpirun -np R): every rank serves the same global batches and trains on
   // its slice; only rank 0 writes files and evaluates (the other ranks' stdout is closed in
@@ -605,7 +655,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   start_thread_team(cfg);
   const Say say{opts.quiet};
   note_skipped_snapshots(cfg);
-  const RunData d = prepare_data(cfg, opts, resuming ? &ckpt : nullptr, say);
+  const RunData d = prepare_data(cfg, opts, resuming || initing ? &ckpt : nullptr, say);
   const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
   BatchLoader loader(&d.train_ids, T, /*shuffle=*/true, cfg.train.seed ^ 0x5eed0da7aULL);
   if (loader.num_samples() < B)
@@ -632,7 +682,13 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
         opts.resume.c_str(), start_step, static_cast<unsigned long long>(loader.epoch()),
         static_cast<unsigned long long>(loader.cursor()), loader.num_samples());
   } else {
-    model.init_weights(cfg.train.seed);
+    if (initing) {
+      load_checkpoint(opts.init_from, model, /*optimizer=*/nullptr);  // weights only: fresh AdamW
+      say("init-from: %s (its step %lld): its weights, a new optimizer, step 0\n",
+          opts.init_from.c_str(), static_cast<long long>(ckpt.step));
+    } else {
+      model.init_weights(cfg.train.seed);
+    }
     if (writer) clear_earlier_run(opts, say);
   }
   std::string metrics_path;

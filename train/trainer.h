@@ -13,6 +13,8 @@ struct RunOptions {
   std::string out_dir;   // metrics.csv, config.ini, tokenizer/, checkpoints
   bool quiet = false;    // no progress lines (errors and the final summary still print)
   std::string resume;    // checkpoint to continue from (empty: a fresh run); see run_training
+  std::string init_from; // a fresh run (step 0, new AdamW) from this checkpoint's weights (any
+                         // checkpoint, snapshot or `wte import`ed model); excludes `resume`
   size_t stop_at = 0;    // if > 0: after this step, write a checkpoint and return (the schedule
                          // still spans train.steps), as a pre-empted job would; resume continues
   bool overwrite = false;  // a fresh run into a directory holding an earlier run's checkpoints
@@ -52,6 +54,12 @@ struct RunSummary {
 /// position (the step) are restored; metrics.csv keeps its rows up to the step and continues;
 /// unfinished checkpoint_*.h5.tmp files in the run directory are removed. With the same thread
 /// count the result is bit-identical to a run that was never stopped.
+/// Init-from (opts.init_from = a checkpoint path): a fresh run whose parameters are the
+/// checkpoint's instead of init_weights. Before any work: the file validates (read_checkpoint_info);
+/// its model keys (vocab_size, d_model, n_ctx, n_layer, n_head, tie_embeddings, ln_f, ln_eps)
+/// equal cfg.model's (else wte::Error naming each differing key with both values); the checkpoint's
+/// tokenizer is the one used (a data.tokenizer directory must hold the same one). The optimizer,
+/// step, schedule and data order start fresh.
 /// After each checkpoint, older ones beyond checkpoint.keep_last are deleted (see
 /// prune_checkpoints in trainer.cc: only checkpoints of steps <= the current one are counted).
 RunSummary run_training(const Config& cfg, const RunOptions& opts);
