@@ -3,6 +3,9 @@
 // same index in two texts, compared layer by layer against each layer's baseline, with the
 // reason the rows are equal or differ (a causal model's row sees only the tokens before it).
 #include <boost/program_options.hpp>
+#include <omp.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +16,7 @@
 
 #include "src/analysis/context_geometry.h"
 #include "src/analysis/geometry.h"
+#include "src/io/hdf5_util.h"
 #include "src/model/decoder.h"
 #include "train/cli_util.h"
 #include "train/commands.h"
@@ -51,19 +55,62 @@ struct Encoded {
   std::string text;
   std::vector<int32_t> ids;
   std::vector<std::vector<float>> rows;   // (L) each (T, C): hidden_states[l]
+  std::vector<float> logits;              // (T, V), only for --out
 };
 
-// Every layer's rows of one text, one position at a time through the KV-cache decoder.
-void run_text(Decoder& dec, Encoded& e, size_t L, size_t C) {
+// Every layer's rows of one text, one position at a time through the KV-cache decoder; with
+// `logits`, also each position's logits (the unembedding, skipped otherwise).
+void run_text(Decoder& dec, Encoded& e, size_t L, size_t C, bool logits) {
   dec.reset();
   e.rows.assign(L, std::vector<float>(e.ids.size() * C));
+  const size_t V = dec.vocab_size();
+  if (logits) e.logits.assign(e.ids.size() * V, 0.0f);
   for (size_t i = 0; i < e.ids.size(); ++i) {
-    dec.step_hidden(e.ids[i]);
+    if (logits)
+      std::memcpy(e.logits.data() + i * V, dec.step(e.ids[i]), V * sizeof(float));
+    else
+      dec.step_hidden(e.ids[i]);
     for (size_t l = 0; l < L; ++l) {
       const float* r = l + 1 == L ? dec.final_hidden() : dec.residual(l);
       std::memcpy(e.rows[l].data() + i * C, r, C * sizeof(float));
     }
   }
+}
+
+// --out FILE.h5: every text's ids, hidden_states (L, T, C) and logits (T, V), written atomically.
+void write_hidden_states(const std::string& out, const std::string& checkpoint,
+                         const std::vector<Encoded>& texts, size_t n_layer, size_t C, size_t V) {
+  const size_t L = texts.empty() ? 0 : texts[0].rows.size();  // hidden_state_layers(n_layer)
+  hdf5::write_file_atomic(
+      out, "hidden states '" + out + "'",
+      [&](H5::H5File& file, const std::string&) {
+        H5::Group root = file.openGroup("/");
+        hdf5::write_string_attr(root, "format", "wte-hidden-states");
+        hdf5::write_string_attr(root, "checkpoint", checkpoint);
+        hdf5::write_string_attr(root, "layers",
+                                "hidden_states[l] (Hugging Face's list): [0] = wte[id] + wpe[index], "
+                                "[l] = the input of block l, the last = ln_f of the last block's "
+                                "output (a model with no blocks: [0] and ln_f of it); logits = "
+                                "the last · lm_headᵀ");
+        hdf5::write_int_attr(root, "n_layer", static_cast<int64_t>(n_layer));
+        hdf5::write_int_attr(root, "d_model", static_cast<int64_t>(C));
+        hdf5::write_int_attr(root, "vocab_size", static_cast<int64_t>(V));
+        hdf5::write_int_attr(root, "texts", static_cast<int64_t>(texts.size()));
+        for (size_t ti = 0; ti < texts.size(); ++ti) {
+          const Encoded& e = texts[ti];
+          const size_t T = e.ids.size();
+          H5::Group g = root.createGroup("text" + std::to_string(ti));
+          hdf5::write_string(g, "text", e.text);
+          const hsize_t dims[1] = {T};
+          H5::DataSet ids = g.createDataSet("ids", H5::PredType::STD_I32LE, H5::DataSpace(1, dims));
+          ids.write(e.ids.data(), H5::PredType::NATIVE_INT32);
+          std::vector<float> hs;
+          hs.reserve(L * T * C);
+          for (size_t l = 0; l < L; ++l) hs.insert(hs.end(), e.rows[l].begin(), e.rows[l].end());
+          hdf5::write_tensor(g, "hidden_states", {L, T, C}, hs.data());
+          hdf5::write_tensor(g, "logits", {T, V}, e.logits.data());
+        }
+      });
 }
 
 // The baseline rows: a sample of the token file, or (no file) the texts' own rows.
@@ -122,11 +169,15 @@ int cmd_hidden_states(int argc, char** argv) {
        "the checkpoint, as wte train writes it; without one, the texts' own rows)")
       ("baseline-tokens", po::value<std::string>()->default_value("2048"),
        "rows of the token file for the baseline, in [2, 2^20] (windows of n_ctx tokens, evenly "
-       "spaced)");
+       "spaced)")
+      ("out,o", po::value<std::string>(),
+       "also write FILE.h5: per text /textN/ids (T,) int32, /textN/hidden_states (L, T, d_model) "
+       "(L = n_layer + 1; 2 for a model with no blocks) and /textN/logits (T, vocab_size) float32: "
+       "every row printed, whole");
   // clang-format on
   const char* usage =
       "Usage: wte hidden-states --checkpoint C --text \"...\" [--text \"...\" ...] [--dims N]\n"
-      "                         [--data FILE] [--baseline-tokens N]\n\n"
+      "                         [--data FILE] [--baseline-tokens N] [--out FILE.h5]\n\n"
       "Encodes each text with the checkpoint's tokenizer and prints every token's index, id, piece\n"
       "and its row of every layer of Hugging Face's hidden_states list: hidden_states[0] =\n"
       "wte[id] + wpe[index] (before any block), hidden_states[l] the input of block l, and the last\n"
@@ -165,6 +216,11 @@ int cmd_hidden_states(int argc, char** argv) {
   const size_t dims_arg = whole_number_option(vm, "dims", 0, size_t{1} << 16);
   const size_t baseline_rows = whole_number_option(vm, "baseline-tokens", 2, size_t{1} << 20);
   const std::string path = vm["checkpoint"].as<std::string>();
+  const std::string out = vm.count("out") ? vm["out"].as<std::string>() : "";
+  if (!out.empty()) {
+    check_output_file("--out", out);
+    check_output_not_input("--out", out, {{"--checkpoint", path}});
+  }
   const CheckpointInfo info = read_checkpoint_info(path);
   const Config cfg = parse_config(info.config_ini, path + " /config/ini");
   const Tokenizer tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe, path + " /tokenizer");
@@ -198,7 +254,14 @@ int cmd_hidden_states(int argc, char** argv) {
   load_checkpoint(path, model, nullptr);
   Decoder dec(model);
   const size_t n_layer = dec.n_layer(), L = hidden_state_layers(n_layer);
-  for (Encoded& e : texts) run_text(dec, e, L, C);
+  const auto t_forward = std::chrono::steady_clock::now();
+  size_t positions = 0;
+  for (Encoded& e : texts) {
+    run_text(dec, e, L, C, !out.empty());
+    positions += e.ids.size();
+  }
+  const double forward_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_forward).count();
   const HiddenStateSample sample = baseline_sample(model, texts, data_path, baseline_rows, C);
   const Baseline base = measure_baseline(
       sample, data_path.empty() ? "the texts' own rows (no --data and no val.bin beside the checkpoint)"
@@ -353,6 +416,14 @@ int cmd_hidden_states(int argc, char** argv) {
                       max_diff, i, j, max_dev);
         }
   if (other_index == 0) std::printf("  (none)\n");
+  std::printf("\nforward: %zu position(s) through %zu layer(s)%s in %.3f s (KV-cache decoder, %d "
+              "thread(s))\n", positions, L, out.empty() ? "" : " with logits", forward_seconds,
+              omp_get_max_threads());
+  if (!out.empty()) {
+    write_hidden_states(out, path, texts, n_layer, C, cfg.model.vocab_size);
+    std::printf("wrote %s: ids, hidden_states (%zu, T, %zu) and logits (T, %zu) of %zu text(s)\n",
+                out.c_str(), L, C, cfg.model.vocab_size, texts.size());
+  }
   if (!causal_ok || rows_equal != rows_checked) {
     std::fprintf(stderr, "wte hidden-states: FAILED: %s\n",
                  !causal_ok ? "a token with the same tokens before it gave different rows"

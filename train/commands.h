@@ -15,5 +15,7 @@ int cmd_grad(int argc, char** argv);      // train/cmd_grad.cc
 int cmd_geometry(int argc, char** argv);       // train/cmd_geometry.cc
 int cmd_hidden_states(int argc, char** argv);  // train/cmd_hidden_states.cc
 int cmd_sample(int argc, char** argv);         // train/cmd_sample.cc
+int cmd_import(int argc, char** argv);         // train/cmd_import.cc
+int cmd_export(int argc, char** argv);         // train/cmd_export.cc
 
 }  // namespace wte::cli

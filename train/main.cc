@@ -37,6 +37,10 @@ constexpr Command kCommands[] = {
     {"hidden-states", wte::cli::cmd_hidden_states,
      "print the hidden states of texts; same token, same index: same bits at layer 0"},
     {"sample", wte::cli::cmd_sample, "generate text from a checkpoint (KV cache, temperature, top-k, seed)"},
+    {"import", wte::cli::cmd_import,
+     "read a Hugging Face GPT-2 (model.safetensors, config.json, vocab.json, merges.txt) into a checkpoint"},
+    {"export", wte::cli::cmd_export,
+     "write a checkpoint as Hugging Face GPT-2 (safetensors or npy, config.json, vocab.json, merges.txt)"},
 };
 
 void print_usage(FILE* out) {

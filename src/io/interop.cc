@@ -1,0 +1,226 @@
+// import_hf_gpt2 and export_hf_gpt2 (include/wte/interop.h): the files around the name map
+// (src/io/hf_gpt2.*) and the safetensors format (src/io/safetensors.*).
+#include "wte/interop.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "src/io/hf_gpt2.h"
+#include "src/io/safetensors.h"
+#include "wte/checkpoint.h"
+#include "wte/data.h"
+#include "wte/error.h"
+#include "wte/model.h"
+#include "wte/tokenizer.h"
+
+namespace fs = std::filesystem;
+
+namespace wte {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The tokenizer of a Hugging Face model directory: vocab.json + merges.txt, or GPT-2's own names
+// for the same files, encoder.json + vocab.bpe.
+Tokenizer load_hf_tokenizer(const std::string& dir) {
+  const fs::path d(dir);
+  std::error_code ec;
+  if (!fs::is_directory(d, ec))
+    throw Error("tokenizer directory '" + dir + "' does not exist (it holds vocab.json and "
+                "merges.txt, the tokenizer files of the Hugging Face model)");
+  for (const auto& [json, merges] : {std::pair<const char*, const char*>{"vocab.json", "merges.txt"},
+                                     {"encoder.json", "vocab.bpe"}}) {
+    if (fs::is_regular_file(d / json, ec) && fs::is_regular_file(d / merges, ec))
+      return Tokenizer::from_strings(read_text_file((d / json).string()),
+                                     read_text_file((d / merges).string()),
+                                     "tokenizer '" + dir + "' (" + json + " + " + merges + ")");
+  }
+  throw Error("tokenizer directory '" + dir + "' holds neither vocab.json + merges.txt (Hugging "
+              "Face's names) nor encoder.json + vocab.bpe (GPT-2's names for the same files)");
+}
+
+// A file being written as PATH.tmp, committed later (all of an export's files together).
+class PendingFiles {
+ public:
+  ~PendingFiles() {
+    for (const std::string& p : tmps_) ::unlink((p + ".tmp").c_str());  // not committed: removed
+  }
+  // Writes `head` then `n` bytes of `data` to path + ".tmp".
+  void write(const std::string& path, const std::string& head, const void* data, uint64_t n) {
+    const std::string tmp = path + ".tmp";
+    tmps_.push_back(path);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error("cannot create '" + tmp + "': " + std::strerror(errno));
+    auto fail = [&](const char* what) {
+      const int err = errno;
+      ::close(fd);
+      throw Error("writing '" + path + "' failed: " + what + ": " + std::strerror(err) +
+                  (err == ENOSPC ? " (the disk is full)" : "") + "; nothing was written");
+    };
+    const uint64_t total = head.size() + n;
+    if (total > 0) {
+      const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(total));
+      if (err != 0 && err != EOPNOTSUPP && err != EINVAL) {
+        errno = err;
+        fail("reserving space");
+      }
+    }
+    for (const auto& [p, len] : {std::pair<const char*, uint64_t>{head.data(), head.size()},
+                                 {static_cast<const char*>(data), n}}) {
+      const char* c = p;
+      uint64_t left = len;
+      while (left > 0) {
+        const ssize_t w = ::write(fd, c, std::min<uint64_t>(left, uint64_t{1} << 30));
+        if (w < 0) {
+          if (errno == EINTR) continue;
+          fail("write");
+        }
+        c += w;
+        left -= static_cast<uint64_t>(w);
+      }
+    }
+    if (::close(fd) != 0) fail("close");
+  }
+  // A file another writer left finished at path + ".tmp" (safetensors::write_file, commit=false).
+  void adopt(const std::string& path) { tmps_.push_back(path); }
+  // fsync + rename + directory fsync of every file, in order.
+  void commit_all() {
+    for (const std::string& p : tmps_) commit_file(p + ".tmp", p);
+    tmps_.clear();
+  }
+
+ private:
+  std::vector<std::string> tmps_;
+};
+
+// NumPy's .npy format 1.0 header for a C-order little-endian float32 array of `shape`
+// (numpy/lib/format.py: magic, version, header length, a dict literal padded to 64 bytes).
+std::string npy_header(const std::vector<size_t>& shape) {
+  std::string dims;
+  for (size_t i = 0; i < shape.size(); ++i) {  // appends: GCC 12 -Wrestrict false positive on +
+    if (i) dims += ", ";
+    dims += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) dims += ",";
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  const size_t unpadded = 10 + dict.size() + 1;  // magic 6 + version 2 + length 2, dict, '\n'
+  dict.append((64 - unpadded % 64) % 64, ' ');
+  dict += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  const uint16_t len = static_cast<uint16_t>(dict.size());
+  out += static_cast<char>(len & 0xff);
+  out += static_cast<char>(len >> 8);
+  return out + dict;
+}
+
+}  // namespace
+
+HfImportSummary import_hf_gpt2(const HfImportSource& source, const std::string& out_checkpoint) {
+  const auto t0 = Clock::now();
+  HfImportSummary s;
+  const std::string config_text = read_text_file(source.config_json);
+  s.model = hf::parse_config_json(config_text, "config.json '" + source.config_json + "'");
+  const Tokenizer tokenizer = load_hf_tokenizer(source.tokenizer);
+  if (tokenizer.size() != s.model.vocab_size)
+    throw Error("the tokenizer in '" + source.tokenizer + "' has " +
+                std::to_string(tokenizer.size()) + " tokens but config.json '" +
+                source.config_json + "' has vocab_size " + std::to_string(s.model.vocab_size) +
+                "; they must be equal");
+  const safetensors::MappedFile file(source.safetensors);
+  s.safetensors_bytes = file.size();
+  const hf::FileLayout layout = hf::check_tensors(file.view(), s.model);  // before any allocation
+  Model model(s.model);
+  hf::load_tensors(file.view(), layout, model);
+  for (const safetensors::TensorInfo* t : layout.tensors) {
+    s.f32 += t->dtype == safetensors::Dtype::F32;
+    s.f16 += t->dtype == safetensors::Dtype::F16;
+    s.bf16 += t->dtype == safetensors::Dtype::BF16;
+  }
+  s.tensors = layout.tensors.size();
+  s.parameters = model.num_parameters();
+  s.prefixed = layout.prefixed;
+  s.lm_head_in_file = layout.lm_head != nullptr;
+  s.ignored = layout.ignored;
+  s.read_seconds = seconds_since(t0);
+  Config cfg;
+  cfg.model = s.model;
+  cfg.data.seq_len = std::min<size_t>(64, s.model.n_ctx);
+  const auto t1 = Clock::now();
+  save_checkpoint(out_checkpoint, model, /*optimizer=*/nullptr, tokenizer, cfg, /*step=*/0);
+  s.write_seconds = seconds_since(t1);
+  return s;
+}
+
+ExportSummary export_hf_gpt2(const std::string& checkpoint, ExportFormat format,
+                             const std::string& out_dir) {
+  const CheckpointInfo info = read_checkpoint_info(checkpoint);
+  const Config cfg = parse_config(info.config_ini, "the config stored in '" + checkpoint + "'");
+  const Tokenizer tokenizer = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe,
+                                                      "the tokenizer stored in '" + checkpoint + "'");
+  std::string config_json;
+  try {
+    config_json = hf::config_json(cfg.model, tokenizer);
+  } catch (const Error& e) {
+    throw Error("checkpoint '" + checkpoint + "': " + e.what());
+  }
+  Model model(cfg.model);
+  load_checkpoint(checkpoint, model, /*optimizer=*/nullptr);
+
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (!fs::is_directory(out_dir, ec))
+    throw Error("--out '" + out_dir + "': cannot create the directory" +
+                (ec ? ": " + ec.message() : std::string()));
+  const fs::path dir(out_dir);
+  ExportSummary s;
+  PendingFiles pending;
+  std::vector<safetensors::OutTensor> tensors;
+  for (const hf::NamePair& p : hf::gpt2_names(cfg.model)) {
+    const float* data = model.param(p.wte);
+    const TensorSpec* spec = nullptr;
+    for (const TensorSpec& t : model.tensors())
+      if (t.name == p.wte) spec = &t;
+    if (data == nullptr || spec == nullptr)
+      throw Error("checkpoint '" + checkpoint + "': internal error: no tensor " + p.wte);
+    tensors.push_back({hf::state_dict_name(p), spec->shape, data});
+  }
+  s.tensors = tensors.size();
+  if (format == ExportFormat::kSafetensors) {
+    const std::string path = (dir / "model.safetensors").string();
+    pending.adopt(path);
+    safetensors::write_file(path, tensors, {{"format", "pt"}}, /*commit=*/false);
+    s.files.push_back(path);
+  } else {
+    for (const safetensors::OutTensor& t : tensors) {
+      const std::string path = (dir / (t.name + ".npy")).string();
+      size_t n = 1;
+      for (size_t d : t.shape) n *= d;
+      pending.write(path, npy_header(t.shape), t.data, 4 * uint64_t{n});
+      s.files.push_back(path);
+    }
+  }
+  for (const auto& [name, text] :
+       {std::pair<const char*, std::string>{"config.json", config_json},
+        {"vocab.json", tokenizer.encoder_json()},
+        {"merges.txt", tokenizer.vocab_bpe()}}) {
+    const std::string path = (dir / name).string();
+    pending.write(path, text, nullptr, 0);
+    s.files.push_back(path);
+  }
+  pending.commit_all();
+  for (const std::string& f : s.files) s.bytes += fs::file_size(f, ec);
+  return s;
+}
+
+}  // namespace wte
