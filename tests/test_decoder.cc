@@ -266,3 +266,49 @@ TEST(SampleCli, SameSeedSameTextAndClearErrors) {
   EXPECT_EQ(run(cli.substr(0, cli.find("--checkpoint")) + "--checkpoint /nonexistent --prompt x", &out), 1);
   EXPECT_NE(out.find("--checkpoint /nonexistent: no such file"), std::string::npos) << out;
 }
+
+// A prefill of n tokens gives every row (every layer, ln_f, logits) with the bits of n step()
+// calls, from position 0 and after earlier steps, for 1 and 2 threads' worth of work splitting.
+TEST(Decoder, PrefillIsBitIdenticalToSteps) {
+  ModelConfig mc;
+  mc.vocab_size = 300, mc.d_model = 64, mc.n_ctx = 24, mc.n_layer = 2, mc.n_head = 4;
+  Model model(mc);
+  randomise(model, 11, 0.08);
+  const std::vector<int32_t> ids = random_ids(20, mc.vocab_size, 5);
+  const size_t C = mc.d_model, V = mc.vocab_size, L = mc.n_layer;
+  Decoder steps(model);
+  std::vector<std::vector<float>> res(L + 1), fin, logits;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const float* lg = steps.step(ids[t]);
+    logits.emplace_back(lg, lg + V);
+    fin.emplace_back(steps.final_hidden(), steps.final_hidden() + C);
+    for (size_t l = 0; l <= L; ++l)
+      res[l].insert(res[l].end(), steps.residual(l), steps.residual(l) + C);
+  }
+  for (const size_t first : {size_t{0}, size_t{3}}) {  // prefill from 0, or after 3 steps
+    Decoder pre(model);
+    for (size_t t = 0; t < first; ++t) pre.step(ids[t]);
+    const size_t n = ids.size() - first;
+    pre.prefill(ids.data() + first, n, true);
+    EXPECT_EQ(pre.position(), ids.size());
+    EXPECT_EQ(pre.rows(), n);
+    for (size_t t = 0; t < n; ++t) {
+      const size_t p = first + t;
+      EXPECT_EQ(std::memcmp(pre.logits_rows() + t * V, logits[p].data(), V * 4), 0) << p;
+      EXPECT_EQ(std::memcmp(pre.final_rows() + t * C, fin[p].data(), C * 4), 0) << p;
+      for (size_t l = 0; l <= L; ++l)
+        EXPECT_EQ(std::memcmp(pre.residual_rows(l) + t * C, res[l].data() + p * C, C * 4), 0)
+            << "layer " << l << " position " << p;
+    }
+    EXPECT_EQ(std::memcmp(pre.final_hidden(), fin.back().data(), C * 4), 0);
+    // The next step continues from the prefill's cache as from the steps'.
+    EXPECT_EQ(error_of([&] { pre.prefill(ids.data(), 5, false); }),
+              "position 24 is past the model's n_ctx = 24 (wpe has only n_ctx position rows)");
+    EXPECT_EQ(pre.position(), ids.size());  // checked before any work
+  }
+  Decoder bad(model);
+  const int32_t wrong[2] = {1, 300};
+  EXPECT_NE(error_of([&] { bad.prefill(wrong, 2, false); }).find("token id 300 at position 1"),
+            std::string::npos);
+  EXPECT_EQ(bad.position(), 0u);
+}

@@ -58,23 +58,19 @@ struct Encoded {
   std::vector<float> logits;              // (T, V), only for --out
 };
 
-// Every layer's rows of one text, one position at a time through the KV-cache decoder; with
+// Every layer's rows of one text through the KV-cache decoder's prefill (each row has the bits
+// of decoding the text one position at a time: a row sees only the tokens at or before it); with
 // `logits`, also each position's logits (the unembedding, skipped otherwise).
 void run_text(Decoder& dec, Encoded& e, size_t L, size_t C, bool logits) {
   dec.reset();
-  e.rows.assign(L, std::vector<float>(e.ids.size() * C));
-  const size_t V = dec.vocab_size();
-  if (logits) e.logits.assign(e.ids.size() * V, 0.0f);
-  for (size_t i = 0; i < e.ids.size(); ++i) {
-    if (logits)
-      std::memcpy(e.logits.data() + i * V, dec.step(e.ids[i]), V * sizeof(float));
-    else
-      dec.step_hidden(e.ids[i]);
-    for (size_t l = 0; l < L; ++l) {
-      const float* r = l + 1 == L ? dec.final_hidden() : dec.residual(l);
-      std::memcpy(e.rows[l].data() + i * C, r, C * sizeof(float));
-    }
+  const size_t T = e.ids.size();
+  dec.prefill(e.ids.data(), T, logits);
+  e.rows.assign(L, std::vector<float>(T * C));
+  for (size_t l = 0; l < L; ++l) {
+    const float* r = l + 1 == L ? dec.final_rows() : dec.residual_rows(l);
+    std::memcpy(e.rows[l].data(), r, T * C * sizeof(float));
   }
+  if (logits) e.logits.assign(dec.logits_rows(), dec.logits_rows() + T * dec.vocab_size());
 }
 
 // --out FILE.h5: every text's ids, hidden_states (L, T, C) and logits (T, V), written atomically.
@@ -181,9 +177,10 @@ int cmd_hidden_states(int argc, char** argv) {
       "Encodes each text with the checkpoint's tokenizer and prints every token's index, id, piece\n"
       "and its row of every layer of Hugging Face's hidden_states list: hidden_states[0] =\n"
       "wte[id] + wpe[index] (before any block), hidden_states[l] the input of block l, and the last\n"
-      "entry after ln_f (a model with no blocks: hidden_states[0] and ln_f of it). Rows are computed\n"
-      "one position at a time (the KV-cache decoder of wte sample), so a row sees only the tokens at\n"
-      "or before its index, as in the causal model.\n"
+      "entry after ln_f (a model with no blocks: hidden_states[0] and ln_f of it). Rows come from\n"
+      "the KV-cache decoder of wte sample (one prefill per text: bit for bit what decoding one\n"
+      "position at a time gives), so a row sees only the tokens at or before its index, as in the\n"
+      "causal model.\n"
       "Then checks, bit for bit, that every layer-0 row equals wte[id] + wpe[index] from the stored\n"
       "tables, and compares the same token at the same index in two texts layer by layer:\n"
       "bit-identical or not, max |difference|, cosine, the layer's baseline (mean cosine of random\n"
@@ -282,8 +279,8 @@ int cmd_hidden_states(int argc, char** argv) {
     std::printf("layers (Hugging Face's hidden_states): [0] = wte[id] + wpe[index] (layer 0, before "
                 "any block), [l] = the input of block l, [%zu] = after the last block and ln_f\n",
                 n_layer);
-  std::printf("rows are computed one position at a time with a KV cache: a row sees only the tokens "
-              "at or before its index (causal attention)\n");
+  std::printf("rows come from the KV-cache decoder, bit for bit as if computed one position at a "
+              "time: a row sees only the tokens at or before its index (causal attention)\n");
   size_t rows_checked = 0, rows_equal = 0;
   for (size_t ti = 0; ti < texts.size(); ++ti) {
     const Encoded& e = texts[ti];
@@ -416,8 +413,8 @@ int cmd_hidden_states(int argc, char** argv) {
                       max_diff, i, j, max_dev);
         }
   if (other_index == 0) std::printf("  (none)\n");
-  std::printf("\nforward: %zu position(s) through %zu layer(s)%s in %.3f s (KV-cache decoder, %d "
-              "thread(s))\n", positions, L, out.empty() ? "" : " with logits", forward_seconds,
+  std::printf("\nforward: %zu position(s) through %zu layer(s)%s in %.3f s (KV-cache decoder, one "
+              "prefill per text, %d thread(s))\n", positions, L, out.empty() ? "" : " with logits", forward_seconds,
               omp_get_max_threads());
   if (!out.empty()) {
     write_hidden_states(out, path, texts, n_layer, C, cfg.model.vocab_size);

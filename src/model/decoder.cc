@@ -35,20 +35,26 @@ const float* find_param(const Model& model, const std::string& name, std::vector
               std::to_string(model.config().n_layer) + ")");
 }
 
-// y = x · w + b for one row: x (K), w (K, N) row-major (GPT-2's conv1d layout), b (N), y (N).
-// Each y[j] is summed over k in increasing order by one thread (bits independent of threads).
-void linear_row(float* y, const float* x, const float* w, const float* b, size_t K, size_t N) {
+// y = x · w + b for n rows: x (n, K), w (K, N) row-major (GPT-2's conv1d layout), b (N), y (n, N).
+// Each y[t][j] starts at b[j] and adds x[t][k]·w[k][j] for k in increasing order, by one thread:
+// the bits of a row depend neither on the thread count nor on the other rows (n = 1 is the
+// one-row product step() has always computed). Each weight row segment is loaded once per call
+// and used for all n rows, so a prefill of n tokens reads the weights once, not n times.
+void linear_rows(float* y, const float* x, const float* w, const float* b, size_t K, size_t N,
+                 size_t n) {
   constexpr size_t kChunk = 256;  // columns per task: a contiguous run of each row of w
   const size_t chunks = (N + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (K * N >= (size_t{1} << 18))
   for (size_t ch = 0; ch < chunks; ++ch) {
-    const size_t j0 = ch * kChunk, j1 = std::min(N, j0 + kChunk);
-    float* yc = y + j0;
-    std::memcpy(yc, b + j0, (j1 - j0) * sizeof(float));
+    const size_t j0 = ch * kChunk, len = std::min(N, j0 + kChunk) - j0;
+    for (size_t t = 0; t < n; ++t) std::memcpy(y + t * N + j0, b + j0, len * sizeof(float));
     for (size_t k = 0; k < K; ++k) {
-      const float xk = x[k];
       const float* wk = w + k * N + j0;
-      for (size_t j = 0; j < j1 - j0; ++j) yc[j] += xk * wk[j];
+      for (size_t t = 0; t < n; ++t) {
+        const float xk = x[t * K + k];
+        float* yc = y + t * N + j0;
+        for (size_t j = 0; j < len; ++j) yc[j] += xk * wk[j];
+      }
     }
   }
 }
@@ -100,14 +106,9 @@ Decoder::Decoder(const Model& model) : model_(model) {
   }
   k_cache_.assign(n_layer_ * n_ctx_ * C, 0.0f);
   v_cache_.assign(n_layer_ * n_ctx_ * C, 0.0f);
-  residual_.assign((n_layer_ + 1) * C, 0.0f);
-  final_.assign(C, 0.0f);
+  reserve_rows(1);
+  rows_ = 1;
   logits_.assign(V_, 0.0f);
-  a_.assign(C, 0.0f);
-  qkv_.assign(3 * C, 0.0f);
-  y_.assign(C, 0.0f);
-  proj_.assign(C, 0.0f);
-  fc_.assign(4 * C, 0.0f);
   att_.assign(n_ctx_, 0.0f);
 }
 
@@ -119,106 +120,183 @@ const float* Decoder::residual(size_t l) const {
   if (l > n_layer_)
     throw Error("Decoder::residual(" + std::to_string(l) + "): layers are 0.." +
                 std::to_string(n_layer_));
-  return residual_.data() + l * C_;
+  return residual_.data() + (l * rows_ + (rows_ > 0 ? rows_ - 1 : 0)) * C_;
 }
 
-const float* Decoder::final_hidden() const { return final_.data(); }
+const float* Decoder::final_hidden() const {
+  return final_.data() + (rows_ > 0 ? rows_ - 1 : 0) * C_;
+}
 
-// One block on the row h (C), in place; writes this position's k and v into layer l's cache.
-void Decoder::block_forward(size_t l, float* h) {
+// One block on the n rows h (n, C) at positions pos_ .. pos_ + n - 1, in place; writes their keys
+// and values into layer l's cache. Row t's values do not depend on n (every loop below computes a
+// row's elements in the same order for any n), so a prefill gives step()'s bits.
+void Decoder::block_forward(size_t l, float* h, size_t n) {
   const Block& b = blocks_[l];
-  const size_t C = C_, NH = n_head_, hs = C / NH, t = pos_;
+  const size_t C = C_, NH = n_head_, hs = C / NH;
   const float eps = model_.config().ln_eps;
   float mean, rstd;
   // a = ln_1(h); qkv = a · c_attn/w + c_attn/b
-  layernorm_forward(a_.data(), &mean, &rstd, h, b.ln_1_g, b.ln_1_b, 1, C, eps);
-  linear_row(qkv_.data(), a_.data(), b.c_attn_w, b.c_attn_b, C, 3 * C);
+  for (size_t t = 0; t < n; ++t)
+    layernorm_forward(a_.data() + t * C, &mean, &rstd, h + t * C, b.ln_1_g, b.ln_1_b, 1, C, eps);
+  linear_rows(qkv_.data(), a_.data(), b.c_attn_w, b.c_attn_b, C, 3 * C, n);
   float* k_layer = k_cache_.data() + l * n_ctx_ * C;
   float* v_layer = v_cache_.data() + l * n_ctx_ * C;
-  std::memcpy(k_layer + t * C, qkv_.data() + C, C * sizeof(float));
-  std::memcpy(v_layer + t * C, qkv_.data() + 2 * C, C * sizeof(float));
-  // per head: att = causal softmax(q·kᵀ / sqrt(hs)) over positions 0..t; y = att · v
+  for (size_t t = 0; t < n; ++t) {
+    std::memcpy(k_layer + (pos_ + t) * C, qkv_.data() + t * 3 * C + C, C * sizeof(float));
+    std::memcpy(v_layer + (pos_ + t) * C, qkv_.data() + t * 3 * C + 2 * C, C * sizeof(float));
+  }
+  // per row and head: att = causal softmax(q·kᵀ / sqrt(hs)) over positions 0..p; y = att · v
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  for (size_t hd = 0; hd < NH; ++hd) {
-    const float* q = qkv_.data() + hd * hs;
-    float mx = -INFINITY;
-    for (size_t j = 0; j <= t; ++j) {
-      const float* k = k_layer + j * C + hd * hs;
-      float dot = 0.0f;
-      for (size_t i = 0; i < hs; ++i) dot += q[i] * k[i];
-      att_[j] = scale * dot;
-      mx = std::max(mx, att_[j]);
-    }
-    float sum = 0.0f;
-    for (size_t j = 0; j <= t; ++j) {
-      att_[j] = std::exp(att_[j] - mx);
-      sum += att_[j];
-    }
-    const float inv = 1.0f / sum;
-    float* y = y_.data() + hd * hs;
-    std::fill(y, y + hs, 0.0f);
-    for (size_t j = 0; j <= t; ++j) {
-      const float w = att_[j] * inv;
-      const float* v = v_layer + j * C + hd * hs;
-      for (size_t i = 0; i < hs; ++i) y[i] += w * v[i];
+  for (size_t t = 0; t < n; ++t) {
+    const size_t p = pos_ + t;
+    for (size_t hd = 0; hd < NH; ++hd) {
+      const float* q = qkv_.data() + t * 3 * C + hd * hs;
+      float mx = -INFINITY;
+      for (size_t j = 0; j <= p; ++j) {
+        const float* k = k_layer + j * C + hd * hs;
+        float dot = 0.0f;
+        for (size_t i = 0; i < hs; ++i) dot += q[i] * k[i];
+        att_[j] = scale * dot;
+        mx = std::max(mx, att_[j]);
+      }
+      float sum = 0.0f;
+      for (size_t j = 0; j <= p; ++j) {
+        att_[j] = std::exp(att_[j] - mx);
+        sum += att_[j];
+      }
+      const float inv = 1.0f / sum;
+      float* y = y_.data() + t * C + hd * hs;
+      std::fill(y, y + hs, 0.0f);
+      for (size_t j = 0; j <= p; ++j) {
+        const float w = att_[j] * inv;
+        const float* v = v_layer + j * C + hd * hs;
+        for (size_t i = 0; i < hs; ++i) y[i] += w * v[i];
+      }
     }
   }
   // h = h + y · attn/c_proj/w + attn/c_proj/b
-  linear_row(proj_.data(), y_.data(), b.attn_proj_w, b.attn_proj_b, C, C);
-  residual_forward(h, h, proj_.data(), C);
+  linear_rows(proj_.data(), y_.data(), b.attn_proj_w, b.attn_proj_b, C, C, n);
+  for (size_t t = 0; t < n; ++t) residual_forward(h + t * C, h + t * C, proj_.data() + t * C, C);
   // h = h + gelu(ln_2(h) · mlp/c_fc/w + mlp/c_fc/b) · mlp/c_proj/w + mlp/c_proj/b
-  layernorm_forward(a_.data(), &mean, &rstd, h, b.ln_2_g, b.ln_2_b, 1, C, eps);
-  linear_row(fc_.data(), a_.data(), b.c_fc_w, b.c_fc_b, C, 4 * C);
-  gelu_forward(fc_.data(), fc_.data(), 4 * C);
-  linear_row(proj_.data(), fc_.data(), b.mlp_proj_w, b.mlp_proj_b, 4 * C, C);
-  residual_forward(h, h, proj_.data(), C);
+  for (size_t t = 0; t < n; ++t)
+    layernorm_forward(a_.data() + t * C, &mean, &rstd, h + t * C, b.ln_2_g, b.ln_2_b, 1, C, eps);
+  linear_rows(fc_.data(), a_.data(), b.c_fc_w, b.c_fc_b, C, 4 * C, n);
+  for (size_t t = 0; t < n; ++t)
+    gelu_forward(fc_.data() + t * 4 * C, fc_.data() + t * 4 * C, 4 * C);
+  linear_rows(proj_.data(), fc_.data(), b.mlp_proj_w, b.mlp_proj_b, 4 * C, C, n);
+  for (size_t t = 0; t < n; ++t) residual_forward(h + t * C, h + t * C, proj_.data() + t * C, C);
 }
 
-void Decoder::run_position(int32_t id) {
-  if (id < 0 || static_cast<size_t>(id) >= V_)
-    throw Error("token id " + std::to_string(id) + " at position " + std::to_string(pos_) +
-                " is outside [0, vocab_size=" + std::to_string(V_) + ")");
-  if (pos_ >= n_ctx_)
-    throw Error("position " + std::to_string(pos_) + " is past the model's n_ctx = " +
-                std::to_string(n_ctx_) + " (wpe has only n_ctx position rows)");
+void Decoder::reserve_rows(size_t n) {
+  const size_t C = C_;
+  rows_ = n;
+  if (residual_.size() >= (n_layer_ + 1) * n * C && a_.size() >= n * C) return;
+  residual_.assign((n_layer_ + 1) * n * C, 0.0f);
+  final_.assign(n * C, 0.0f);
+  a_.assign(n * C, 0.0f);
+  qkv_.assign(n * 3 * C, 0.0f);
+  y_.assign(n * C, 0.0f);
+  proj_.assign(n * C, 0.0f);
+  fc_.assign(n * 4 * C, 0.0f);
+}
+
+void Decoder::run_positions(const int32_t* ids, size_t n) {
+  for (size_t t = 0; t < n; ++t) {
+    if (ids[t] < 0 || static_cast<size_t>(ids[t]) >= V_)
+      throw Error("token id " + std::to_string(ids[t]) + " at position " + std::to_string(pos_ + t) +
+                  " is outside [0, vocab_size=" + std::to_string(V_) + ")");
+    if (pos_ + t >= n_ctx_)
+      throw Error("position " + std::to_string(pos_ + t) + " is past the model's n_ctx = " +
+                  std::to_string(n_ctx_) + " (wpe has only n_ctx position rows)");
+  }
+  reserve_rows(n);
   const size_t C = C_;
   // h = wte[x_t] + wpe[t]  (the same float add as embedding_forward: bit-identical rows)
-  float* h = residual_.data();
-  const float* e = wte_ + size_t(id) * C;
-  const float* p = wpe_ + pos_ * C;
-  for (size_t c = 0; c < C; ++c) h[c] = e[c] + p[c];
+  for (size_t t = 0; t < n; ++t) {
+    float* h = residual_.data() + t * C;
+    const float* e = wte_ + size_t(ids[t]) * C;
+    const float* p = wpe_ + (pos_ + t) * C;
+    for (size_t c = 0; c < C; ++c) h[c] = e[c] + p[c];
+  }
   for (size_t l = 0; l < n_layer_; ++l) {
-    float* next = residual_.data() + (l + 1) * C;
-    std::memcpy(next, residual_.data() + l * C, C * sizeof(float));
-    block_forward(l, next);
+    float* next = residual_.data() + (l + 1) * n * C;
+    std::memcpy(next, residual_.data() + l * n * C, n * C * sizeof(float));
+    block_forward(l, next, n);
   }
   // h' = ln_f(h)
-  const float* last = residual_.data() + n_layer_ * C;
-  if (model_.config().ln_f) {
-    float mean, rstd;
-    layernorm_forward(final_.data(), &mean, &rstd, last, ln_f_g_, ln_f_b_, 1, C,
-                      model_.config().ln_eps);
-  } else {
-    std::memcpy(final_.data(), last, C * sizeof(float));
+  const float* last = residual_.data() + n_layer_ * n * C;
+  for (size_t t = 0; t < n; ++t) {
+    if (model_.config().ln_f) {
+      float mean, rstd;
+      layernorm_forward(final_.data() + t * C, &mean, &rstd, last + t * C, ln_f_g_, ln_f_b_, 1, C,
+                        model_.config().ln_eps);
+    } else {
+      std::memcpy(final_.data() + t * C, last + t * C, C * sizeof(float));
+    }
   }
-  ++pos_;
+  pos_ += n;
 }
 
-void Decoder::step_hidden(int32_t id) { run_position(id); }
+// logits = h' · lm_headᵀ for the n rows of final_: one dot product per (row, vocabulary entry),
+// summed over c in increasing order from 0 (step()'s order for every n). The n rows' sums for one
+// vocabulary entry run side by side (independent chains, one lm_head row read once).
+void Decoder::unembed(size_t n) {
+  const size_t C = C_, V = V_;
+  logits_.resize(n * V);
+  std::vector<float> hT(C * n);  // final_ transposed: (C, n)
+  for (size_t t = 0; t < n; ++t)
+    for (size_t c = 0; c < C; ++c) hT[c * n + t] = final_[t * C + c];
+#pragma omp parallel if (V * C >= (size_t{1} << 18))
+  {
+    std::vector<float> acc(n);
+#pragma omp for schedule(static)
+    for (size_t v = 0; v < V; ++v) {
+      const float* w = lm_head_ + v * C;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (size_t c = 0; c < C; ++c) {
+        const float wc = w[c];
+        const float* hc = hT.data() + c * n;
+        for (size_t t = 0; t < n; ++t) acc[t] += hc[t] * wc;
+      }
+      for (size_t t = 0; t < n; ++t) logits_[t * V + v] = acc[t];
+    }
+  }
+}
+
+void Decoder::step_hidden(int32_t id) {
+  run_position(id);
+  logits_rows_ = 0;
+}
+
+void Decoder::run_position(int32_t id) { run_positions(&id, 1); }
 
 const float* Decoder::step(int32_t id) {
   run_position(id);
-  // logits = h' · lm_headᵀ: one dot product per row of lm_head (V, C)
-  const size_t C = C_;
-  const float* hf = final_.data();
-  const size_t V = V_;
-#pragma omp parallel for schedule(static) if (V * C >= (size_t{1} << 18))
-  for (size_t v = 0; v < V; ++v) {
-    const float* w = lm_head_ + v * C;
-    float dot = 0.0f;
-    for (size_t c = 0; c < C; ++c) dot += hf[c] * w[c];
-    logits_[v] = dot;
+  unembed(1);
+  logits_rows_ = 1;
+  return logits_.data();
+}
+
+void Decoder::prefill(const int32_t* ids, size_t n, bool logits) {
+  if (n == 0) {
+    rows_ = 0;
+    return;
   }
+  run_positions(ids, n);
+  if (logits) unembed(n);
+  logits_rows_ = logits ? n : 0;
+}
+
+const float* Decoder::residual_rows(size_t l) const {
+  if (l > n_layer_)
+    throw Error("Decoder::residual_rows(" + std::to_string(l) + "): layers are 0.." +
+                std::to_string(n_layer_));
+  return residual_.data() + l * rows_ * C_;
+}
+
+const float* Decoder::logits_rows() const {
+  if (logits_rows_ != rows_ || rows_ == 0)
+    throw Error("Decoder::logits_rows: the last prefill computed no logits (pass logits = true)");
   return logits_.data();
 }
 

@@ -53,6 +53,22 @@ class Decoder {
   /// only read residual() and final_hidden(). Returns nothing; same checks.
   void step_hidden(int32_t id);
 
+  /// Runs the n tokens ids[0..n) at positions position() .. position() + n - 1 in one pass (a
+  /// prefill; with `logits`, also their logits). Every row has exactly the bits of n step() /
+  /// step_hidden() calls (each output element is summed in the same order), but each weight is
+  /// read once per call instead of once per token. Same checks as step(), all before any work.
+  /// Afterwards residual_rows(l), final_rows() and logits_rows() hold the n rows; residual(l) and
+  /// final_hidden() the last one.
+  void prefill(const int32_t* ids, size_t n, bool logits);
+  /// The last prefill's (or step's) rows: (n, C) of the residual stream entering block l, l in
+  /// [0, n_layer] (throws wte::Error otherwise); (n, C) that the unembedding read; (n, V) logits
+  /// (throws wte::Error if the last prefill computed none). Valid until the next call.
+  const float* residual_rows(size_t l) const;
+  const float* final_rows() const { return final_.data(); }
+  const float* logits_rows() const;
+  /// Rows of the last prefill (1 after step()).
+  size_t rows() const { return rows_; }
+
   /// Positions decoded since the last reset() (the next step's position).
   size_t position() const { return pos_; }
   size_t n_layer() const { return n_layer_; }
@@ -70,12 +86,17 @@ class Decoder {
 
  private:
   struct Block;
-  void block_forward(size_t l, float* h);
+  void block_forward(size_t l, float* h, size_t n);  // n rows (n, C) in place
   void run_position(int32_t id);  // every layer up to final_hidden; advances the position
+  void run_positions(const int32_t* ids, size_t n);  // the same for n positions
+  void unembed(size_t n);         // logits_ (n, V) from final_ (n, C)
+  void reserve_rows(size_t n);    // scratch and row buffers for n rows; sets rows_
 
   const Model& model_;
   size_t V_ = 0, C_ = 0, n_ctx_ = 0, n_layer_ = 0, n_head_ = 1;
   size_t pos_ = 0;
+  size_t rows_ = 0;          // rows of the last step (1) or prefill (n)
+  size_t logits_rows_ = 0;   // rows of logits_ the last prefill computed
   const float* wte_ = nullptr;
   const float* wpe_ = nullptr;
   const float* ln_f_g_ = nullptr;
@@ -83,10 +104,10 @@ class Decoder {
   const float* lm_head_ = nullptr;
   std::vector<Block> blocks_;
   std::vector<float> k_cache_, v_cache_;   // (n_layer, n_ctx, C) each
-  std::vector<float> residual_;            // (n_layer + 1, C) the last step's residual rows
-  std::vector<float> final_;               // (C)
-  std::vector<float> logits_;              // (V)
-  std::vector<float> a_, qkv_, y_, proj_, fc_, att_;   // scratch: C, 3C, C, C, 4C, n_ctx
+  std::vector<float> residual_;            // (n_layer + 1, rows, C) the last call's residual rows
+  std::vector<float> final_;               // (rows, C)
+  std::vector<float> logits_;              // (rows, V)
+  std::vector<float> a_, qkv_, y_, proj_, fc_, att_;   // scratch: per row C, 3C, C, C, 4C; n_ctx
 };
 
 /// How the next token is drawn from the logits.
