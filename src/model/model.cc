@@ -4,9 +4,11 @@
 // layernorm.* (ln_f on oneDNN); the elementwise kernels are in include/wte/kernels.h.
 #include "wte/model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -21,15 +23,32 @@
 
 namespace wte {
 
-void Model::Deleter::operator()(float* p) const { std::free(p); }
-
-Model::Buffer allocate_floats(size_t n) {
-  const size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
-  void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
-  if (p == nullptr) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, bytes == 0 ? 64 : bytes);
-  return Model::Buffer(static_cast<float*>(p));
+// Buffers come from calloc, aligned to 64 bytes by hand; the block's own address is kept in the
+// 8 bytes just before the aligned pointer, for the deleter.
+void Model::Deleter::operator()(float* p) const {
+  if (p != nullptr) std::free(reinterpret_cast<void**>(p)[-1]);
 }
+
+namespace {
+
+// n zeroed floats, 64-byte aligned. calloc does not write memory that is fresh from the kernel
+// (every large block): it is zero already, and its pages are faulted in only when first used.
+// `touch` writes the zeros anyway, so the page faults happen here and not in a timed kernel.
+Model::Buffer allocate_zeroed(size_t n, bool touch) {
+  const size_t bytes = std::max<size_t>(64, ((n * sizeof(float) + 63) / 64) * 64);
+  void* raw = std::calloc(1, bytes + 64);
+  if (raw == nullptr) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
+  // calloc aligns to 16: raw + 8 rounded up to 64 is at most raw + 56, inside the extra 64 bytes.
+  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(raw) + sizeof(void*) + 63) & ~uintptr_t{63};
+  reinterpret_cast<void**>(aligned)[-1] = raw;
+  float* p = reinterpret_cast<float*>(aligned);
+  if (touch) std::memset(p, 0, bytes);
+  return Model::Buffer(p);
+}
+
+}  // namespace
+
+Model::Buffer allocate_floats(size_t n) { return allocate_zeroed(n, /*touch=*/true); }
 
 namespace {
 
@@ -186,8 +205,10 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
     add(h + "mlp/c_proj/w", {4 * C, C}, true);
     add(h + "mlp/c_proj/b", {C}, false);
   }
-  params_memory_ = allocate_floats(num_parameters_);
-  grads_memory_ = allocate_floats(num_parameters_);
+  // Not touched here: init_weights or a checkpoint fills the parameters, the first backward the
+  // gradients; a model that is only loaded and saved (wte import) never faults in its gradients.
+  params_memory_ = allocate_zeroed(num_parameters_, /*touch=*/false);
+  grads_memory_ = allocate_zeroed(num_parameters_, /*touch=*/false);
   auto views = [&](float* base) {
     ParameterTensors v{base + tensors_[0].offset, base + tensors_[1].offset,
                        base + tensors_[2].offset, base + tensors_[3].offset,
