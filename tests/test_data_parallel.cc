@@ -5,11 +5,18 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "src/model/data_parallel.h"
 #include "wte/error.h"
+#include "wte/model.h"
+#include "wte/optimizer.h"
+#include "wte/rng.h"
 
 namespace {
 
@@ -82,6 +89,150 @@ TEST(DataParallel, DenseSumRunsInRankOrder) {
   wte::ordered_weighted_sum(o2.data(), ab.data(), 2, 2, {0.5f, 0.5f});
   EXPECT_EQ(o1, (std::vector<float>{4.0f, 3.0f}));
   EXPECT_EQ(o1, o2);
+}
+
+TEST(DataParallel, DenseSumOfSeparatePartsMatchesTheStridedSumAndMayRunInPlace) {
+  // R = 2 (its own loop) and R = 3: the pointer form gives the strided form's bits, also when out
+  // is part r itself (a rank's own block, summed in place).
+  for (size_t R : {2u, 3u}) {
+    const size_t n = 1001;
+    std::vector<float> parts(R * n), w(R);
+    wte::Rng rng(R);
+    for (float& x : parts) x = static_cast<float>(rng.below(1u << 20)) * 1e-3f - 500.0f;
+    for (size_t r = 0; r < R; ++r) w[r] = 1.0f / static_cast<float>(R + r);
+    std::vector<float> strided(n);
+    wte::ordered_weighted_sum(strided.data(), parts.data(), n, n, w);
+    for (size_t own = 0; own < R; ++own) {
+      std::vector<float> copy = parts;
+      std::vector<const float*> p(R);
+      for (size_t r = 0; r < R; ++r) p[r] = copy.data() + r * n;
+      wte::ordered_weighted_sum(copy.data() + own * n, p, n, w);
+      EXPECT_EQ(0, std::memcmp(copy.data() + own * n, strided.data(), n * sizeof(float)))
+          << "R " << R << ", in place on part " << own;
+    }
+  }
+  EXPECT_THROW(wte::ordered_weighted_sum(nullptr, std::vector<const float*>(2), 0, {1.0f}),
+               wte::Error);
+}
+
+TEST(DataParallel, BlocksAreAlignedContiguousAndCoverTheGradient) {
+  std::vector<size_t> counts, displs;
+  // 10 floats in units of 4 over 2 ranks: units {4, 4, 2} -> rank 0 gets 2 units, rank 1 one.
+  wte::split_blocks(10, 2, 4, &counts, &displs);
+  EXPECT_EQ(counts, (std::vector<size_t>{8, 2}));
+  EXPECT_EQ(displs, (std::vector<size_t>{0, 8}));
+  // Fewer units than ranks: the last ranks get nothing (at the end of the gradient).
+  wte::split_blocks(5, 3, 4, &counts, &displs);
+  EXPECT_EQ(counts, (std::vector<size_t>{4, 1, 0}));
+  EXPECT_EQ(displs, (std::vector<size_t>{0, 4, 5}));
+  for (size_t n : {0u, 1u, 7u, 65536u, 65537u, 5323008u})
+    for (int R = 1; R <= 5; ++R)
+      for (size_t align : {1u, 3u, 65536u}) {
+        wte::split_blocks(n, R, align, &counts, &displs);
+        size_t next = 0;
+        for (int r = 0; r < R; ++r) {
+          EXPECT_EQ(displs[r], next) << n << " " << R << " " << align;
+          EXPECT_TRUE(displs[r] % align == 0 || displs[r] == n) << n << " " << R << " " << align;
+          next += counts[r];
+        }
+        EXPECT_EQ(next, n);
+        // As even as whole units allow: one unit more on some ranks, and the last unit may be
+        // short, so block sizes differ by less than two units.
+        const auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
+        EXPECT_LT(*hi - *lo, 2 * align) << n << " " << R << " " << align;
+      }
+  EXPECT_THROW(wte::split_blocks(10, 0, 4, &counts, &displs), wte::Error);
+  EXPECT_THROW(wte::split_blocks(10, 2, 0, &counts, &displs), wte::Error);
+}
+
+// ZeRO-1 (train/grad_sync.h) without MPI: R simulated ranks, each with its own AdamW, clip with
+// the norm assembled from their blocks' squared-norm partials and update only their block; the
+// parameters, m and v must be bit for bit those of one process clipping and updating everything.
+TEST(DataParallel, ZeroOneBlocksGiveTheReplicatedOptimizerBits) {
+  for (bool tie : {true, false}) {
+    wte::ModelConfig mc;
+    mc.vocab_size = 1000;
+    mc.d_model = 64;
+    mc.n_ctx = 16;
+    mc.n_layer = 2;
+    mc.n_head = 2;
+    mc.tie_embeddings = tie;
+    wte::Model one(mc), zero(mc);
+    one.init_weights(5);
+    zero.init_weights(5);
+    const size_t B = 4, T = 16, n = one.num_parameters();
+    std::vector<int32_t> x(B * T), y(B * T);
+    wte::Rng rng(9);
+    for (size_t i = 0; i < B * T; ++i)
+      x[i] = static_cast<int32_t>(rng.below(1000)), y[i] = static_cast<int32_t>(rng.below(1000));
+    wte::OptimConfig hp;
+    hp.weight_decay = 0.1f;
+    const double max_norm = 0.05;  // below the norm: clipping scales
+    const size_t R = 3;
+    wte::AdamW opt_one(one);
+    std::vector<std::unique_ptr<wte::AdamW>> opt(R);
+    for (auto& o : opt) o = std::make_unique<wte::AdamW>(zero);
+    const size_t dense_begin = tie ? 0 : mc.vocab_size * mc.d_model;
+    std::vector<size_t> counts, displs;
+    wte::split_blocks(n - dense_begin, static_cast<int>(R), wte::kNormBlock, &counts, &displs);
+    ASSERT_GT(counts[1], 0u) << "the test model must span several ranks' blocks";
+    for (int step = 0; step < 2; ++step) {
+      one.forward(x.data(), y.data(), B, T);
+      one.backward();
+      zero.forward(x.data(), y.data(), B, T);
+      zero.backward();
+      const double norm_one = wte::clip_grad_norm(one, max_norm);
+      opt_one.update(one, 1e-3f, hp);
+      // The ranks' partials, in rank order, then the sparse rows (replicated on every rank).
+      std::vector<double> partials;
+      for (size_t r = 0; r < R; ++r) {
+        std::vector<double> p((counts[r] + wte::kNormBlock - 1) / wte::kNormBlock);
+        wte::squared_norm_partials(zero.grad_data() + dense_begin + displs[r], counts[r], p.data());
+        partials.insert(partials.end(), p.begin(), p.end());
+      }
+      double total = 0.0;
+      for (double s : partials) total += s;
+      const wte::SparseRowGrad rows = zero.wte_grad_rows();
+      if (rows.count > 0) {
+        std::vector<double> p((rows.count * rows.C + wte::kNormBlock - 1) / wte::kNormBlock);
+        wte::squared_norm_partials(rows.rows, rows.count * rows.C, p.data());
+        double sparse = 0.0;
+        for (double s : p) sparse += s;
+        total += sparse;
+      }
+      const double norm_zero = std::sqrt(total);
+      EXPECT_EQ(norm_zero, norm_one) << "tie " << tie << ", step " << step;
+      ASSERT_GT(norm_zero, max_norm);
+      const float scale = static_cast<float>(max_norm / norm_zero);
+      for (size_t r = 0; r < R; ++r)
+        wte::scale_gradient(zero.grad_data() + dense_begin + displs[r], counts[r], scale);
+      if (rows.count > 0) wte::scale_gradient(rows.rows, rows.count * rows.C, scale);
+      // One shared parameter arena stands for the ranks' all-gathered copies: each rank updates
+      // its block; the sparse rows (the same on every rank) are applied once, by rank 0.
+      for (size_t r = 0; r < R; ++r) {
+        const size_t begin = dense_begin + displs[r];
+        opt[r]->update_part(zero, 1e-3f, hp, begin, begin + counts[r],
+                            r == 0 ? rows : wte::SparseRowGrad{});
+      }
+      EXPECT_EQ(0, std::memcmp(one.param_data(), zero.param_data(), n * sizeof(float)))
+          << "tie " << tie << ", step " << step;
+      for (size_t r = 0; r < R; ++r) {
+        const size_t begin = dense_begin + displs[r];
+        EXPECT_EQ(0, std::memcmp(opt_one.m() + begin, opt[r]->m() + begin, counts[r] * 4)) << r;
+        EXPECT_EQ(0, std::memcmp(opt_one.v() + begin, opt[r]->v() + begin, counts[r] * 4)) << r;
+      }
+      EXPECT_EQ(0, std::memcmp(opt_one.m(), opt[0]->m(), dense_begin * 4));  // lazy wte rows
+    }
+  }
+  wte::ModelConfig mc;
+  mc.vocab_size = 10;
+  mc.d_model = 4;
+  wte::Model m(mc);
+  wte::AdamW o(m);
+  EXPECT_THROW(o.update_part(m, 1e-3f, wte::OptimConfig{}, 2, 1, wte::SparseRowGrad{}), wte::Error);
+  EXPECT_THROW(o.update_part(m, 1e-3f, wte::OptimConfig{}, 0, m.num_parameters() + 1,
+                             wte::SparseRowGrad{}),
+               wte::Error);
 }
 
 TEST(DataParallel, SparseRowsMergeToTheUnionInRankOrder) {

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Data-parallel `wte train` under mpirun (issue 14), on loopback only: 2 ranks x 1 thread against
 # 1 rank x 1 thread (tied, untied, with 2 blocks), two 2-rank runs bit-identical, a 2-rank
-# --stop-at resumed bit-exactly with 2 ranks and also with 1 rank, a rank killed with SIGKILL, and
-# `wte profile comm`. Tiny model (V 300,
+# --stop-at resumed bit-exactly with 2 ranks and also with 1 rank (also with a model whose ZeRO-1
+# blocks span both ranks), a rank killed with SIGKILL, and `wte profile comm`. Tiny model (V 300,
 # d_model 16, T 16, B 8); a few seconds. Skipped (exit 77) without mpirun or an MPI build.
 #
 # The loss bound. Step 1 starts from the same parameters: one rank's loss is the float mean of the
@@ -160,6 +160,34 @@ for s in range(6, 11):
     assert b[s]["ranks"] == "1", s
 print("2-rank --stop-at 5 + 1-rank resume: steps 6-10 within 2*N*u*L of the 2-rank run")
 PY
+
+# 3b. ZeRO-1 with a block on each rank: the tiny model's ~5k floats fit in one norm block of 65536
+# floats, so rank 0 owns the whole gradient; this model (d_model 64, 2 blocks: 120320 floats) is
+# split 65536 | 54784 across tensors. Rank 1's AdamW moments reach the checkpoint only through the
+# gather before it is written, which the bit-exact 2-rank resume checks.
+big=(--model.d_model=64 --model.n_layer=2 --model.n_head=2)
+train1 --out "$dir/one_big" "${big[@]}" > /dev/null
+train2 --out "$dir/two_big" "${big[@]}" > /dev/null
+check_losses "$dir/one_big" "$dir/two_big" "d_model=64 n_layer=2 (both ranks own a block), 1 vs 2 ranks"
+train2 --out "$dir/big_stopped" "${big[@]}" --stop-at 5 > /dev/null
+cp -r "$dir/big_stopped" "$dir/big_stopped1"
+"${MPI[@]}" -np 2 "$WTE_CLI" train --resume "$dir/big_stopped/checkpoint_00000005.h5" -q > /dev/null \
+  || fail "2-rank resume (d_model 64) failed"
+h5diff "$dir/two_big/checkpoint_00000010.h5" "$dir/big_stopped/checkpoint_00000010.h5" \
+  || fail "d_model 64: 2-rank stop + 2-rank resume differs from the uninterrupted 2-rank run"
+"$WTE_CLI" train --resume "$dir/big_stopped1/checkpoint_00000005.h5" -q > /dev/null \
+  || fail "1-rank resume of a 2-rank checkpoint (d_model 64) failed"
+/usr/bin/python3 - "$dir/two_big" "$dir/big_stopped1" <<'PY' || fail "d_model 64: 1-rank resume losses"
+import csv, sys
+a = {int(r["step"]): r for r in csv.DictReader(open(sys.argv[1] + "/metrics.csv"))}
+b = {int(r["step"]): r for r in csv.DictReader(open(sys.argv[2] + "/metrics.csv"))}
+assert sorted(b) == list(range(1, 11)), sorted(b)
+N, u = 128, 2.0 ** -24
+for s in range(1, 11):
+    la, lb = float(a[s]["train_loss"]), float(b[s]["train_loss"])
+    assert (la == lb) if s <= 5 else abs(la - lb) <= 2 * N * u * la, (s, la, lb)
+PY
+echo "d_model 64: 2-rank --stop-at 5 + 2-rank resume bit-identical; + 1-rank resume within 2*N*u*L"
 
 # 4. A rank killed with SIGKILL: mpirun ends the job naming the rank; the last checkpoint is whole
 # and --resume auto continues from it.

@@ -4,18 +4,20 @@
 // Under mpirun (2 or more ranks) it measures, for a config:
 //   * the compute of one training step of the whole global batch on rank 0 (forward + backward,
 //     then clip + AdamW), with train.threads threads, while the other ranks sleep in a barrier;
-//   * the exchange train/grad_sync.h does per step (dense reduce-scatter + all-gather, the untied
-//     wte's (ids, rows)), median of --repeat, and a sweep of dense sizes from 1 KiB up for this
+//   * the exchange train/grad_sync.h does per step (the dense gradient's reduce-scatter with its
+//     rank-order sum, the updated parameters' all-gather, the untied wte's (ids, rows)), median of
+//     --repeat, and a sweep of dense sizes from 1 KiB up for this
 //     transport's latency (the smallest size) and bandwidth (bytes each rank sends / time, at the
 //     largest size);
 // then projects the step time of R machines like this one over a network of B Gbit/s with latency
 // a µs per message, keeping the global batch fixed (strong scaling, as `wte train` under mpirun):
-//   t(R) = t_fwd_bwd / R + t_optimizer + t_comm(R),
+//   t(R) = t_fwd_bwd / R + t_optimizer / R + t_comm(R)   (ZeRO-1: each rank clips and updates
+//                                                        1/R of the parameters),
 //   t_comm(R) = 2(R-1)·(a + (D/R)·4 / bw) + (R-1)·(a + S/R·(4C + 4) / bw),
 // with D dense gradient floats, S sparse rows of the whole batch (about S/R per rank), bw the link
 // in bytes/s: each rank sends 2(R-1)/R of the dense gradient in 2(R-1) steps (a ring reduce-scatter
 // and all-gather, the bandwidth-optimal schedule; wte's MPI_Alltoallv/MPI_Allgatherv move the same
-// bytes). Speed-up = t(1) / t(R) with t(1) = t_fwd_bwd + t_optimizer; efficiency = speed-up / R.
+// bytes; the all-gather sends updated parameters instead of summed gradients). Speed-up = t(1) / t(R) with t(1) = t_fwd_bwd + t_optimizer; efficiency = speed-up / R.
 #include <boost/program_options.hpp>
 #include <omp.h>
 
@@ -186,7 +188,9 @@ int cmd_profile_comm(int argc, char** argv) {
   comm.allgather(shared, sizeof shared, all_shared.data());
   t_fb = all_shared[0], t_opt = all_shared[1], sparse_rows = static_cast<size_t>(all_shared[2]);
 
-  // 2. The training exchange itself, on every rank's slice of the batch.
+  // 2. The training exchange itself, on every rank's slice of the batch: the gradient's
+  // reduce-scatter (with the rank-order sum) and the parameters' all-gather, without the clip and
+  // AdamW between them (measured above).
   GradientSync sync(comm, B);
   const BatchSlice mine = sync.slice();
   model.forward(inputs.data() + mine.first * T, targets.data() + mine.first * T, mine.count, T);
@@ -195,7 +199,8 @@ int cmd_profile_comm(int argc, char** argv) {
   for (size_t i = 0; i < repeat + 1; ++i) {
     comm.barrier();
     const auto t0 = Clock::now();
-    sync.reduce(model, 1.0f);
+    sync.reduce_scatter(model, 1.0f);
+    sync.all_gather_params(model);
     if (i > 0) ex.push_back(since(t0));
   }
   const double t_exchange = median(ex);
@@ -236,7 +241,7 @@ int cmd_profile_comm(int argc, char** argv) {
     std::printf("\n  latency %.1f µs (%zu floats), bandwidth %.2f GB/s sent per rank (%zu floats)\n",
                 latency * 1e6, sweep.front().floats, bandwidth * 1e-9, sweep.back().floats);
     std::printf("\nprojection: R machines like this one, global batch %zu x %zu fixed (t(R) = "
-                "t_fwd_bwd/R + t_adamw + t_comm(R), ring exchange):\n",
+                "t_fwd_bwd/R + t_adamw/R + t_comm(R), ZeRO-1, ring exchange):\n",
                 B, T);
     std::printf("%-22s %6s %10s %10s %9s %11s\n", "network", "R", "step ms", "comm ms",
                 "speed-up", "efficiency");
@@ -251,7 +256,7 @@ int cmd_profile_comm(int argc, char** argv) {
           if (first.sparse_grad)
             t_comm += (r - 1) * (a + static_cast<double>(sparse_rows) / r * (4.0 * C + 4) / bw);
         }
-        const double t = t_fb / r + t_opt + t_comm;
+        const double t = (t_fb + t_opt) / r + t_comm;
         char name[64];
         std::snprintf(name, sizeof name, "%g Gbit/s, %g us", net.gbits, net.latency_us);
         std::printf("%-22s %6zu %10.2f %10.2f %8.2fx %10.0f%%\n", name, R, t * 1e3, t_comm * 1e3,

@@ -1,76 +1,183 @@
 #include "train/grad_sync.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "wte/error.h"
 
 namespace wte {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Σ partials in order from 0.0: clip_grad_norm's combination of its block sums.
+double sum_in_order(const std::vector<double>& partials) {
+  double total = 0.0;
+  for (double s : partials) total += s;
+  return total;
+}
+
+size_t norm_blocks(size_t n) { return (n + kNormBlock - 1) / kNormBlock; }
+
+// Where the untied wte's unused slot ends: the dense gradient is the arena from here on.
+size_t dense_begin_of(const Model& model) {
+  const TensorSpec& first = model.tensors().front();
+  return first.sparse_grad ? first.offset + first.size : 0;
+}
+
+}  // namespace
 
 GradientSync::GradientSync(Comm& comm, size_t B)
     : comm_(comm), B_(B), slice_(batch_slice(B, comm.rank(), comm.size())),
       w_(rank_weights(B, comm.size())) {}
 
-float GradientSync::reduce(Model& model, float local_loss) {
+void GradientSync::layout(size_t dense_begin, size_t n) {
+  if (dense_begin == dense_begin_ && n == n_ && !counts_.empty()) return;
+  dense_begin_ = dense_begin;
+  n_ = n;
+  split_blocks(n - dense_begin, comm_.size(), kNormBlock, &counts_, &displs_);
+}
+
+float GradientSync::reduce_scatter(Model& model, float local_loss) {
   have_rows_ = false;
   bytes_sent_ = 0;
-  if (comm_.size() == 1) return local_loss;
-  const auto t0 = std::chrono::steady_clock::now();
   const size_t R = static_cast<size_t>(comm_.size());
-  // The loss: Σ_r w_r·L_r in rank order, in double, rounded once.
-  std::vector<float> losses(R);
-  comm_.allgather(&local_loss, sizeof(float), losses.data());
-  double loss = 0.0;
-  for (size_t r = 0; r < R; ++r) loss += static_cast<double>(w_[r]) * losses[r];
-  // Dense: the arena minus an untied wte's slot (tensor 0, unused: its gradient is sparse).
-  const TensorSpec& first = model.tensors().front();
-  const size_t dense_begin = first.sparse_grad ? first.offset + first.size : 0;
-  reduce_dense(model.grad_data() + dense_begin, model.num_parameters() - dense_begin);
-  if (first.sparse_grad) {
-    reduce_sparse(model.wte_grad_rows(), model.config().d_model);
+  // The loss and the sparse row count in one small message.
+  struct Small {
+    float loss;
+    uint32_t pad;
+    uint64_t sparse_count;
+  };
+  const SparseRowGrad local = model.wte_grad_rows();
+  const Small mine{local_loss, 0, local.count};
+  std::vector<Small> all(R);
+  auto t0 = Clock::now();
+  comm_.allgather(&mine, sizeof mine, all.data());
+  t_.small += since(t0);
+  double loss = 0.0;  // Σ_r w_r·L_r in rank order, in double, rounded once
+  for (size_t r = 0; r < R; ++r) loss += static_cast<double>(w_[r]) * all[r].loss;
+
+  layout(dense_begin_of(model), model.num_parameters());
+  reduce_scatter_dense(model.grad_data() + dense_begin_, n_ - dense_begin_, counts_, displs_);
+  if (model.tensors().front().sparse_grad) {
+    std::vector<size_t> counts(R);
+    for (size_t r = 0; r < R; ++r) counts[r] = static_cast<size_t>(all[r].sparse_count);
+    t0 = Clock::now();
+    const size_t C = model.config().d_model;
+    std::vector<size_t> row_counts(R);
+    size_t total = 0;
+    for (size_t r = 0; r < R; ++r) row_counts[r] = counts[r] * C, total += counts[r];
+    all_ids_.resize(total);
+    all_rows_.resize(total * C);
+    comm_.allgatherv(local.ids, all_ids_.data(), counts, sizeof(int32_t));
+    comm_.allgatherv(local.rows, all_rows_.data(), row_counts, sizeof(float));
+    t_.sparse += since(t0);
+    t0 = Clock::now();
+    merge_sparse_rows(all_ids_.data(), all_rows_.data(), counts, C, w_, &ids_, &rows_);
+    t_.sum += since(t0);
+    bytes_sent_ += (R - 1) * local.count * (C * sizeof(float) + sizeof(int32_t));
     have_rows_ = true;
   }
-  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return static_cast<float>(loss);
 }
 
-void GradientSync::reduce_dense(float* g, size_t n) {
+void GradientSync::reduce_scatter_dense(float* g, size_t n, const std::vector<size_t>& counts,
+                                        const std::vector<size_t>& displs) {
   const size_t R = static_cast<size_t>(comm_.size()), me = static_cast<size_t>(comm_.rank());
-  // Block k = floats [k·block, min(n, (k+1)·block)) is summed by rank k.
-  const size_t block = (n + R - 1) / R;
-  std::vector<size_t> counts(R), displs(R);
-  for (size_t k = 0; k < R; ++k) {
-    displs[k] = std::min(n, k * block);
-    counts[k] = std::min(n, (k + 1) * block) - displs[k];
-  }
   const size_t mine = counts[me];
-  recv_.resize(R * block);
-  std::vector<size_t> recv_counts(R, mine), recv_displs(R);
-  for (size_t q = 0; q < R; ++q) recv_displs[q] = q * block;
-  comm_.alltoallv(g, counts, displs, recv_.data(), recv_counts, recv_displs);
-  ordered_weighted_sum(g + displs[me], recv_.data(), block, mine, w_);
-  comm_.allgatherv_inplace(g, counts, displs);
-  bytes_sent_ += 2 * (n - mine) * sizeof(float);
+  // Rank q's contribution to this rank's block lands in slot q (q < me) or q - 1 (q > me) of
+  // recv_; this rank's own contribution stays where it is (no message to itself).
+  recv_.resize((R - 1) * mine);
+  std::vector<size_t> send_counts(counts), recv_counts(R, mine), recv_displs(R, 0);
+  send_counts[me] = 0;
+  recv_counts[me] = 0;
+  std::vector<const float*> parts(R);
+  for (size_t q = 0; q < R; ++q) {
+    const size_t slot = q < me ? q : q - 1;
+    if (q != me) recv_displs[q] = slot * mine;
+    parts[q] = q == me ? g + displs[me] : recv_.data() + slot * mine;
+  }
+  auto t0 = Clock::now();
+  comm_.alltoallv(g, send_counts, displs, recv_.data(), recv_counts, recv_displs);
+  t_.reduce_scatter += since(t0);
+  t0 = Clock::now();
+  ordered_weighted_sum(g + displs[me], parts, mine, w_);  // in place on this rank's block
+  t_.sum += since(t0);
+  bytes_sent_ += (n - mine) * sizeof(float);
 }
 
-void GradientSync::reduce_sparse(const SparseRowGrad& local, size_t C) {
-  const size_t R = static_cast<size_t>(comm_.size());
-  const uint64_t my_count = local.count;
-  std::vector<uint64_t> counts64(R);
-  comm_.allgather(&my_count, sizeof my_count, counts64.data());
-  std::vector<size_t> counts(R), row_counts(R);
-  size_t total = 0;
-  for (size_t r = 0; r < R; ++r) {
-    counts[r] = static_cast<size_t>(counts64[r]);
-    row_counts[r] = counts[r] * C;
-    total += counts[r];
+double GradientSync::clip(Model& model, double max_norm) {
+  const size_t R = static_cast<size_t>(comm_.size()), me = static_cast<size_t>(comm_.rank());
+  float* block = model.grad_data() + dense_begin_ + displs_[me];
+  auto t0 = Clock::now();
+  // This rank's squared-norm partial sums; every rank's, in rank order, are the dense gradient's
+  // in block order (the blocks start at multiples of kNormBlock).
+  std::vector<double> mine(norm_blocks(counts_[me]));
+  squared_norm_partials(block, counts_[me], mine.data());
+  t_.optimizer += since(t0);
+  std::vector<size_t> partial_counts(R);
+  size_t total_blocks = 0;
+  for (size_t r = 0; r < R; ++r) partial_counts[r] = norm_blocks(counts_[r]), total_blocks += partial_counts[r];
+  std::vector<double> partials(total_blocks);
+  t0 = Clock::now();
+  comm_.allgatherv(mine.data(), partials.data(), partial_counts, sizeof(double));
+  t_.small += since(t0);
+  t0 = Clock::now();
+  double total = sum_in_order(partials);
+  const SparseRowGrad sparse = wte_rows(model);
+  if (sparse.count > 0) {
+    std::vector<double> sp(norm_blocks(sparse.count * sparse.C));
+    squared_norm_partials(sparse.rows, sparse.count * sparse.C, sp.data());
+    total += sum_in_order(sp);
   }
-  all_ids_.resize(total);
-  all_rows_.resize(total * C);
-  comm_.allgatherv(local.ids, all_ids_.data(), counts, sizeof(int32_t));
-  comm_.allgatherv(local.rows, all_rows_.data(), row_counts, sizeof(float));
-  merge_sparse_rows(all_ids_.data(), all_rows_.data(), counts, C, w_, &ids_, &rows_);
-  bytes_sent_ += (R - 1) * local.count * (C * sizeof(float) + sizeof(int32_t));
+  const double norm = std::sqrt(total);
+  if (max_norm > 0.0 && norm > max_norm) {
+    const float scale = static_cast<float>(max_norm / norm);
+    scale_gradient(block, counts_[me], scale);
+    if (sparse.count > 0) scale_gradient(sparse.rows, sparse.count * sparse.C, scale);
+  }
+  t_.optimizer += since(t0);
+  return norm;
+}
+
+void GradientSync::update(Model& model, AdamW& optimizer, float lr, const OptimConfig& hp) {
+  const size_t me = static_cast<size_t>(comm_.rank());
+  const size_t begin = dense_begin_ + displs_[me];
+  const auto t0 = Clock::now();
+  optimizer.update_part(model, lr, hp, begin, begin + counts_[me], wte_rows(model));
+  t_.optimizer += since(t0);
+  all_gather_params(model);
+}
+
+void GradientSync::all_gather_params(Model& model) {
+  layout(dense_begin_of(model), model.num_parameters());
+  const auto t0 = Clock::now();
+  comm_.allgatherv_inplace(model.param_data() + dense_begin_, counts_, displs_);
+  t_.all_gather += since(t0);
+  bytes_sent_ += (n_ - dense_begin_ - counts_[static_cast<size_t>(comm_.rank())]) * sizeof(float);
+}
+
+void GradientSync::gather_optimizer_state(AdamW& optimizer) {
+  if (comm_.size() == 1 || counts_.empty()) return;
+  comm_.allgatherv_inplace(optimizer.m() + dense_begin_, counts_, displs_);
+  comm_.allgatherv_inplace(optimizer.v() + dense_begin_, counts_, displs_);
+}
+
+void GradientSync::reduce_floats(float* g, size_t n) {
+  bytes_sent_ = 0;
+  if (comm_.size() == 1) return;
+  std::vector<size_t> counts, displs;
+  split_blocks(n, comm_.size(), 1, &counts, &displs);
+  reduce_scatter_dense(g, n, counts, displs);
+  const auto t0 = Clock::now();
+  comm_.allgatherv_inplace(g, counts, displs);
+  t_.all_gather += since(t0);
+  bytes_sent_ += (n - counts[static_cast<size_t>(comm_.rank())]) * sizeof(float);
 }
 
 std::string GradientSync::describe() const {
@@ -78,19 +185,24 @@ std::string GradientSync::describe() const {
   const size_t R = static_cast<size_t>(comm_.size());
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                " x %zu ranks (data-parallel, %s; %zu%s samples of each batch of %zu per rank)", R,
-                comm_.describe().c_str(), batch_slice(B_, 0, comm_.size()).count,
+                " x %zu ranks (data-parallel, ZeRO-1, %s; %zu%s samples of each batch of %zu per "
+                "rank)",
+                R, comm_.describe().c_str(), batch_slice(B_, 0, comm_.size()).count,
                 B_ % R ? " or fewer" : "", B_);
   return buf;
 }
 
 void GradientSync::print_share(double step_seconds, size_t steps) const {
   if (comm_.size() == 1 || steps == 0 || step_seconds <= 0) return;
-  std::printf("communication: %.3f s of %.3f s step time (%.1f%%), %.2f ms per step, %.2f MB sent "
-              "per step by each rank\n",
-              seconds_, step_seconds, 100.0 * seconds_ / step_seconds,
-              1e3 * seconds_ / static_cast<double>(steps),
-              static_cast<double>(bytes_sent_) / 1e6);
+  const double per = 1e3 / static_cast<double>(steps);
+  std::printf("communication: %.3f s of %.3f s step time (%.1f%%), %.2f ms per step (reduce-scatter "
+              "%.2f, all-gather %.2f, sparse rows %.2f, loss and norm %.2f; waiting for the other "
+              "ranks included), %.2f MB sent per step by each rank; rank-order sum %.2f ms, clip + "
+              "AdamW on this rank's 1/%d %.2f ms per step\n",
+              t_.comm(), step_seconds, 100.0 * t_.comm() / step_seconds, t_.comm() * per,
+              t_.reduce_scatter * per, t_.all_gather * per, t_.sparse * per, t_.small * per,
+              static_cast<double>(bytes_sent_) / 1e6, t_.sum * per, comm_.size(),
+              t_.optimizer * per);
 }
 
 SparseRowGrad GradientSync::wte_rows(Model& model) {

@@ -1,16 +1,28 @@
-// Data-parallel gradient exchange for `wte train` under mpirun: after each rank's backward on its
-// slice of the global batch, every rank holds the loss and gradient of the whole batch, bit for
-// bit the same on every rank and in every run with the same rank and thread counts.
-//
-// Dense gradients (the arena, minus an untied wte's unused slot): a reduce-scatter written by hand
-// (MPI_Alltoallv moves rank q's block k to rank k; rank k sums the R blocks in rank order with
-// ordered_weighted_sum) followed by MPI_Allgatherv of the summed blocks. It moves the bytes of a
-// ring allreduce, 2·(R-1)/R of the gradient per rank, but the summation order is ours (rank
-// order), not the MPI library's: MPI_Allreduce's algorithm (and so its order for R >= 3) depends
-// on Open MPI's tuning tables, the message size and the transport, which a user cannot see.
-// The untied wte's row-sparse gradient: MPI_Allgatherv of the ranks' (ids, rows), merged in rank
-// order on every rank (merge_sparse_rows); no rank ever holds a (V, C) gradient for it.
-// Gradient clipping and AdamW then run on every rank on the same numbers (after the reduction).
+// Data-parallel optimizer step for `wte train` under mpirun, ZeRO-1 style (Rajbhandari et al.
+// 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models", stage 1: the
+// optimizer's work partitioned over the ranks): after each rank's backward on its slice of the
+// global batch,
+//   1. reduce_scatter: rank k receives block k of every rank's dense gradient (MPI_Alltoallv) and
+//      sums the R contributions in rank order (ordered_weighted_sum; its own in place, never
+//      copied): rank k then holds block k of the whole batch's gradient. The untied wte's
+//      row-sparse gradient: MPI_Allgatherv of the ranks' (ids, rows), merged in rank order on every
+//      rank (merge_sparse_rows); no rank ever holds a (V, C) gradient for it.
+//   2. clip: each rank's squared-norm partial sums of its block (blocks of kNormBlock floats:
+//      split_blocks aligns every rank's block to them) are gathered to every rank and added in
+//      block order, plus the merged sparse rows' sum: the global norm, bit for bit what
+//      clip_grad_norm computes on the whole reduced gradient in one process; each rank scales its
+//      block (and the sparse rows).
+//   3. update: AdamW on the rank's block only (AdamW::update_part; the sparse rows on every rank,
+//      lazily, as one process would), then MPI_Allgatherv of the updated parameter blocks.
+// The bytes are those of an allreduce of the gradient (a reduce-scatter, then an all-gather, of
+// parameters instead of gradients), 2·(R-1)/R of the arena per rank; clip and AdamW cost 1/R of a
+// replicated step. Every number on every rank is bit for bit what the replicated scheme (all
+// ranks reduce the whole gradient, clip and update everything) gives, because every element goes
+// through the same operations in the same order; the summation order is ours (rank order), never
+// the MPI library's or the network's (MPI_Allreduce's algorithm, and so its order for R >= 3,
+// depends on Open MPI's tuning tables, the message size and the transport).
+// AdamW's m and v are complete only in each rank's block; gather_optimizer_state() completes them
+// before a checkpoint is written, so a checkpoint is the one a single process writes.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "wte/config.h"
 #include "wte/model.h"
+#include "wte/optimizer.h"
 #include "src/model/data_parallel.h"
 #include "train/comm.h"
 
@@ -33,47 +47,71 @@ class GradientSync {
   /// This rank's samples of every global batch.
   BatchSlice slice() const { return slice_; }
 
-  /// After model.backward() on this rank's slice: replaces the model's dense gradients by the
-  /// whole batch's and keeps the whole batch's sparse wte rows (see wte_rows); returns the whole
-  /// batch's mean loss. One rank: returns local_loss and changes nothing.
-  float reduce(Model& model, float local_loss);
+  /// Step 1, after model.backward() on this rank's slice (2 or more ranks): this rank's block of
+  /// the dense gradient becomes the whole batch's (the rest of the gradient arena is stale) and
+  /// the whole batch's sparse wte rows are kept (wte_rows); returns the whole batch's mean loss
+  /// Σ_r w_r·L_r (rank order, in double, rounded once).
+  float reduce_scatter(Model& model, float local_loss);
+  /// Step 2: the whole batch's gradient norm (before clipping; the same on every rank); if
+  /// max_norm > 0 and the norm exceeds it, scales this rank's block and the sparse rows by
+  /// max_norm / norm, as clip_grad_norm does.
+  double clip(Model& model, double max_norm);
+  /// Step 3: optimizer.update_part on this rank's block and the sparse rows, then every rank's
+  /// updated parameters to every rank (all_gather_params).
+  void update(Model& model, AdamW& optimizer, float lr, const OptimConfig& hp);
+  /// The parameter all-gather of update() alone (`wte profile comm` times it).
+  void all_gather_params(Model& model);
+  /// Completes AdamW's m and v on every rank (each rank's block to all): call on every rank before
+  /// rank 0 writes a checkpoint. Nothing for one rank.
+  void gather_optimizer_state(AdamW& optimizer);
 
-  /// The whole batch's row-sparse wte gradient of the last reduce() (untied models), writable
-  /// (clipping scales it); one rank: the model's own.
+  /// The whole batch's row-sparse wte gradient of the last reduce_scatter() (untied models),
+  /// writable (clipping scales it).
   SparseRowGrad wte_rows(Model& model);
 
-  /// The dense exchange alone on n floats of g (in place; `wte profile comm`'s size sweep).
-  void reduce_floats(float* g, size_t n) {
-    bytes_sent_ = 0;
-    if (comm_.size() > 1) reduce_dense(g, n);
-  }
+  /// A reduce-scatter + all-gather of n floats of g in place, as training does (`wte profile
+  /// comm`'s size sweep). One rank: nothing.
+  void reduce_floats(float* g, size_t n);
 
-  /// Seconds spent in reduce() since construction (includes waiting for slower ranks), and bytes
-  /// this rank sent in its last reduce().
-  double seconds() const { return seconds_; }
-  /// " x 2 ranks (data-parallel, Open MPI v4.1.4; 8 samples of each batch of 16 per rank)", or ""
-  /// for one rank (the model line of `wte train`).
+  /// Seconds spent in communication (MPI calls, waiting for slower ranks included) since
+  /// construction, and bytes this rank sent in its last step.
+  double seconds() const { return t_.comm(); }
+  size_t bytes_sent_last() const { return bytes_sent_; }
+  /// " x 2 ranks (data-parallel, ZeRO-1, Open MPI v4.1.4; 8 samples of each batch of 16 per
+  /// rank)", or "" for one rank (the model line of `wte train`).
   std::string describe() const;
   /// Prints (stdout) the share of `step_seconds` (this rank's time in `steps` steps) spent in
-  /// reduce(), per step, and the bytes sent per step. Nothing for one rank.
+  /// communication, per step and split by phase, the bytes sent per step, and the time of the
+  /// rank-order sum and of this rank's clip + AdamW. Nothing for one rank.
   void print_share(double step_seconds, size_t steps) const;
-  size_t bytes_sent_last() const { return bytes_sent_; }
 
  private:
-  void reduce_dense(float* g, size_t n);
+  // The dense gradient's split for an arena of n floats from dense_begin (split_blocks, aligned to
+  // kNormBlock); cached: it changes only with the model.
+  void layout(size_t dense_begin, size_t n);
+  void reduce_scatter_dense(float* g, size_t n, const std::vector<size_t>& counts,
+                            const std::vector<size_t>& displs);
   void reduce_sparse(const SparseRowGrad& local, size_t C);
+
+  struct Times {  // seconds, summed over steps
+    double reduce_scatter = 0, all_gather = 0, sparse = 0, small = 0;  // MPI
+    double sum = 0, optimizer = 0;                                     // compute
+    double comm() const { return reduce_scatter + all_gather + sparse + small; }
+  };
 
   Comm& comm_;
   size_t B_;
   BatchSlice slice_;
   std::vector<float> w_;            // (R) rank weights n_r / B
-  std::vector<float> recv_;         // (R · block) the R contributions to this rank's block
+  size_t dense_begin_ = 0, n_ = 0;  // the laid-out arena: dense floats [dense_begin_, n_)
+  std::vector<size_t> counts_, displs_;  // (R) each rank's block, relative to dense_begin_
+  std::vector<float> recv_;         // the other ranks' contributions to this rank's block
   std::vector<int32_t> ids_;        // merged sparse ids
   std::vector<float> rows_;         // merged sparse rows
   std::vector<int32_t> all_ids_;    // gathered ids of every rank
   std::vector<float> all_rows_;     // gathered rows of every rank
   bool have_rows_ = false;
-  double seconds_ = 0;
+  Times t_;
   size_t bytes_sent_ = 0;
 };
 

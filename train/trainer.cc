@@ -504,19 +504,25 @@ struct StepResult {
 };
 
 // One optimizer step on the global batch in inputs/targets: forward and backward on this rank's
-// slice, the ranks' gradients summed (train/grad_sync.h; nothing with one rank), clip, AdamW. A
-// diverged step stops the run before it reaches the parameters: the last checkpoint and the
-// parameters in memory stay finite.
+// slice, clip, AdamW. With several ranks (train/grad_sync.h, ZeRO-1): the ranks' gradients are
+// reduce-scattered, each rank clips with the global norm and updates its block, and the updated
+// parameters are all-gathered. A diverged step stops the run before it reaches the parameters
+// (the loss and norm are the same on every rank, so every rank stops): the last checkpoint and
+// the parameters in memory stay finite.
 StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, const Config& cfg,
                       size_t step, const int32_t* inputs, const int32_t* targets) {
   const size_t T = cfg.data.seq_len;
   const BatchSlice mine = sync.slice();
+  const bool parallel = sync.ranks() > 1;
   StepResult r;
   r.loss = model.forward(inputs + mine.first * T, targets + mine.first * T, mine.count, T);
   model.backward();
-  r.loss = sync.reduce(model, r.loss);
-  const SparseRowGrad wte_rows = sync.wte_rows(model);
-  r.grad_norm = clip_grad_norm(model, cfg.optim.grad_clip, wte_rows);
+  if (parallel) {
+    r.loss = sync.reduce_scatter(model, r.loss);
+    r.grad_norm = sync.clip(model, cfg.optim.grad_clip);
+  } else {
+    r.grad_norm = clip_grad_norm(model, cfg.optim.grad_clip);
+  }
   r.lr = learning_rate(step, cfg.train.steps, cfg.optim);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     char msg[320];
@@ -527,7 +533,10 @@ StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, const 
                   step + 1, static_cast<double>(r.loss), r.grad_norm, static_cast<double>(r.lr));
     throw Error(msg);
   }
-  optimizer.update(model, r.lr, cfg.optim, wte_rows);
+  if (parallel)
+    sync.update(model, optimizer, r.lr, cfg.optim);
+  else
+    optimizer.update(model, r.lr, cfg.optim);
   return r;
 }
 
@@ -749,8 +758,11 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
                                      step_seconds / static_cast<double>(done - start_step) /
                                          static_cast<double>(B)));
     if (writer && !metrics) throw Error(write_failed(metrics_path));  // disk full: fatal, named
-    if (writer &&
-        (last || stop_now || (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0))) {
+    const bool checkpoint_now =
+        last || stop_now || (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0);
+    // Every rank: AdamW's m and v are complete only in each rank's block until gathered.
+    if (checkpoint_now) sync.gather_optimizer_state(optimizer);
+    if (writer && checkpoint_now) {
       metrics.flush();  // rows up to this checkpoint are on disk before it is
       if (!metrics) throw Error(write_failed(metrics_path));
       write_checkpoint(cfg, opts, model, optimizer, d, loader, done, r.lr, &summary);

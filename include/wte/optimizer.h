@@ -26,6 +26,13 @@ class AdamW {
   /// The same with an untied wte's row-sparse gradient given explicitly (data-parallel training:
   /// the ranks' merged rows) instead of model.wte_grad_rows().
   void update(Model& model, float lr, const OptimConfig& hp, const SparseRowGrad& wte_rows);
+  /// One update of part of the model (ZeRO-1 data-parallel training: each rank updates its block
+  /// of the arena): the dense tensors' elements in arena floats [begin, end) and the row-sparse
+  /// wte_rows (an untied wte; count 0: none). Increments step() first. Element for element the
+  /// same operations as update(), so the ranks' parts together give update()'s bits.
+  /// Throws wte::Error if begin > end or end > size().
+  void update_part(Model& model, float lr, const OptimConfig& hp, size_t begin, size_t end,
+                   const SparseRowGrad& wte_rows);
   int64_t step() const { return step_; }
   void set_step(int64_t s) { step_ = s; }
   float* m() { return m_.get(); }
@@ -46,6 +53,19 @@ class AdamW {
 double clip_grad_norm(Model& model, double max_norm);
 /// The same with an untied wte's row-sparse gradient given explicitly (scaled in place).
 double clip_grad_norm(Model& model, double max_norm, const SparseRowGrad& wte_rows);
+
+/// Floats per partial sum of the gradient's squared norm in clip_grad_norm: sums of g² in double
+/// over consecutive blocks of this many floats (from the start of the dense gradient), each summed
+/// in element order, then the block sums added in block order.
+constexpr size_t kNormBlock = 65536;
+
+/// partials[b] = Σ g[i]² over block b = [b·kNormBlock, min(n, (b+1)·kNormBlock)) of g[0, n), in
+/// double, in element order: ceil(n / kNormBlock) values, clip_grad_norm's partial sums (OpenMP
+/// over blocks; bit-identical for any thread count).
+void squared_norm_partials(const float* g, size_t n, double* partials);
+
+/// g[0, n) *= scale (clipping's scaling, OpenMP).
+void scale_gradient(float* g, size_t n, float scale);
 
 /// Learning rate at 0-based `step` of `total_steps`: linear warmup to optim.lr over warmup_steps
 /// (lr·(step+1)/warmup_steps), then cosine decay to optim.min_lr at the last step

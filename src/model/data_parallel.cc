@@ -34,12 +34,50 @@ std::vector<float> rank_weights(size_t B, int ranks) {
 
 void ordered_weighted_sum(float* out, const float* parts, size_t stride, size_t n,
                           const std::vector<float>& w) {
+  std::vector<const float*> p(w.size());
+  for (size_t r = 0; r < w.size(); ++r) p[r] = parts + r * stride;
+  ordered_weighted_sum(out, p, n, w);
+}
+
+void ordered_weighted_sum(float* out, const std::vector<const float*>& parts, size_t n,
+                          const std::vector<float>& w) {
   const size_t R = w.size();
+  if (parts.size() != R)
+    throw Error("ordered_weighted_sum: " + std::to_string(parts.size()) + " parts but " +
+                std::to_string(R) + " weights");
+  if (R == 2) {  // the common case, without the inner loop (same operations, same order)
+    const float *p0 = parts[0], *p1 = parts[1];
+    const float w0 = w[0], w1 = w[1];
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) {
+      const float a = w0 * p0[i], b = w1 * p1[i];
+      out[i] = a + b;
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) {
-    float acc = w[0] * parts[i];
-    for (size_t r = 1; r < R; ++r) acc += w[r] * parts[r * stride + i];
+    float acc = w[0] * parts[0][i];
+    for (size_t r = 1; r < R; ++r) acc += w[r] * parts[r][i];
     out[i] = acc;
+  }
+}
+
+void split_blocks(size_t n, int ranks, size_t align, std::vector<size_t>* counts,
+                  std::vector<size_t>* displs) {
+  if (ranks < 1 || align == 0)
+    throw Error("split_blocks: " + std::to_string(ranks) + " ranks, unit of " +
+                std::to_string(align) + " floats: need ranks >= 1 and a unit >= 1");
+  const size_t R = static_cast<size_t>(ranks);
+  const size_t units = (n + align - 1) / align, base = units / R, extra = units % R;
+  counts->assign(R, 0);
+  displs->assign(R, 0);
+  size_t at = 0;  // in units
+  for (size_t r = 0; r < R; ++r) {
+    const size_t u = base + (r < extra ? 1 : 0);
+    (*displs)[r] = std::min(n, at * align);
+    (*counts)[r] = std::min(n, (at + u) * align) - (*displs)[r];
+    at += u;
   }
 }
 

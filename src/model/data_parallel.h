@@ -33,6 +33,22 @@ std::vector<float> rank_weights(size_t B, int ranks);
 void ordered_weighted_sum(float* out, const float* parts, size_t stride, size_t n,
                           const std::vector<float>& w);
 
+/// The same sum with part r at parts[r] (R = w.size() pointers): out[i] = Σ_r w[r]·parts[r][i],
+/// r = 0..R-1 in that order; the same bits as the strided form. out may be one of the parts
+/// (element i of every part is read before out[i] is written; data-parallel training sums a rank's
+/// own block in place, without copying it), but may not overlap a part at another offset.
+void ordered_weighted_sum(float* out, const std::vector<const float*>& parts, size_t n,
+                          const std::vector<float>& w);
+
+/// The reduce-scatter's split of n gradient floats over `ranks` (ZeRO-1: rank r sums, clips and
+/// updates floats [displs[r], displs[r] + counts[r])): the n floats are cut into units of `align`
+/// floats (the last one shorter), rank r gets units / ranks of them in order, the first
+/// units % ranks ranks one more, so every rank's block starts at a multiple of align (clip_grad_norm's
+/// squared-norm partial sums, include/wte/optimizer.h, then never straddle two ranks). A rank may
+/// get no floats (n < ranks · align). Throws wte::Error if ranks < 1 or align is 0.
+void split_blocks(size_t n, int ranks, size_t align, std::vector<size_t>* counts,
+                  std::vector<size_t>* displs);
+
 /// Merges R row-sparse gradients (rank r: counts[r] rows of C floats, ids distinct and
 /// increasing) into one: `ids` = the sorted union, `rows` (ids.size(), C) = Σ_r w[r]·row_r(id)
 /// summed in rank order (a row a rank did not touch contributes nothing). all_ids and all_rows are

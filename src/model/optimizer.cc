@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
+#include "wte/error.h"
 #include "wte/kernels.h"
 
 namespace wte {
@@ -16,6 +18,15 @@ void AdamW::update(Model& model, float lr, const OptimConfig& hp) {
 }
 
 void AdamW::update(Model& model, float lr, const OptimConfig& hp, const SparseRowGrad& g) {
+  update_part(model, lr, hp, 0, n_, g);
+}
+
+void AdamW::update_part(Model& model, float lr, const OptimConfig& hp, size_t begin, size_t end,
+                        const SparseRowGrad& g) {
+  if (begin > end || end > n_)
+    throw Error("AdamW::update_part: floats [" + std::to_string(begin) + ", " +
+                std::to_string(end) + ") are not a range of the " + std::to_string(n_) +
+                "-float parameter arena");
   ++step_;
   for (const TensorSpec& t : model.tensors()) {
     const AdamWParams p{lr, hp.beta1, hp.beta2, hp.eps, t.weight_decay ? hp.weight_decay : 0.0f,
@@ -25,37 +36,42 @@ void AdamW::update(Model& model, float lr, const OptimConfig& hp, const SparseRo
                         g.rows, g.ids, g.count, g.C, p);
       continue;
     }
-    adamw_update(model.param_data() + t.offset, model.grad_data() + t.offset, m_.get() + t.offset,
-                 v_.get() + t.offset, t.size, p);
+    // The tensor's elements inside [begin, end) (all of them for update()).
+    const size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.size);
+    if (lo >= hi) continue;
+    adamw_update(model.param_data() + lo, model.grad_data() + lo, m_.get() + lo, v_.get() + lo,
+                 hi - lo, p);
   }
 }
 
 namespace {
 
-// Sum of squares of g[0, n) in double, in fixed blocks independent of the thread count, partial sums
-// combined in block order.
+// Sum of squares of g[0, n) in double: squared_norm_partials' block sums added in block order.
 double sum_of_squares(const float* g, size_t n) {
-  constexpr size_t kBlock = 1 << 16;
-  const size_t blocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> partial(blocks, 0.0);
-#pragma omp parallel for schedule(static)
-  for (size_t b = 0; b < blocks; ++b) {
-    double s = 0.0;
-    const size_t end = std::min(n, (b + 1) * kBlock);
-    for (size_t i = b * kBlock; i < end; ++i) s += static_cast<double>(g[i]) * g[i];
-    partial[b] = s;
-  }
+  std::vector<double> partial((n + kNormBlock - 1) / kNormBlock, 0.0);
+  squared_norm_partials(g, n, partial.data());
   double total = 0.0;
   for (double s : partial) total += s;
   return total;
 }
 
-void scale_all(float* g, size_t n, float scale) {
+}  // namespace
+
+void squared_norm_partials(const float* g, size_t n, double* partial) {
+  const size_t blocks = (n + kNormBlock - 1) / kNormBlock;
+#pragma omp parallel for schedule(static)
+  for (size_t b = 0; b < blocks; ++b) {
+    double s = 0.0;
+    const size_t end = std::min(n, (b + 1) * kNormBlock);
+    for (size_t i = b * kNormBlock; i < end; ++i) s += static_cast<double>(g[i]) * g[i];
+    partial[b] = s;
+  }
+}
+
+void scale_gradient(float* g, size_t n, float scale) {
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) g[i] *= scale;
 }
-
-}  // namespace
 
 double clip_grad_norm(Model& model, double max_norm) {
   return clip_grad_norm(model, max_norm, model.wte_grad_rows());
@@ -72,8 +88,8 @@ double clip_grad_norm(Model& model, double max_norm, const SparseRowGrad& sparse
   const double norm = std::sqrt(total);
   if (max_norm > 0.0 && norm > max_norm) {
     const float scale = static_cast<float>(max_norm / norm);
-    scale_all(model.grad_data() + dense_begin, n - dense_begin, scale);
-    if (sparse.count > 0) scale_all(sparse.rows, sparse.count * sparse.C, scale);
+    scale_gradient(model.grad_data() + dense_begin, n - dense_begin, scale);
+    if (sparse.count > 0) scale_gradient(sparse.rows, sparse.count * sparse.C, scale);
   }
   return norm;
 }
