@@ -194,6 +194,12 @@ std::string GradientSync::describe() const {
 
 void GradientSync::print_share(double step_seconds, size_t steps) const {
   if (comm_.size() == 1 || steps == 0 || step_seconds <= 0) return;
+  // Every rank's times (collective: every rank calls this at the end of the run).
+  const double mine[8] = {step_seconds,  t_.comm(),       t_.reduce_scatter, t_.all_gather,
+                          t_.sparse,     t_.small,        t_.sum,            t_.optimizer};
+  const size_t R = static_cast<size_t>(comm_.size());
+  std::vector<double> all(8 * R);
+  comm_.allgather(mine, sizeof mine, all.data());
   const double per = 1e3 / static_cast<double>(steps);
   std::printf("communication: %.3f s of %.3f s step time (%.1f%%), %.2f ms per step (reduce-scatter "
               "%.2f, all-gather %.2f, sparse rows %.2f, loss and norm %.2f; waiting for the other "
@@ -203,6 +209,14 @@ void GradientSync::print_share(double step_seconds, size_t steps) const {
               t_.reduce_scatter * per, t_.all_gather * per, t_.sparse * per, t_.small * per,
               static_cast<double>(bytes_sent_) / 1e6, t_.sum * per, comm_.size(),
               t_.optimizer * per);
+  for (size_t r = 0; r < R; ++r) {
+    const double* a = all.data() + 8 * r;
+    std::printf("  rank %zu: step %.2f ms = communication %.2f (reduce-scatter %.2f, all-gather "
+                "%.2f, sparse %.2f, small %.2f) + sum %.2f + clip and AdamW %.2f + forward, "
+                "backward and the rest %.2f ms\n",
+                r, a[0] * per, a[1] * per, a[2] * per, a[3] * per, a[4] * per, a[5] * per,
+                a[6] * per, a[7] * per, (a[0] - a[1] - a[6] - a[7]) * per);
+  }
 }
 
 SparseRowGrad GradientSync::wte_rows(Model& model) {

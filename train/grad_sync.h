@@ -82,7 +82,8 @@ class GradientSync {
   std::string describe() const;
   /// Prints (stdout) the share of `step_seconds` (this rank's time in `steps` steps) spent in
   /// communication, per step and split by phase, the bytes sent per step, and the time of the
-  /// rank-order sum and of this rank's clip + AdamW. Nothing for one rank.
+  /// rank-order sum and of this rank's clip + AdamW; then each rank's split of its step time.
+  /// Collective (an all-gather of the ranks' times): every rank calls it. Nothing for one rank.
   void print_share(double step_seconds, size_t steps) const;
 
  private:
