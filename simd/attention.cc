@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 #include "wte/kernels.h"
 
@@ -31,6 +32,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "simd/bf16-inl.h"   // StoreBf16, ConvertRowToBf16 (optional bf16 copies)
 #include "simd/loops-inl.h"  // ForEachVector, SumOver, kParallelMinFloats
 // clang-format on
 
@@ -58,7 +60,8 @@ struct RowSplit {
   size_t written() const { return vector_tail ? body + hn::Lanes(hn::ScalableTag<float>()) : len; }
 };
 
-void AttentionSoftmaxForward(float* att, const float* preatt, size_t Z, size_t T, float scale) {
+void AttentionSoftmaxForward(float* att, const float* preatt, size_t Z, size_t T, float scale,
+                             uint16_t* att16) {
   const size_t rows = Z * T;
   const hn::ScalableTag<float> d;
   const hn::CappedTag<float, 1> d1;
@@ -106,11 +109,12 @@ void AttentionSoftmaxForward(float* att, const float* preatt, size_t Z, size_t T
       }
     }
     FillZeros(a, row.written(), T);
+    if (att16 != nullptr) ConvertRowToBf16(att16 + r * T, a, T);  // while in cache
   }
 }
 
 void AttentionSoftmaxBackward(float* dpreatt, const float* datt, const float* att, size_t Z,
-                              size_t T, float scale) {
+                              size_t T, float scale, uint16_t* dpreatt16) {
   const size_t rows = Z * T;
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
@@ -140,6 +144,7 @@ void AttentionSoftmaxBackward(float* dpreatt, const float* datt, const float* at
       for (size_t j = row.body; j < row.len; ++j) dp[j] = scale * a[j] * (da[j] - dot);
     }
     FillZeros(dp, row.written(), T);
+    if (dpreatt16 != nullptr) ConvertRowToBf16(dpreatt16 + r * T, dp, T);  // while in cache
   }
 }
 
@@ -154,13 +159,14 @@ namespace wte {
 HWY_EXPORT(AttentionSoftmaxForward);
 HWY_EXPORT(AttentionSoftmaxBackward);
 
-void attention_softmax_forward(float* att, const float* preatt, size_t Z, size_t T, float scale) {
-  HWY_DYNAMIC_DISPATCH(AttentionSoftmaxForward)(att, preatt, Z, T, scale);
+void attention_softmax_forward(float* att, const float* preatt, size_t Z, size_t T, float scale,
+                               uint16_t* att16) {
+  HWY_DYNAMIC_DISPATCH(AttentionSoftmaxForward)(att, preatt, Z, T, scale, att16);
 }
 
 void attention_softmax_backward(float* dpreatt, const float* datt, const float* att, size_t Z,
-                                size_t T, float scale) {
-  HWY_DYNAMIC_DISPATCH(AttentionSoftmaxBackward)(dpreatt, datt, att, Z, T, scale);
+                                size_t T, float scale, uint16_t* dpreatt16) {
+  HWY_DYNAMIC_DISPATCH(AttentionSoftmaxBackward)(dpreatt, datt, att, Z, T, scale, dpreatt16);
 }
 
 }  // namespace wte

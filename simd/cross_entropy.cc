@@ -37,6 +37,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "simd/bf16-inl.h"  // ConvertRowToBf16
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -97,7 +98,7 @@ HWY_INLINE void ScaleTerms(D d, float* HWY_RESTRICT e, float sum, float grad_sca
 
 void SoftmaxCrossEntropy(float* HWY_RESTRICT logits, float* HWY_RESTRICT losses,
                          const int32_t* HWY_RESTRICT targets, size_t N, size_t V,
-                         float grad_scale) {
+                         float grad_scale, uint16_t* HWY_RESTRICT dlogits16) {
   if (V == 0) return;
 #pragma omp parallel for schedule(static)
   for (size_t n = 0; n < N; ++n) {
@@ -118,6 +119,9 @@ void SoftmaxCrossEntropy(float* HWY_RESTRICT logits, float* HWY_RESTRICT losses,
     for (; v < V; ++v) ScaleTerms(d1, row + v, sum, grad_scale);
     // The one-hot term, in the reference's form grad_scale * (p - 1).
     row[target] = grad_scale * (p_target - 1.0f);
+    // bf16 GEMMs: the row's bf16 copy while it is still in cache (a separate pass over the
+    // (N, V) dlogits would read them back from memory).
+    if (dlogits16 != nullptr) ConvertRowToBf16(dlogits16 + n * V, row, V);
   }
 }
 
@@ -145,8 +149,8 @@ HWY_EXPORT(SoftmaxCrossEntropy);
 HWY_EXPORT(CrossEntropyLoss);
 
 void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets, size_t N, size_t V,
-                           float grad_scale) {
-  HWY_DYNAMIC_DISPATCH(SoftmaxCrossEntropy)(logits, losses, targets, N, V, grad_scale);
+                           float grad_scale, uint16_t* dlogits16) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxCrossEntropy)(logits, losses, targets, N, V, grad_scale, dlogits16);
 }
 
 void cross_entropy_loss(float* losses, const float* logits, const int32_t* targets, size_t N,

@@ -16,6 +16,7 @@
 // positive x and -0 for large negative x. tests/test_block_kernels.cc derives the error bounds.
 
 #include <cstddef>
+#include <cstdint>
 
 #include "wte/kernels.h"
 
@@ -27,6 +28,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "simd/bf16-inl.h"   // StoreBf16, ConvertRowToBf16 (optional bf16 copies)
 #include "simd/loops-inl.h"  // ParallelForEachVector
 // clang-format on
 
@@ -57,16 +59,18 @@ HWY_INLINE GeluTerms<V> ComputeGeluTerms(D d, V x) {
   return {hn::IfThenElse(hn::Ge(u, hn::Zero(d)), r, er), hn::Mul(er, r)};
 }
 
-void GeluForward(float* out, const float* inp, size_t n) {
+void GeluForward(float* out, const float* inp, size_t n, uint16_t* out16) {
   // Elements are independent: any split among threads gives the same bits. out may alias inp:
   // each element is read before it is written.
   ParallelForEachVector(n, [&](auto d, size_t i) {
     const auto x = hn::LoadU(d, inp + i);
-    hn::StoreU(hn::Mul(x, ComputeGeluTerms(d, x).sigma), d, out + i);
+    const auto y = hn::Mul(x, ComputeGeluTerms(d, x).sigma);
+    hn::StoreU(y, d, out + i);
+    if (out16 != nullptr) StoreBf16(d, y, out16 + i);
   });
 }
 
-void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n) {
+void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n, uint16_t* dinp16) {
   // dinp may alias dout: each element is read before it is written.
   ParallelForEachVector(n, [&](auto d, size_t i) {
     const auto x = hn::LoadU(d, inp + i);
@@ -76,7 +80,9 @@ void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n) {
                                hn::Add(hn::Set(d, 1.0f),
                                        hn::Mul(hn::Mul(hn::Set(d, kCubic3), x), x)));
     const auto grad = hn::Add(terms.sigma, hn::Mul(hn::Mul(hn::Add(x, x), terms.e_r2), slope));
-    hn::StoreU(hn::Mul(hn::LoadU(d, dout + i), grad), d, dinp + i);
+    const auto dx = hn::Mul(hn::LoadU(d, dout + i), grad);
+    hn::StoreU(dx, d, dinp + i);
+    if (dinp16 != nullptr) StoreBf16(d, dx, dinp16 + i);
   });
 }
 
@@ -91,12 +97,12 @@ namespace wte {
 HWY_EXPORT(GeluForward);
 HWY_EXPORT(GeluBackward);
 
-void gelu_forward(float* out, const float* inp, size_t n) {
-  HWY_DYNAMIC_DISPATCH(GeluForward)(out, inp, n);
+void gelu_forward(float* out, const float* inp, size_t n, uint16_t* out16) {
+  HWY_DYNAMIC_DISPATCH(GeluForward)(out, inp, n, out16);
 }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
-  HWY_DYNAMIC_DISPATCH(GeluBackward)(dinp, inp, dout, n);
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, uint16_t* dinp16) {
+  HWY_DYNAMIC_DISPATCH(GeluBackward)(dinp, inp, dout, n, dinp16);
 }
 
 }  // namespace wte

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "wte/kernels.h"
@@ -31,6 +32,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
+#include "simd/bf16-inl.h"   // StoreBf16, ConvertRowToBf16 (optional bf16 copies)
 #include "simd/loops-inl.h"  // ForEachVector, SumOver, kParallelMinFloats
 // clang-format on
 
@@ -41,7 +43,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 void LayerNormForward(float* HWY_RESTRICT out, float* HWY_RESTRICT mean, float* HWY_RESTRICT rstd,
                       const float* HWY_RESTRICT inp, const float* HWY_RESTRICT g,
-                      const float* HWY_RESTRICT b, size_t N, size_t C, float eps) {
+                      const float* HWY_RESTRICT b, size_t N, size_t C, float eps,
+                      uint16_t* HWY_RESTRICT out16) {
   if (C == 0) return;
   const float c_float = static_cast<float>(C);
 #pragma omp parallel for schedule(static) if (N * C >= kParallelMinFloats)
@@ -59,6 +62,7 @@ void LayerNormForward(float* HWY_RESTRICT out, float* HWY_RESTRICT mean, float* 
       const auto xhat = hn::Mul(hn::Sub(hn::LoadU(d, x + c), hn::Set(d, m)), hn::Set(d, s));
       hn::StoreU(hn::Add(hn::Mul(xhat, hn::LoadU(d, g + c)), hn::LoadU(d, b + c)), d, y + c);
     });
+    if (out16 != nullptr) ConvertRowToBf16(out16 + n * C, y, C);  // while in cache
     mean[n] = m;
     rstd[n] = s;
   }
@@ -160,8 +164,8 @@ HWY_EXPORT(LayerNormForward);
 HWY_EXPORT(LayerNormBackward);
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* g,
-                       const float* b, size_t N, size_t C, float eps) {
-  HWY_DYNAMIC_DISPATCH(LayerNormForward)(out, mean, rstd, inp, g, b, N, C, eps);
+                       const float* b, size_t N, size_t C, float eps, uint16_t* out16) {
+  HWY_DYNAMIC_DISPATCH(LayerNormForward)(out, mean, rstd, inp, g, b, N, C, eps, out16);
 }
 
 void layernorm_backward(float* dinp, float* dg, float* db, const float* dout, const float* inp,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace wte::ref {
@@ -226,6 +227,27 @@ void bias_backward(F* dbias, const F* dout, size_t N, size_t OC) {
     for (size_t n = 0; n < N; ++n) sum += dout[n * OC + j];
     dbias[j] += sum;
   }
+}
+
+/// float32 -> bfloat16 bits, round to nearest, ties to even; NaN stays NaN (quiet bit set).
+/// The contract of wte::convert_f32_to_bf16, one value at a time.
+inline uint16_t f32_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/// The float32 a bfloat16 stands for (exact: its bits followed by 16 zero bits).
+inline float bf16_to_f32(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+inline void convert_f32_to_bf16(uint16_t* dst, const float* src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
 }  // namespace wte::ref

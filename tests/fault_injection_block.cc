@@ -8,16 +8,20 @@
 // the production `wte`.
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
+#include "simd/reference.h"
 #include "wte/kernels.h"
 
 namespace wte {
 
-void wte_fault_gelu_backward_no_chain(float* dinp, const float* inp, const float* dout, size_t n) {
+void wte_fault_gelu_backward_no_chain(float* dinp, const float* inp, const float* dout, size_t n,
+                                      uint16_t* dinp16) {
   for (size_t i = 0; i < n; ++i) {  // dinp may alias dout: read both before writing
     const float x = inp[i];
     const float t = std::tanh(0.7978845608f * (x + 0.044715f * x * x * x));
     dinp[i] = dout[i] * 0.5f * (1.0f + t);
+    if (dinp16 != nullptr) dinp16[i] = ref::f32_to_bf16(dinp[i]);  // bf16 GEMMs' copy
   }
 }
 

@@ -31,6 +31,7 @@
 #include "wte/optimizer.h"
 #include "wte/rng.h"
 #include "wte/tokenizer.h"
+#include "src/model/matmul.h"
 #include "tests/test_util.h"
 
 extern char** environ;
@@ -57,9 +58,10 @@ constexpr size_t kT = 16;
 // n_layer > 0 adds transformer blocks (2 heads of 8 channels): the block tensors and their AdamW
 // moments must round-trip through checkpoints bit for bit too.
 std::string tiny_config(const fs::path& corpus, size_t batch_size, size_t warmup,
-                        size_t n_layer = 0) {
+                        size_t n_layer = 0, bool bf16 = false) {
   return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\n" +
          (n_layer > 0 ? "n_layer = " + std::to_string(n_layer) + "\nn_head = 2\n" : std::string()) +
+         (bf16 ? "matmul_precision = bf16\n" : "") +
          "[data]\ntext = " + corpus.string() + "\nseq_len = 16\nval_fraction = 0.1\n"
          "[train]\nbatch_size = " + std::to_string(batch_size) +
          "\nsteps = 8\neval_interval = 4\neval_tokens = 256\nlog_interval = 1\n"
@@ -141,7 +143,7 @@ class Resume : public ::testing::Test {
     write(corpus_, tiny_corpus());
   }
   void config(size_t batch_size, size_t warmup = 3) {
-    write(dir_ / "tiny.ini", tiny_config(corpus_, batch_size, warmup, n_layer_));
+    write(dir_ / "tiny.ini", tiny_config(corpus_, batch_size, warmup, n_layer_, bf16_));
   }
   // wte train with the tiny config, 2 threads, into dir_/out. Returns the exit code.
   int train(const std::string& out, const std::string& extra, std::string* output,
@@ -155,15 +157,22 @@ class Resume : public ::testing::Test {
   }
   fs::path dir_, corpus_;
   size_t n_layer_ = 0;
+  bool bf16_ = false;  // model.matmul_precision = bf16
 };
 
-// The exact-resume cases, once for the zero-block model and once with two transformer blocks
-// (issue 9: resume stays bit-exact with blocks).
-class ResumeExact : public Resume, public ::testing::WithParamInterface<size_t> {
+// The exact-resume cases, for the zero-block model, with two transformer blocks (issue 9: resume
+// stays bit-exact with blocks), and with two blocks and bf16 GEMMs (issue 12: a bf16 run resumes
+// bit-exactly; float32 GEMMs where this CPU has no native bf16 matmul).
+struct ResumeCase {
+  size_t n_layer;
+  bool bf16;
+};
+class ResumeExact : public Resume, public ::testing::WithParamInterface<ResumeCase> {
  protected:
   void SetUp() override {
     Resume::SetUp();
-    n_layer_ = GetParam();
+    n_layer_ = GetParam().n_layer;
+    bf16_ = GetParam().bf16;
   }
 };
 
@@ -202,6 +211,8 @@ TEST_P(ResumeExact, EightStepsStraightEqualThreeThenFiveInANewProcess) {
   config(4);
   std::string out;
   ASSERT_EQ(train("straight", "", &out), 0) << out;
+  if (GetParam().bf16 && wte::bf16_gemm_support().native)  // the bf16 GEMMs really ran
+    EXPECT_NE(out.find("gemms: bf16 inputs"), std::string::npos) << out;
   // Stopped after step 3 of 8 (--stop-at: a checkpoint, then exit, as a pre-empted job).
   ASSERT_EQ(train("stopped", "--stop-at=3", &out), 0) << out;
   EXPECT_NE(out.find("stopped at step 3 of 8"), std::string::npos) << out;
@@ -213,7 +224,7 @@ TEST_P(ResumeExact, EightStepsStraightEqualThreeThenFiveInANewProcess) {
       << out;
   EXPECT_NE(out.find("resumed: " + ckpt("stopped", 3) + " at step 3"), std::string::npos) << out;
   expect_same_training_state(ckpt("straight", 8), ckpt("stopped", 8));
-  if (GetParam() > 0) {  // the blocks really are in the checkpoint, with moments that moved
+  if (GetParam().n_layer > 0) {  // the blocks really are in the checkpoint, with moments that moved
     const Loaded l = load(ckpt("stopped", 8));
     const auto& t = l.info.tensors;
     const auto it = std::find_if(t.begin(), t.end(), [](const wte::TensorSpec& s) {
@@ -349,9 +360,12 @@ TEST_P(ResumeExact, SigkillDuringACheckpointWriteLosesNothing) {
             metric_rows(dir_ / "killed" / "metrics.csv"));
 }
 
-INSTANTIATE_TEST_SUITE_P(NLayer, ResumeExact, ::testing::Values(size_t{0}, size_t{2}),
-                         [](const ::testing::TestParamInfo<size_t>& info) {
-                           return "n_layer" + std::to_string(info.param);
+INSTANTIATE_TEST_SUITE_P(NLayer, ResumeExact,
+                         ::testing::Values(ResumeCase{0, false}, ResumeCase{2, false},
+                                           ResumeCase{2, true}),
+                         [](const ::testing::TestParamInfo<ResumeCase>& info) {
+                           return "n_layer" + std::to_string(info.param.n_layer) +
+                                  (info.param.bf16 ? "_bf16" : "");
                          });
 
 TEST_F(Resume, ChangedSettingsNameEachKeyWithBothValuesAndWriteNothing) {

@@ -137,16 +137,17 @@ void print_step_profile(const profile::StepProfile& p, const ModelConfig& m,
       gemm_gflop += part.gflop;
     }
   }
-  std::printf("  %-32s %9s %7s %9s\n", "part", "ms", "share", "GFLOP/s");
+  std::printf("  GEMMs: %s\n", p.gemm_precision.c_str());
+  std::printf("  %-32s %9s %7s %9s  %s\n", "part", "ms", "share", "GFLOP/s", "oneDNN kernel");
   for (const profile::StepPartTime& part : p.parts) {
     char gf[32] = "";
     if (part.gemm && part.ms > 0) std::snprintf(gf, sizeof gf, "%.1f", part.gflop / (part.ms * 1e-3));
     // Width counted in characters, not bytes (names hold ᵀ and ·).
     size_t chars = 0;
     for (unsigned char c : part.name) chars += (c & 0xC0) != 0x80;
-    std::printf("  %s%*s %9.3f %6.1f%% %9s\n", part.name.c_str(),
+    std::printf("  %s%*s %9.3f %6.1f%% %9s  %s\n", part.name.c_str(),
                 static_cast<int>(32 - std::min<size_t>(chars, 32)), "", part.ms,
-                100.0 * part.ms / sum, gf);
+                100.0 * part.ms / sum, gf, part.kernel.c_str());
   }
   std::printf("  %-32s %9.3f %6.1f%% %9.1f\n", "all GEMMs", gemm_ms, 100.0 * gemm_ms / sum,
               gemm_gflop / (gemm_ms * 1e-3));
@@ -155,8 +156,8 @@ void print_step_profile(const profile::StepProfile& p, const ModelConfig& m,
   std::printf("  model FLOPs per step: %.2f GFLOP = 6 x %zu parameters x %zu tokens + attention "
               "12 x n_layer x T x C x tokens\n",
               p.model_flops / 1e9, p.parameters, p.B * p.T);
-  std::printf("  oneDNN f32 GEMM peak (%zu^3 matmul, timed between these steps): %.1f GFLOP/s\n",
-              p.peak_size, p.gemm_peak_gflops);
+  std::printf("  oneDNN %s GEMM peak (%zu^3 matmul, timed between these steps): %.1f GFLOP/s\n",
+              p.bf16 ? "bf16" : "f32", p.peak_size, p.gemm_peak_gflops);
   std::printf("  model FLOPs utilisation: %.1f GFLOP/s = %.1f%% of that peak\n",
               p.model_flops / (p.step_ms * 1e-3) / 1e9, 100.0 * p.mfu);
 }
@@ -164,12 +165,15 @@ void print_step_profile(const profile::StepProfile& p, const ModelConfig& m,
 nlohmann::json step_profile_json(const profile::StepProfile& p, const ModelConfig& m) {
   nlohmann::json parts = nlohmann::json::array();
   for (const profile::StepPartTime& part : p.parts)
-    parts.push_back({{"part", part.name}, {"ms", part.ms}, {"gemm", part.gemm}, {"gflop", part.gflop}});
+    parts.push_back({{"part", part.name}, {"ms", part.ms}, {"gemm", part.gemm}, {"gflop", part.gflop},
+                     {"kernel", part.kernel}});
   return {{"threads", p.threads}, {"V", m.vocab_size}, {"C", m.d_model}, {"n_layer", m.n_layer},
           {"n_head", m.n_head}, {"B", p.B}, {"T", p.T}, {"tied", m.tie_embeddings},
           {"parameters", p.parameters}, {"steps", p.steps}, {"step_ms", p.step_ms},
           {"tokens_per_s", p.tokens_per_s}, {"model_flops", p.model_flops},
-          {"gemm_peak_gflops", p.gemm_peak_gflops}, {"gemm_peak_size", p.peak_size}, {"mfu", p.mfu}, {"parts", parts}};
+          {"gemm_peak_gflops", p.gemm_peak_gflops}, {"gemm_peak_size", p.peak_size}, {"mfu", p.mfu},
+          {"matmul_precision", p.bf16 ? "bf16" : "f32"}, {"gemm_precision", p.gemm_precision},
+          {"parts", parts}};
 }
 
 }  // namespace
@@ -191,6 +195,9 @@ int cmd_profile(int argc, char** argv) {
       "repeat", po::value<std::string>()->default_value("15"),
       "timed repeats per measurement (median), in [1, 100000]")(
       "config,c", po::value<std::string>(), "config for `step` (default: the built-in defaults)")(
+      "matmul-precision", po::value<std::string>(),
+      "step: comma-separated GEMM input precisions to profile, each f32 or bf16, e.g. f32,bf16 "
+      "(default: the config's model.matmul_precision)")(
       "json", po::value<std::string>(), "also write every measurement to this JSON file")(
       "chart", po::value<std::string>(), "draw GB/s per strategy and distribution as SVG")(
       "quick", "small repeat counts and buffers: finishes in well under 30 s")(
@@ -231,10 +238,14 @@ int cmd_profile(int argc, char** argv) {
                  "QKᵀ, softmax and ·V, LayerNorms, GELU, residual adds, cross-entropy, scatter,\n"
                  "optimizer; block parts summed over the layers) with ms, share and GEMM GFLOP/s;\n"
                  "then the model FLOPs per step (6 x parameters x tokens + 12 x n_layer x T x d_model\n"
-                 "x tokens for attention) per second as a fraction of the oneDNN f32 GEMM peak: a\n"
-                 "2048^3 matmul timed between the same steps (MFU).\n"
+                 "x tokens for attention) per second as a fraction of the oneDNN GEMM peak: a\n"
+                 "2048^3 matmul (bf16 inputs for bf16 GEMMs) timed between the same steps (MFU).\n"
+                 "Each GEMM part names oneDNN's kernel (its ISA: brg:avx512_core is float32 on\n"
+                 "AVX-512, brg:avx512_core_bf16 AVX512_BF16, ..._amx AMX); --matmul-precision\n"
+                 "f32,bf16 profiles both, one after the other per thread count.\n"
                  "\nExamples:\n  wte profile scatter --dist zipf:1.1,uniform --threads 1,2 --chart s.svg\n"
-                 "  wte profile step --config configs/default.ini --threads 1,2\n";
+                 "  wte profile step --config configs/default.ini --threads 1,2\n"
+                 "  wte profile step --config configs/default.ini --matmul-precision f32,bf16\n";
     return 0;
   }
   const std::string what = vm["what"].as<std::string>();
@@ -275,6 +286,16 @@ int cmd_profile(int argc, char** argv) {
     strategies = {s};
   }
   const uint64_t seed = whole_number_option(vm, "seed", 0, UINT64_MAX);
+  std::vector<std::string> precisions;  // empty: the config's
+  if (vm.count("matmul-precision")) {
+    for (const std::string& p :
+         split_list("--matmul-precision", vm["matmul-precision"].as<std::string>())) {
+      if (p != "f32" && p != "bf16")
+        throw UsageError("--matmul-precision '" + p + "' is not a precision; allowed: f32, bf16 "
+                         "(comma-separated)");
+      precisions.push_back(p);
+    }
+  }
   if (vm.count("json")) check_output_file("--json", vm["json"].as<std::string>());
   if (vm.count("chart")) check_output_file("--chart", vm["chart"].as<std::string>());
   std::vector<Row> rows;
@@ -393,21 +414,27 @@ int cmd_profile(int argc, char** argv) {
   if (what == "step" || what == "all") {
     const std::string config_name =
         vm.count("config") ? vm["config"].as<std::string>() : std::string("the built-in defaults");
-    const Config cfg = vm.count("config") ? load_config(vm["config"].as<std::string>(), {})
-                                          : parse_config("", "the built-in defaults");
+    const Config file_cfg = vm.count("config") ? load_config(vm["config"].as<std::string>(), {})
+                                               : parse_config("", "the built-in defaults");
+    if (precisions.empty()) precisions.push_back(to_string(file_cfg.model.matmul_precision));
+    Config cfg = file_cfg;
     const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
     const profile::IdDistribution dist =
         dists.empty() ? profile::parse_distribution("zipf:1.1") : dists[0];
     const std::vector<int32_t> ids = profile::make_ids(dist, B * T + 1, cfg.model.vocab_size, seed);
     for (int threads : thread_counts) {
       omp_set_num_threads(threads);
-      progress("profile: step, %d thread(s)...", threads);
-      profile::StepProfile p = profile::profile_step(cfg, ids, quick ? 4 : std::max<size_t>(repeat, 5),
-                                                     quick ? 512 : 2048);
-      p.threads = threads;
-      progress("%s", "");
-      print_step_profile(p, cfg.model, config_name, dist.label);
-      step_json.push_back(step_profile_json(p, cfg.model));
+      for (const std::string& precision : precisions) {  // interleaved: same machine state
+        cfg.model.matmul_precision =
+            precision == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::f32;
+        progress("profile: step, %d thread(s), %s GEMMs...", threads, precision.c_str());
+        profile::StepProfile p = profile::profile_step(
+            cfg, ids, quick ? 4 : std::max<size_t>(repeat, 5), quick ? 512 : 2048);
+        p.threads = threads;
+        progress("%s", "");
+        print_step_profile(p, cfg.model, config_name, dist.label);
+        step_json.push_back(step_profile_json(p, cfg.model));
+      }
     }
   }
 

@@ -711,6 +711,9 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
       cfg.model.n_head, cfg.model.ln_f ? "on" : "off",
       cfg.model.tie_embeddings ? "tied lm_head" : "untied lm_head", model.num_parameters(),
       omp_get_max_threads(), sync.describe().c_str(), cli::wait_policy_description());
+  // Which GEMMs run: model.matmul_precision, the kernel oneDNN picks for it on this CPU (its ISA),
+  // or why bf16 fell back to float32.
+  say("gemms: %s\n", model.gemm_precision_note().c_str());
   print_memory(model, B, T, say);
 
   // The loop: a step, then (when due) evaluation, a log line, a checkpoint.

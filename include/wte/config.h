@@ -9,6 +9,13 @@
 
 namespace wte {
 
+/// What the model's GEMMs read (model.matmul_precision). f32: float32 inputs. bf16: bfloat16 copies
+/// of their inputs (weights converted once per forward, activations and gradients once where they
+/// are made), float32 accumulation and float32 outputs; parameters, gradients and AdamW stay
+/// float32. On a CPU where oneDNN has no native bf16 GEMM the model runs f32 and says so
+/// (Model::gemm_precision_note).
+enum class MatmulPrecision { f32, bf16 };
+
 /// Model shapes. GPT-2 names: vocab_size V, d_model C, n_ctx the number of position rows.
 struct ModelConfig {
   size_t vocab_size = 4096;
@@ -21,7 +28,11 @@ struct ModelConfig {
   float wte_init_std = 0.02f;   // GPT-2 model.py: wte ~ N(0, 0.02²)
   float wpe_init_std = 0.01f;   // GPT-2 model.py: wpe ~ N(0, 0.01²)
   float ln_eps = 1e-5f;         // GPT-2 model.py norm(): epsilon 1e-5
+  MatmulPrecision matmul_precision = MatmulPrecision::f32;  // the GEMMs' inputs: f32 or bf16
 };
+
+/// "f32" or "bf16".
+const char* to_string(MatmulPrecision p);
 
 struct DataConfig {
   std::string text;             // UTF-8 corpus; documents separated by a blank line

@@ -129,8 +129,10 @@ void embedding_backward_wpe(float* dwpe, const float* dhidden, size_t B, size_t 
 // Accuracy: not bit-identical to the reference (Highway's Exp is within 1 ulp of exp, the row sum
 // is taken lane-wise); the loss is formed as (m - logits[n,target]) + log(sum), which is exact for
 // ties such as [1000, 1000] -> ln 2. Worst-case error bound: tests/test_simd_kernels.cc.
+// dlogits16 (N,V), optional (bf16 GEMMs): also receives dlogits rounded to bf16, the bits
+// convert_f32_to_bf16 would give, written row by row while each row is in cache.
 void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets, size_t N, size_t V,
-                           float grad_scale);
+                           float grad_scale, uint16_t* dlogits16 = nullptr);
 
 // Forward only (evaluation): losses[n] as above; logits are not modified.
 void cross_entropy_loss(float* losses, const float* logits, const int32_t* targets, size_t N,
@@ -167,8 +169,11 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
 //   out[n,c] = (inp[n,c] - mean[n]) * rstd[n] * g[c] + b[c]
 // out (N,C) written; mean, rstd (N) written (saved for backward); inp (N,C); g, b (C).
 // out may not alias inp. Parallel over rows.
+// out16 (N,C), optional (bf16 GEMMs): also receives out rounded to bf16 (the bits
+// convert_f32_to_bf16 would give), row by row while each row is in cache. Likewise for the
+// optional bf16 outputs of gelu_forward, gelu_backward and the attention softmax below.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* g,
-                       const float* b, size_t N, size_t C, float eps);
+                       const float* b, size_t N, size_t C, float eps, uint16_t* out16 = nullptr);
 
 // LayerNorm backward. With xhat = (inp - mean) * rstd and dxhat = dout * g:
 //   dinp[n,c] += rstd[n] * (dxhat[n,c] - mean_c(dxhat[n]) - xhat[n,c] * mean_c(dxhat[n] * xhat[n]))
@@ -182,12 +187,13 @@ void layernorm_backward(float* dinp, float* dg, float* db, const float* dout, co
 
 // GELU, GPT-2's tanh form: gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))).
 // out, inp (n); out may alias inp. Parallel over elements.
-void gelu_forward(float* out, const float* inp, size_t n);
+void gelu_forward(float* out, const float* inp, size_t n, uint16_t* out16 = nullptr);
 
 // GELU backward: dinp = dout * gelu'(inp) (written, not accumulated; may alias dout).
 // gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh²(u)) sqrt(2/pi) (1 + 3·0.044715 x²),
 // u = sqrt(2/pi) (x + 0.044715 x³).
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n,
+                   uint16_t* dinp16 = nullptr);
 
 // Causal softmax of attention scores, per row t of each of Z = B·NH (T,T) matrices:
 //   att[z,t,j] = exp(scale·preatt[z,t,j] - mx) / Σ_{k<=t} exp(scale·preatt[z,t,k] - mx),  j <= t
@@ -197,14 +203,23 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
 // (Z,T,T), rows contiguous; att may alias preatt. scale is 1/sqrt(head size). Parallel over rows.
 // A row's bits depend only on its own live entries, not on T (causality: appending tokens changes
 // no earlier row).
-void attention_softmax_forward(float* att, const float* preatt, size_t Z, size_t T, float scale);
+void attention_softmax_forward(float* att, const float* preatt, size_t Z, size_t T, float scale,
+                               uint16_t* att16 = nullptr);
 
 // Its backward: for j <= t
 //   dpreatt[z,t,j] = scale · att[z,t,j] · (datt[z,t,j] - Σ_{k<=t} att[z,t,k] · datt[z,t,k])
 // and dpreatt[z,t,j] = 0 for j > t (written). datt and att entries j > t are never used.
 // dpreatt, datt, att (Z,T,T); dpreatt may alias datt.
 void attention_softmax_backward(float* dpreatt, const float* datt, const float* att, size_t Z,
-                                size_t T, float scale);
+                                size_t T, float scale, uint16_t* dpreatt16 = nullptr);
+
+// float32 -> bfloat16, round to nearest, ties to even (model.matmul_precision = bf16: the GEMMs'
+// inputs). dst[i] = the bf16 bits (the top 16 bits of the float32 it stands for) nearest src[i]:
+// ±Inf and ±0 kept, subnormals rounded (never flushed), finite values beyond bf16's largest
+// rounded to ±Inf, NaN stays NaN (sign and top payload kept, quiet bit set). dst (n), src (n);
+// they may not overlap. Parallel over blocks with OpenMP; every target gives the reference's bits.
+// (simd/bf16.cc)
+void convert_f32_to_bf16(uint16_t* dst, const float* src, size_t n);
 
 // Residual add: out = a + b, elementwise (n). out may alias a or b.
 void residual_forward(float* out, const float* a, const float* b, size_t n);

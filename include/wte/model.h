@@ -81,6 +81,17 @@ struct StepTimes {
   // Backward (each GEMM family's dX and dW; its bias sums in bias_bwd):
   double fc_proj_gemm_bwd = 0, gelu_bwd = 0, fc_gemm_bwd = 0, ln_bwd = 0, attn_proj_gemm_bwd = 0,
          attn_v_bwd = 0, softmax_bwd = 0, attn_qk_bwd = 0, qkv_gemm_bwd = 0, bias_bwd = 0;
+  // bf16 GEMMs (model.matmul_precision = bf16): every float32 -> bf16 conversion of a GEMM input
+  // (weights, activations, gradients), summed.
+  double bf16_convert = 0;
+};
+
+/// The oneDNN kernel of one GEMM primitive of the model, and the step part (StepTimes field) that
+/// runs it: the part whose timing mark first followed its creation (nullptr: not yet attributed).
+struct GemmKernel {
+  double StepTimes::*part = nullptr;
+  std::string impl;   // oneDNN's primitive_desc::impl_info_str(), e.g. "brg:avx512_core_bf16"
+  bool bf16 = false;  // bf16 inputs (else float32)
 };
 
 /// One tensor of the arena: its name (also its HDF5 dataset name), shape, offset and size in floats.
@@ -143,6 +154,17 @@ class Model {
   /// backward). Tied models: count 0 (wte's gradient is dense in grads().wte).
   SparseRowGrad wte_grad_rows();
 
+  /// The precision the GEMMs' inputs have in this model: config().matmul_precision, except f32 when
+  /// bf16 was asked for on a CPU where oneDNN has no native bf16 matmul (no AVX512_BF16 or AMX;
+  /// gemm_precision_note() then says so).
+  MatmulPrecision gemm_precision() const { return gemm_precision_; }
+  /// One line for start-up output: the GEMMs' precision and oneDNN's kernel for it, e.g.
+  /// "bf16 inputs, float32 accumulation (oneDNN brg:avx512_core_bf16)", or why bf16 fell back.
+  std::string gemm_precision_note() const;
+  /// Every oneDNN GEMM primitive created so far (after a forward/backward: all of a step's), with
+  /// its kernel and the StepTimes part that runs it.
+  std::vector<GemmKernel> gemm_kernels() const;
+
   /// Attach (or detach with nullptr) per-part timing of forward()/backward() (`wte profile step`).
   void set_step_times(StepTimes* times) { times_ = times; }
 
@@ -204,6 +226,7 @@ class Model {
   ParameterTensors grads_{};
   std::unique_ptr<Impl> impl_;
   StepTimes* times_ = nullptr;
+  MatmulPrecision gemm_precision_ = MatmulPrecision::f32;
 };
 
 /// Allocates n floats, 64-byte aligned, zeroed.

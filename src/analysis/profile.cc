@@ -14,6 +14,7 @@
 
 #include "wte/data.h"
 #include "wte/error.h"
+#include "wte/kernels.h"
 
 namespace wte::profile {
 
@@ -155,16 +156,20 @@ struct GemmProbe::Impl {
   dnnl::stream stream{engine};
   dnnl::matmul matmul_prim;
   std::vector<float> src, wei, dst;
+  std::vector<uint16_t> src16, wei16;
   dnnl::memory src_mem, wei_mem, dst_mem;
 };
 
-GemmProbe::GemmProbe(size_t M, size_t K, size_t N) : M_(M), K_(K), N_(N), impl_(new Impl) {
+GemmProbe::GemmProbe(size_t M, size_t K, size_t N, bool bf16)
+    : M_(M), K_(K), N_(N), impl_(new Impl) {
   using dnnl::memory;
-  const auto md = [](size_t rows, size_t cols) {
-    return memory::desc({static_cast<memory::dim>(rows), static_cast<memory::dim>(cols)},
-                        memory::data_type::f32, memory::format_tag::ab);
+  const auto md = [](size_t rows, size_t cols, memory::data_type type) {
+    return memory::desc({static_cast<memory::dim>(rows), static_cast<memory::dim>(cols)}, type,
+                        memory::format_tag::ab);
   };
-  const memory::desc src_md = md(M, K), wei_md = md(K, N), dst_md = md(M, N);
+  const memory::data_type in = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const memory::desc src_md = md(M, K, in), wei_md = md(K, N, in),
+                     dst_md = md(M, N, memory::data_type::f32);
   const dnnl::matmul::primitive_desc matmul_pd(dnnl::matmul::desc(src_md, wei_md, dst_md),
                                                impl_->engine);
   impl_->matmul_prim = dnnl::matmul(matmul_pd);
@@ -175,8 +180,16 @@ GemmProbe::GemmProbe(size_t M, size_t K, size_t N) : M_(M), K_(K), N_(N), impl_(
   std::normal_distribution<float> normal;
   for (float& x : impl_->src) x = normal(rng);
   for (float& x : impl_->wei) x = normal(rng);
-  impl_->src_mem = memory(src_md, impl_->engine, impl_->src.data());
-  impl_->wei_mem = memory(wei_md, impl_->engine, impl_->wei.data());
+  if (bf16) {
+    impl_->src16.resize(M * K);
+    impl_->wei16.resize(K * N);
+    convert_f32_to_bf16(impl_->src16.data(), impl_->src.data(), M * K);
+    convert_f32_to_bf16(impl_->wei16.data(), impl_->wei.data(), K * N);
+  }
+  impl_->src_mem = memory(src_md, impl_->engine,
+                          bf16 ? static_cast<void*>(impl_->src16.data()) : impl_->src.data());
+  impl_->wei_mem = memory(wei_md, impl_->engine,
+                          bf16 ? static_cast<void*>(impl_->wei16.data()) : impl_->wei.data());
   impl_->dst_mem = memory(dst_md, impl_->engine, impl_->dst.data());
 }
 

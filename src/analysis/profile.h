@@ -61,13 +61,14 @@ struct CopyProbe {
   std::vector<char> src, dst;
 };
 
-/// The machine's f32 GEMM peak as oneDNN reaches it: one row-major (M,K)·(K,N) oneDNN matmul
+/// The machine's GEMM peak (f32, or bf16 inputs) as oneDNN reaches it: one row-major (M,K)·(K,N) oneDNN matmul
 /// primitive, created once (at the current OpenMP thread count), inputs N(0,1). `wte profile step`
 /// times it interleaved with the steps and divides a step's model FLOPs per second by its GFLOP/s
 /// (MFU). Use a large square-ish shape (2048³: the GEMM's best case).
 class GemmProbe {
  public:
-  GemmProbe(size_t M, size_t K, size_t N);
+  /// bf16: bfloat16 inputs (float32 accumulation and output), as model.matmul_precision = bf16.
+  GemmProbe(size_t M, size_t K, size_t N, bool bf16 = false);
   ~GemmProbe();
   GemmProbe(const GemmProbe&) = delete;
   GemmProbe& operator=(const GemmProbe&) = delete;

@@ -28,7 +28,7 @@ struct PartSpec {
 // The parts in the order a step runs them. GEMM work, with N = B·T tokens, L blocks, Z = B·NH:
 //   linear (N,in)·(in,out): 2·N·in·out forward; dX and dW backward, twice that
 //   QKᵀ and att·V: 2·Z·T·T·hs = 2·B·T²·C forward each; backward two GEMMs each
-std::vector<PartSpec> part_specs(const ModelConfig& m, size_t B, size_t T) {
+std::vector<PartSpec> part_specs(const ModelConfig& m, size_t B, size_t T, bool bf16) {
   const double N = static_cast<double>(B) * T, C = m.d_model, V = m.vocab_size,
                L = static_cast<double>(m.n_layer);
   const double g = 1e-9;
@@ -72,6 +72,7 @@ std::vector<PartSpec> part_specs(const ModelConfig& m, size_t B, size_t T) {
         {"bias gradients", &StepTimes::bias_bwd, 0, false}};
     parts.insert(parts.end(), bwd.begin(), bwd.end());
   }
+  if (bf16) parts.push_back({"bf16 conversions (all)", &StepTimes::bf16_convert, 0, false});
   parts.push_back({"scatter (lookup backward)", &StepTimes::scatter, 0, false});
   parts.push_back({"dwpe", &StepTimes::dwpe, 0, false});
   return parts;
@@ -93,7 +94,8 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   AdamW optimizer(model);
   const std::vector<int32_t> inputs(ids.begin(), ids.begin() + static_cast<long>(N));
   const std::vector<int32_t> targets(ids.begin() + 1, ids.begin() + static_cast<long>(N) + 1);
-  const std::vector<PartSpec> specs = part_specs(config.model, B, T);
+  const bool bf16 = model.gemm_precision() == MatmulPrecision::bf16;
+  const std::vector<PartSpec> specs = part_specs(config.model, B, T, bf16);
 
   StepTimes times;
   model.set_step_times(&times);
@@ -101,7 +103,7 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   std::vector<double> clip, adamw, total, peak;
   // The GEMM peak is timed between the steps, so both see the same machine (a shared machine's
   // load changes by the second).
-  GemmProbe probe(peak_size, peak_size, peak_size);
+  GemmProbe probe(peak_size, peak_size, peak_size, bf16);
   probe.run();  // warm-up
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::time_point a, Clock::time_point b) {
@@ -132,10 +134,20 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   p.steps = steps;
   p.peak_size = peak_size;
   p.parameters = model.num_parameters();
-  for (size_t i = 0; i < specs.size(); ++i)
-    p.parts.push_back({specs[i].name, median_ms(samples[i]), specs[i].gflop, specs[i].gemm});
-  p.parts.push_back({"clip_grad_norm", median_ms(clip), 0, false});
-  p.parts.push_back({"AdamW", median_ms(adamw), 0, false});
+  const std::vector<GemmKernel> kernels = model.gemm_kernels();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::string kernel;  // the distinct kernels of this part's primitives, " + "-separated
+    for (const GemmKernel& k : kernels) {
+      if (k.part != specs[i].field || kernel.find(k.impl) != std::string::npos) continue;
+      if (!kernel.empty()) kernel += " + ";
+      kernel += k.impl;
+    }
+    p.parts.push_back({specs[i].name, median_ms(samples[i]), specs[i].gflop, specs[i].gemm, kernel});
+  }
+  p.gemm_precision = model.gemm_precision_note();
+  p.bf16 = bf16;
+  p.parts.push_back({"clip_grad_norm", median_ms(clip), 0, false, ""});
+  p.parts.push_back({"AdamW", median_ms(adamw), 0, false, ""});
   p.step_ms = median_ms(total);
   p.tokens_per_s = static_cast<double>(N) / (p.step_ms * 1e-3);
   p.model_flops = model_flops_per_step(config.model, p.parameters, B, T);

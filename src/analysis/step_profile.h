@@ -17,6 +17,7 @@ struct StepPartTime {
   double ms = 0;     // median over the timed steps
   double gflop = 0;  // floating-point work of the part per step (GEMMs only; 0 otherwise)
   bool gemm = false;
+  std::string kernel;  // GEMMs: oneDNN's kernel(s) that ran them, e.g. "brg:avx512_core_bf16"
 };
 
 /// A whole step's profile at one thread count.
@@ -30,6 +31,8 @@ struct StepProfile {
   size_t peak_size = 0;         // the GEMM probe's M = K = N
   double gemm_peak_gflops = 0;  // GemmProbe(peak_size³), timed between the steps
   double mfu = 0;               // model_flops / step time / peak
+  std::string gemm_precision;   // Model::gemm_precision_note(): bf16 or f32, and oneDNN's kernel
+  bool bf16 = false;            // the GEMMs read bf16 (the peak probe then does too)
   std::vector<StepPartTime> parts;
 };
 
@@ -43,7 +46,8 @@ double model_flops_per_step(const ModelConfig& model, size_t parameters, size_t 
 /// model built from `config` on the given ids (B·T + 1 of them: inputs, then targets shifted by
 /// one) at the current OpenMP thread count, and times every part through Model::set_step_times.
 /// A peak_size³ GemmProbe runs after every step (outside the step's time): its median is the peak
-/// (2048: large and square, the GEMM's best case; `--quick` uses 512). Throws wte::Error as
+/// (2048: large and square, the GEMM's best case; `--quick` uses 512), with bf16 inputs when the
+/// model's GEMMs are bf16 (model.matmul_precision). Each GEMM part names oneDNN's kernel(s). Throws wte::Error as
 /// Model's constructor and forward do.
 StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, size_t steps,
                          size_t peak_size = 2048);

@@ -174,6 +174,17 @@ const std::vector<Key>& keys() {
       WTE_FLOAT(model, wte_init_std, 0.0, 10.0, false, "std of wte's normal init (GPT-2: 0.02)"),
       WTE_FLOAT(model, wpe_init_std, 0.0, 10.0, false, "std of wpe's normal init (GPT-2: 0.01)"),
       WTE_FLOAT(model, ln_eps, 0.0, 1.0, true, "LayerNorm epsilon added to the variance (ln_f, and ln_1/ln_2 of every block)"),
+      Key{"model.matmul_precision",
+          "the GEMMs' inputs: f32, or bf16 (bfloat16 copies of weights, activations and "
+          "gradients; float32 accumulation, outputs, parameters, gradients and AdamW; oneDNN's "
+          "AVX512_BF16 or AMX kernels, float32 where the CPU has neither)",
+          "f32 or bf16",
+          [](Config& c, const std::string& s) {
+            if (s == "f32") c.model.matmul_precision = MatmulPrecision::f32;
+            else if (s == "bf16") c.model.matmul_precision = MatmulPrecision::bf16;
+            else bad("not a precision");
+          },
+          [](const Config& c) { return std::string(to_string(c.model.matmul_precision)); }},
       make_string("data.text", "UTF-8 corpus; documents separated by a blank line",
                   "a path to a text file", true, true, [](const Config& c) { return c.data.text; },
                   [](Config& c, const std::string& s) { c.data.text = s; }),
@@ -383,6 +394,8 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
 }
 
 }  // namespace
+
+const char* to_string(MatmulPrecision p) { return p == MatmulPrecision::bf16 ? "bf16" : "f32"; }
 
 Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides) {
   if (ini_path.empty()) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "src/model/matmul.h"
 #include "wte/model.h"
@@ -25,6 +26,22 @@ struct BlockActivations {
   float* ln2_rstd;  // (N)
   float* fch;       // (N,4C)     c_fc output (GELU's input)
   float* fch_gelu;  // (N,4C)     gelu(fch) (mlp c_proj's input)
+  // bf16 GEMMs only (else nullptr): bfloat16 copies of the GEMM inputs above, made once in the
+  // forward and read again by the backward's weight gradients.
+  uint16_t* ln1_16 = nullptr;       // (N,C)
+  uint16_t* qkv16 = nullptr;        // (N,3C)     (bf16 attention only)
+  uint16_t* att16 = nullptr;        // (B,NH,T,T) (bf16 attention only)
+  uint16_t* atty16 = nullptr;       // (N,C)
+  uint16_t* ln2_16 = nullptr;       // (N,C)
+  uint16_t* fch_gelu16 = nullptr;   // (N,4C)
+};
+
+/// bf16 copies of one block's GEMM weights (views into the model's bf16 parameter mirror).
+struct BlockWeights16 {
+  const uint16_t* c_attn_w;       // (C,3C)
+  const uint16_t* attn_c_proj_w;  // (C,C)
+  const uint16_t* c_fc_w;         // (C,4C)
+  const uint16_t* mlp_c_proj_w;   // (4C,C)
 };
 
 /// Scratch shared by every block (overwritten by each call).
@@ -33,17 +50,23 @@ struct BlockScratch {
   float* datty; // (N,C)      backward: d atty
   float* d4c;   // (N,4C)     backward: d fch_gelu / d fch, then d qkv (first 3C columns' worth)
   float* datt;  // (B,NH,T,T) backward: d att, then d preatt
+  // bf16 GEMMs only (else nullptr): bf16 copies of the backward's GEMM inputs.
+  uint16_t* d16 = nullptr;     // (N,4C)     the upstream gradient of a linear layer
+  uint16_t* datty16 = nullptr; // (N,C)      d atty (bf16 attention only)
+  uint16_t* datt16 = nullptr;  // (B,NH,T,T) d preatt (bf16 attention only)
 };
 
 /// x_out (N,C) written; act written; x (N,C) the residual stream entering the block.
+/// w16: the weights' bf16 copies for bf16 GEMMs (act's bf16 buffers are then filled), or nullptr.
 void block_forward(float* x_out, const BlockActivations& act, const BlockScratch& s,
-                   const float* x, const BlockTensors& w, size_t B, size_t T, size_t C, size_t NH,
-                   float eps, Gemm& gemm);
+                   const float* x, const BlockTensors& w, const BlockWeights16* w16, size_t B,
+                   size_t T, size_t C, size_t NH, float eps, Gemm& gemm);
 
 /// dx (N,C): on entry d x_out, on return d x (the residual stream's gradient, updated in place).
-/// Every gradient of g is written (=). act and x as the forward left them.
+/// Every gradient of g is written (=). act and x as the forward left them; w16 as in the forward.
 void block_backward(float* dx, const BlockTensors& g, const BlockScratch& s,
-                    const BlockActivations& act, const float* x, const BlockTensors& w, size_t B,
-                    size_t T, size_t C, size_t NH, Gemm& gemm);
+                    const BlockActivations& act, const float* x, const BlockTensors& w,
+                    const BlockWeights16* w16, size_t B, size_t T, size_t C, size_t NH,
+                    Gemm& gemm);
 
 }  // namespace wte

@@ -1,5 +1,6 @@
 #include "src/model/matmul.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -17,16 +18,90 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
+void FreeDeleter::operator()(void* p) const { std::free(p); }
+
+Bf16Buffer allocate_bf16(size_t n) {
+  const size_t bytes = ((n * sizeof(uint16_t) + 63) / 64) * 64;
+  void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
+  if (p == nullptr) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, bytes == 0 ? 64 : bytes);
+  return Bf16Buffer(static_cast<uint16_t*>(p));
+}
+
+namespace {
+
+// The most capable ISA oneDNN uses on this CPU (capped by ONEDNN_MAX_CPU_ISA).
+std::string effective_isa() {
+  using isa = dnnl::cpu_isa;
+  switch (dnnl::get_effective_cpu_isa()) {
+    case isa::sse41: return "sse41";
+    case isa::avx: return "avx";
+    case isa::avx2: return "avx2";
+    case isa::avx2_vnni: return "avx2_vnni";
+    case isa::avx512_mic: return "avx512_mic";
+    case isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case isa::avx512_core: return "avx512_core";
+    case isa::avx512_core_vnni: return "avx512_core_vnni";
+    case isa::avx512_core_bf16: return "avx512_core_bf16";
+    case isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "isa " + std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa()));
+  }
+}
+
+// A primitive's impl_info_str with the ISA it runs: brgemm kernels name theirs
+// ("brg:avx512_core_bf16"); oneDNN's jit GEMM ("gemm:jit") runs at the most capable ISA oneDNN
+// uses here, which is appended: "gemm:jit (avx512_core_bf16)".
+std::string impl_with_isa(const std::string& impl) {
+  for (const char* named : {"sse", "avx", "amx", "ref", "none"})
+    if (impl.find(named) != std::string::npos) return impl;
+  return impl + " (" + effective_isa() + ")";
+}
+
+// impl_info_str of a plain (M,K)x(K,N) matmul with inputs of type `in` and an f32 output, or
+// "none (<oneDNN's error>)" when oneDNN has no kernel for it.
+std::string probe_impl(dt in, int64_t M, int64_t K, int64_t N) {
+  try {
+    const memory::desc src({M, K}, in, memory::dims{K, 1}), wei({K, N}, in, memory::dims{N, 1}),
+        dst({M, N}, dt::f32, memory::dims{N, 1});
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), cpu_engine());
+    return impl_with_isa(pd.impl_info_str());
+  } catch (const dnnl::error& e) {
+    return std::string("none (") + e.what() + ")";
+  }
+}
+
+}  // namespace
+
+const Bf16Support& bf16_gemm_support() {
+  static const Bf16Support support = [] {
+    Bf16Support s;
+    s.bf16_impl = probe_impl(dt::bf16, 256, 256, 256);
+    s.f32_impl = probe_impl(dt::f32, 256, 256, 256);
+    s.native = s.bf16_impl.rfind("none", 0) != 0 &&
+               (s.bf16_impl.find("bf16") != std::string::npos ||
+                s.bf16_impl.find("amx") != std::string::npos);
+    return s;
+  }();
+  return support;
+}
+
 struct Gemm::Prim {
   dnnl::matmul prim;
   memory src, wei, dst, bias;
+  std::string impl;
+  bool bf16 = false;
+  double StepTimes::*part = nullptr;
 };
 
 Gemm::Gemm() : stream_(cpu_engine()) {}
 Gemm::~Gemm() = default;
 
-void Gemm::run(float* dst, const MatView& dst_v, const float* src, const MatView& src_v,
-               const float* wei, const MatView& wei_v, const float* bias, bool accumulate) {
+void Gemm::run(float* dst, const MatView& dst_v, const Operand& src, const Operand& wei,
+               const float* bias, bool accumulate) {
+  const MatView& src_v = src.view;
+  const MatView& wei_v = wei.view;
+  if (src.type != wei.type)
+    throw Error("Gemm::run: src and weights of different types (both f32 or both bf16)");
   std::vector<int64_t> key;
   for (const MatView* v : {&dst_v, &src_v, &wei_v}) {
     key.push_back(static_cast<int64_t>(v->dims.size()));
@@ -35,11 +110,12 @@ void Gemm::run(float* dst, const MatView& dst_v, const float* src, const MatView
   }
   key.push_back(bias != nullptr);
   key.push_back(accumulate);
+  key.push_back(static_cast<int64_t>(src.type));
   std::unique_ptr<Prim>& p = cache_[key];
   if (!p) {
     p = std::make_unique<Prim>();
-    const memory::desc src_md(src_v.dims, dt::f32, src_v.strides);
-    const memory::desc wei_md(wei_v.dims, dt::f32, wei_v.strides);
+    const memory::desc src_md(src_v.dims, src.type, src_v.strides);
+    const memory::desc wei_md(wei_v.dims, wei.type, wei_v.strides);
     const memory::desc dst_md(dst_v.dims, dt::f32, dst_v.strides);
     // Bias (1, N) (or (1,1,1,N) at rank 4): the only bias shape oneDNN 2.6 runs fast.
     const size_t rank = dst_v.dims.size();
@@ -63,13 +139,16 @@ void Gemm::run(float* dst, const MatView& dst_v, const float* src, const MatView
                                         : dnnl::matmul::desc(src_md, wei_md, dst_md);
     const dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
     p->prim = dnnl::matmul(pd);
+    p->impl = impl_with_isa(pd.impl_info_str());
+    p->bf16 = src.type == dt::bf16;
+    unattributed_.push_back(p.get());
     p->src = memory(src_md, cpu_engine(), DNNL_MEMORY_NONE);
     p->wei = memory(wei_md, cpu_engine(), DNNL_MEMORY_NONE);
     p->dst = memory(dst_md, cpu_engine(), DNNL_MEMORY_NONE);
     if (bias != nullptr) p->bias = memory(bias_md, cpu_engine(), DNNL_MEMORY_NONE);
   }
-  p->src.set_data_handle(const_cast<float*>(src));
-  p->wei.set_data_handle(const_cast<float*>(wei));
+  p->src.set_data_handle(const_cast<void*>(src.data));
+  p->wei.set_data_handle(const_cast<void*>(wei.data));
   p->dst.set_data_handle(dst);
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei}, {DNNL_ARG_DST, p->dst}};
@@ -86,6 +165,8 @@ void Gemm::start_timing(StepTimes* times) {
 }
 
 void Gemm::mark(double StepTimes::*field) {
+  for (Prim* p : unattributed_) p->part = field;
+  unattributed_.clear();
   if (times_ == nullptr) return;
   stream_.wait();
   const auto now = std::chrono::steady_clock::now();
@@ -93,28 +174,34 @@ void Gemm::mark(double StepTimes::*field) {
   last_mark_ = now;
 }
 
-void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, size_t N,
+std::vector<GemmKernel> Gemm::kernels() const {
+  std::vector<GemmKernel> out;
+  for (const auto& [key, p] : cache_) out.push_back({p->part, p->impl, p->bf16});
+  return out;
+}
+
+void matmul_forward(float* out, GemmInput inp, GemmInput weight, const float* bias, size_t N,
                     size_t C, size_t OC, Gemm& gemm) {
   const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C),
              oc = static_cast<int64_t>(OC);
-  gemm.run(out, plain(n, oc), inp, plain(n, c), weight, plain(c, oc), bias);
+  gemm.run(out, plain(n, oc), inp.operand(plain(n, c)), weight.operand(plain(c, oc)), bias);
   gemm.wait();
 }
 
-void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, size_t N, size_t C, size_t OC,
-                     Gemm& gemm, double StepTimes::*gemm_part) {
+void matmul_backward(float* dinp, float* dweight, float* dbias, GemmInput dout, GemmInput inp,
+                     GemmInput weight, size_t N, size_t C, size_t OC, Gemm& gemm,
+                     double StepTimes::*gemm_part) {
   const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C),
              oc = static_cast<int64_t>(OC);
   // dinp = dout · weightᵀ   (N,OC) x (OC,C): weight (C,OC) read transposed by strides
-  gemm.run(dinp, plain(n, c), dout, plain(n, oc), weight, transposed(c, oc));
+  gemm.run(dinp, plain(n, c), dout.operand(plain(n, oc)), weight.operand(transposed(c, oc)));
   // dweight = inpᵀ · dout   (C,N) x (N,OC): inp (N,C) read transposed by strides
-  gemm.run(dweight, plain(c, oc), inp, transposed(n, c), dout, plain(n, oc));
+  gemm.run(dweight, plain(c, oc), inp.operand(transposed(n, c)), dout.operand(plain(n, oc)));
   gemm.wait();
   if (gemm_part != nullptr) gemm.mark(gemm_part);
   if (dbias != nullptr) {
     std::memset(dbias, 0, OC * sizeof(float));
-    bias_backward(dbias, dout, N, OC);
+    bias_backward(dbias, dout.f32, N, OC);
     if (gemm_part != nullptr) gemm.mark(&StepTimes::bias_bwd);
   }
 }

@@ -1,10 +1,15 @@
 // Matrix products of the model through oneDNN matmul primitives, and the linear layer built on them
 // (GPT-2's conv1d: y = x · w + b with w stored (in, out)).
 //
-// Every operand is a strided view of a plain float buffer: a transpose or a head's columns inside
-// qkv are strides, never copies. A primitive is created once per distinct (shapes, strides, bias,
+// Every operand is a strided view of a plain buffer: a transpose or a head's columns inside qkv are
+// strides, never copies. A primitive is created once per distinct (shapes, strides, types, bias,
 // accumulate) and reused; buffers are bound per call. oneDNN fixes its partitioning over threads
 // when a primitive is created, so results are bit-identical for a fixed thread count.
+//
+// Precision (model.matmul_precision): GEMM inputs are float32, or bfloat16 copies of them (bits in
+// uint16_t, made by convert_f32_to_bf16 once per tensor); accumulation, outputs and bias are
+// float32 either way. oneDNN picks its bf16 kernel from the CPU (AVX512_BF16: brg:avx512_core_bf16;
+// AMX: brg:avx512_core_amx...); bf16_gemm_support() says whether this CPU has one.
 #pragma once
 
 #include <chrono>
@@ -13,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <vector>
 
 #include "wte/model.h"  // StepTimes
@@ -33,6 +39,48 @@ struct MatView {
 inline MatView plain(int64_t rows, int64_t cols) { return {{rows, cols}, {cols, 1}}; }
 inline MatView transposed(int64_t rows, int64_t cols) { return {{cols, rows}, {1, cols}}; }
 
+/// A GEMM operand: a strided view of float32 data or of bfloat16 bits.
+struct Operand {
+  const void* data;
+  MatView view;
+  dnnl::memory::data_type type;
+};
+inline Operand as_f32(const float* p, MatView v) {
+  return {p, std::move(v), dnnl::memory::data_type::f32};
+}
+inline Operand as_bf16(const uint16_t* p, MatView v) {
+  return {p, std::move(v), dnnl::memory::data_type::bf16};
+}
+
+/// A GEMM input of a layer: its float32 values and, when the model's GEMMs are bf16, the bfloat16
+/// copy they read instead (bf16 == nullptr: f32 GEMMs). Converts implicitly from `const float*`.
+struct GemmInput {
+  GemmInput(const float* f, const uint16_t* b = nullptr) : f32(f), bf16(b) {}  // NOLINT: implicit
+  const float* f32;
+  const uint16_t* bf16;
+  Operand operand(MatView v) const { return bf16 != nullptr ? as_bf16(bf16, std::move(v)) : as_f32(f32, std::move(v)); }
+};
+
+/// 64-byte-aligned bfloat16 storage (bits), zeroed.
+struct FreeDeleter {
+  void operator()(void* p) const;
+};
+using Bf16Buffer = std::unique_ptr<uint16_t[], FreeDeleter>;
+Bf16Buffer allocate_bf16(size_t n);
+
+/// Whether oneDNN has a native bf16 matmul on this CPU: the kernel it picks for bf16 inputs and a
+/// float32 output (impl_info_str of a 256³ primitive, with the ISA appended where the name has
+/// none: "gemm:jit (avx512_core_bf16)") and for float32 inputs. `native` when the bf16 kernel's
+/// name says bf16 or amx (AVX512_BF16 or AMX instructions); otherwise oneDNN emulates bf16 or has
+/// no kernel for it, and the model runs float32 GEMMs.
+/// Computed once (ONEDNN_MAX_CPU_ISA, read when oneDNN starts, caps the ISA).
+struct Bf16Support {
+  bool native = false;
+  std::string bf16_impl;  // "brg:avx512_core_bf16", or "none (...)" when oneDNN has none
+  std::string f32_impl;   // "brg:avx512_core"
+};
+const Bf16Support& bf16_gemm_support();
+
 /// oneDNN matmuls with a primitive cache, and the stream they run on.
 class Gemm {
  public:
@@ -46,7 +94,13 @@ class Gemm {
   /// bias (N) or nullptr. Asynchronous on stream(): call wait() before reading dst outside oneDNN.
   void run(float* dst, const MatView& dst_v, const float* src, const MatView& src_v,
            const float* wei, const MatView& wei_v, const float* bias = nullptr,
-           bool accumulate = false);
+           bool accumulate = false) {
+    run(dst, dst_v, as_f32(src, src_v), as_f32(wei, wei_v), bias, accumulate);
+  }
+  /// The same with typed operands: src and wei both f32 or both bf16 (dst and bias are f32).
+  /// Throws wte::Error for mixed types or ranks.
+  void run(float* dst, const MatView& dst_v, const Operand& src, const Operand& wei,
+           const float* bias = nullptr, bool accumulate = false);
 
   dnnl::stream& stream() { return stream_; }
   void wait() { stream_.wait(); }
@@ -55,32 +109,40 @@ class Gemm {
 
   /// Per-part timing for `wte profile step` (Model::set_step_times). start_timing(times) attaches
   /// `times` (nullptr detaches) and starts the clock; then mark(field) waits for the stream and
-  /// adds the time since the previous mark to times->*field. Detached, mark does nothing (no wait).
+  /// adds the time since the previous mark to times->*field. Detached, mark only attributes the
+  /// primitives created since the previous mark to `field` (no wait).
   void start_timing(StepTimes* times);
   void mark(double StepTimes::*field);
+
+  /// Every primitive's kernel (one entry per primitive) with the part that runs it.
+  std::vector<GemmKernel> kernels() const;
 
  private:
   StepTimes* times_ = nullptr;
   std::chrono::steady_clock::time_point last_mark_;
   struct Prim;
+  std::vector<Prim*> unattributed_;  // created since the last mark
   dnnl::stream stream_;
   std::map<std::vector<int64_t>, std::unique_ptr<Prim>> cache_;
 };
 
 /// Linear layer forward (GPT-2's conv1d), llm.c's argument order:
 ///   out (N,OC) = inp (N,C) · weight (C,OC) + bias (OC)      (bias may be nullptr)
-/// out written. Runs and waits for oneDNN.
-void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, size_t N,
+/// out written. inp and weight both float32 or both with bf16 copies (GemmInput). Runs and waits
+/// for oneDNN.
+void matmul_forward(float* out, GemmInput inp, GemmInput weight, const float* bias, size_t N,
                     size_t C, size_t OC, Gemm& gemm);
 
 /// Its backward; every output is written (=), none accumulated:
 ///   dinp (N,C) = dout · weightᵀ;  dweight (C,OC) = inpᵀ · dout;  dbias (OC) = Σ_n dout[n,:]
 /// dbias may be nullptr (no bias); the bias sum is the bias_backward kernel (fixed row blocks, so
-/// its bits do not depend on the thread count).
+/// its bits do not depend on the thread count) and reads the float32 dout.
+/// bf16 GEMMs: dout, inp and weight all carry bf16 copies (made by the caller), which the GEMMs
+/// read; otherwise none does.
 /// `gemm_part` (optional): the StepTimes field its two GEMMs are charged to (gemm.mark); the bias
 /// sum is then charged to StepTimes::bias_bwd.
-void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, size_t N, size_t C, size_t OC,
-                     Gemm& gemm, double StepTimes::*gemm_part = nullptr);
+void matmul_backward(float* dinp, float* dweight, float* dbias, GemmInput dout, GemmInput inp,
+                     GemmInput weight, size_t N, size_t C, size_t OC, Gemm& gemm,
+                     double StepTimes::*gemm_part = nullptr);
 
 }  // namespace wte

@@ -55,19 +55,26 @@ namespace {
 // GPT-2's initializer_range for every block weight (model.py / Hugging Face's GPT2Config).
 constexpr double kBlockInitStd = 0.02;
 
-// Carves 64-byte-aligned views out of one allocation: a first pass (base == nullptr) only counts.
+// Whether the attention's batched QKᵀ and ·V GEMMs read bf16 too under bf16 GEMMs (the softmax
+// stays float32).
+constexpr bool kBf16Attention = true;
+
+// Carves 64-byte-aligned views out of one allocation of T (float or bf16 bits): a first pass
+// (base == nullptr) only counts.
+template <typename T>
 class ArenaCarver {
  public:
-  explicit ArenaCarver(float* base) : base_(base) {}
-  float* take(size_t n) {
-    float* p = base_ == nullptr ? nullptr : base_ + used_;
-    used_ += (n + 15) / 16 * 16;
+  explicit ArenaCarver(T* base) : base_(base) {}
+  T* take(size_t n) {
+    constexpr size_t kAlign = 64 / sizeof(T);
+    T* p = base_ == nullptr ? nullptr : base_ + used_;
+    used_ += (n + kAlign - 1) / kAlign * kAlign;
     return p;
   }
   size_t used() const { return used_; }
 
  private:
-  float* base_;
+  T* base_;
   size_t used_ = 0;
 };
 
@@ -97,12 +104,22 @@ struct Model::Impl {
   std::vector<int32_t> wte_touched;  // (N) untied: their ids
   size_t wte_touched_count = 0;
 
+  // bf16 GEMMs only: bf16 copies of the GEMM inputs. The parameter mirror (same offsets as the
+  // parameter arena) is refreshed at every forward; the activation copies live in arena16.
+  bool bf16 = false;
+  Bf16Buffer params16;
+  std::vector<BlockWeights16> w16;   // (n_layer) views into params16
+  const uint16_t* lm_head16 = nullptr;
+  Bf16Buffer arena16;
+  size_t arena16_elems = 0;
+  uint16_t* h16 = nullptr;           // (N,C) h', the unembedding's input
+  uint16_t* dlogits16 = nullptr;     // (N,V)
+
   // Per-part timing (Model::set_step_times), kept by the Gemm so the blocks' layers mark their
   // parts too: each mark waits for the stream, then adds the time since the previous mark.
   void start(StepTimes* t) { gemm.start_timing(t); }
-  void mark(StepTimes* t, double StepTimes::*field) {
-    if (t != nullptr) gemm.mark(field);
-  }
+  // Detached (t == nullptr), a mark costs nothing but attributes new GEMM primitives to `field`.
+  void mark(StepTimes* /*t*/, double StepTimes::*field) { gemm.mark(field); }
 
   std::map<size_t, std::unique_ptr<OnednnLayerNorm>> ln_f;  // per N, created on first use
   OnednnLayerNorm& ln_f_for(size_t N, size_t C, float eps) {
@@ -115,7 +132,7 @@ struct Model::Impl {
   // nullptr only counts. Returns the floats needed.
   size_t carve(float* base, size_t N, size_t BTT, const ModelConfig& c) {
     const size_t C = c.d_model, V = c.vocab_size, L = c.n_layer, NH = c.n_head;
-    ArenaCarver a(base);
+    ArenaCarver<float> a(base);
     residual.assign(L + 1, nullptr);
     for (size_t l = 0; l <= L; ++l) residual[l] = a.take(N * C);
     blocks.assign(L, BlockActivations{});
@@ -150,6 +167,33 @@ struct Model::Impl {
     return a.used();
   }
 
+  // The bf16 copies (bf16 GEMMs only), laid out as carve() does; call after carve(), which resets
+  // the blocks' views. Returns the bf16 elements needed.
+  size_t carve16(uint16_t* base, size_t N, size_t BTT, const ModelConfig& c) {
+    const size_t C = c.d_model, V = c.vocab_size, NH = c.n_head;
+    ArenaCarver<uint16_t> a(base);
+    for (BlockActivations& b : blocks) {
+      b.ln1_16 = a.take(N * C);
+      b.atty16 = a.take(N * C);
+      b.ln2_16 = a.take(N * C);
+      b.fch_gelu16 = a.take(N * 4 * C);
+      if (kBf16Attention) {
+        b.qkv16 = a.take(N * 3 * C);
+        b.att16 = a.take(BTT * NH);
+      }
+    }
+    if (!blocks.empty()) {
+      scratch.d16 = a.take(N * 4 * C);
+      if (kBf16Attention) {
+        scratch.datty16 = a.take(N * C);
+        scratch.datt16 = a.take(BTT * NH);
+      }
+    }
+    h16 = a.take(N * C);
+    dlogits16 = a.take(N * V);
+    return a.used();
+  }
+
   void reserve(size_t B_, size_t T_, const ModelConfig& c) {
     const size_t N = B_ * T_, BTT = B_ * T_ * T_;
     if (N <= cap_rows && BTT <= cap_btt) return;
@@ -158,6 +202,11 @@ struct Model::Impl {
     arena_floats = carve(nullptr, cap_rows, cap_btt, c);
     arena = allocate_floats(arena_floats);
     carve(arena.get(), cap_rows, cap_btt, c);
+    if (bf16) {
+      arena16_elems = carve16(nullptr, cap_rows, cap_btt, c);
+      arena16 = allocate_bf16(arena16_elems);
+      carve16(arena16.get(), cap_rows, cap_btt, c);
+    }
     inputs.resize(cap_rows);
     wte_touched.resize(cap_rows);
   }
@@ -223,6 +272,17 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
   };
   params_ = views(params_memory_.get());
   grads_ = views(grads_memory_.get());
+  if (config.matmul_precision == MatmulPrecision::bf16 && bf16_gemm_support().native) {
+    gemm_precision_ = MatmulPrecision::bf16;
+    Impl& m = *impl_;
+    m.bf16 = true;
+    m.params16 = allocate_bf16(num_parameters_);
+    auto at16 = [&](const float* p) { return m.params16.get() + (p - params_memory_.get()); };
+    for (const BlockTensors& b : params_.h)
+      m.w16.push_back(BlockWeights16{at16(b.c_attn_w), at16(b.attn_c_proj_w), at16(b.c_fc_w),
+                                     at16(b.mlp_c_proj_w)});
+    m.lm_head16 = at16(lm_head());
+  }
   for (size_t c = 0; c < C; ++c) params_.ln_f_g[c] = 1.0f;
   for (BlockTensors& b : params_.h)
     for (size_t c = 0; c < C; ++c) b.ln_1_g[c] = b.ln_2_g[c] = 1.0f;
@@ -293,7 +353,24 @@ void Model::reserve(size_t B, size_t T) {
   impl_->reserve(B, T, config_);
 }
 
-size_t Model::activation_bytes() const { return impl_->arena_floats * sizeof(float); }
+size_t Model::activation_bytes() const {
+  const Impl& m = *impl_;
+  return m.arena_floats * sizeof(float) +
+         (m.arena16_elems + (m.bf16 ? num_parameters_ : 0)) * sizeof(uint16_t);
+}
+
+std::string Model::gemm_precision_note() const {
+  const Bf16Support& s = bf16_gemm_support();
+  if (gemm_precision_ == MatmulPrecision::bf16)
+    return "bf16 inputs, float32 accumulation and outputs (oneDNN " + s.bf16_impl + ")";
+  std::string note = "float32 (oneDNN " + s.f32_impl + ")";
+  if (config_.matmul_precision == MatmulPrecision::bf16)
+    note += "; model.matmul_precision = bf16 falls back to float32 on this CPU: oneDNN's bf16 "
+            "matmul here is " + s.bf16_impl + ", not a native AVX512_BF16 or AMX kernel";
+  return note;
+}
+
+std::vector<GemmKernel> Model::gemm_kernels() const { return impl_->gemm.kernels(); }
 
 void Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
   const size_t N = B * T, C = config_.d_model, V = config_.vocab_size, L = config_.n_layer;
@@ -303,14 +380,19 @@ void Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
   m.B = B;
   m.T = T;
   m.start(times_);
+  // bf16 GEMMs: the weights' bf16 copies, once per forward (the whole arena: one pass)
+  if (m.bf16) {
+    convert_f32_to_bf16(m.params16.get(), params_memory_.get(), num_parameters_);
+    m.mark(times_, &StepTimes::bf16_convert);
+  }
 
   // residual(0) = hidden_states[0] = wte[x] + wpe[t]
   embedding_forward(m.residual[0], inputs, params_.wte, params_.wpe, B, T, C);
   m.mark(times_, &StepTimes::lookup);
   // residual(l+1) = block_l(residual(l)):  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))
   for (size_t l = 0; l < L; ++l)
-    block_forward(m.residual[l + 1], m.blocks[l], m.scratch, m.residual[l], params_.h[l], B, T, C,
-                  config_.n_head, config_.ln_eps, m.gemm);
+    block_forward(m.residual[l + 1], m.blocks[l], m.scratch, m.residual[l], params_.h[l],
+                  m.bf16 ? &m.w16[l] : nullptr, B, T, C, config_.n_head, config_.ln_eps, m.gemm);
   // h' = ln_f(residual(n_layer))
   const float* h = m.residual[L];
   if (config_.ln_f) {
@@ -322,7 +404,14 @@ void Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
   }
   // logits = h' · lm_headᵀ   (N,C) x (C,V): lm_head (V,C) = wte when tied, read with strides {1, C}
   const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C), v = static_cast<int64_t>(V);
-  m.gemm.run(m.logits, plain(n, v), h, plain(n, c), lm_head(), transposed(v, c));
+  const uint16_t* h16 = nullptr;
+  if (m.bf16) {
+    convert_f32_to_bf16(m.h16, h, N * C);
+    h16 = m.h16;
+    m.mark(times_, &StepTimes::bf16_convert);
+  }
+  m.gemm.run(m.logits, plain(n, v), GemmInput(h, h16).operand(plain(n, c)),
+             GemmInput(lm_head(), m.lm_head16).operand(transposed(v, c)));
   m.stream.wait();
   m.mark(times_, &StepTimes::logits_gemm);
 }
@@ -333,7 +422,9 @@ float Model::forward(const int32_t* inputs, const int32_t* targets, size_t B, si
   const size_t N = B * T, V = config_.vocab_size;
   Impl& m = *impl_;
   // loss = mean_n CE(logits[n], targets[n]); dlogits = (softmax - onehot) / N, in place
-  softmax_cross_entropy(m.logits, m.losses, targets, N, V, 1.0f / static_cast<float>(N));
+  // bf16 GEMMs: the backward's GEMMs read dlogits' bf16 copy, made here row by row
+  softmax_cross_entropy(m.logits, m.losses, targets, N, V, 1.0f / static_cast<float>(N),
+                        m.bf16 ? m.dlogits16 : nullptr);
   m.has_dlogits = true;
   m.mark(times_, &StepTimes::cross_entropy);
   double total = 0.0;  // fixed order: the same bits for any thread count
@@ -372,19 +463,20 @@ void Model::backward() {
   const size_t B = m.B, T = m.T, N = B * T, C = config_.d_model, V = config_.vocab_size,
                L = config_.n_layer;
   const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C), v = static_cast<int64_t>(V);
-  const float* h = config_.ln_f ? m.ln_out : m.residual[L];
-  const float* dlogits = m.logits;
+  const GemmInput h(config_.ln_f ? m.ln_out : m.residual[L], m.bf16 ? m.h16 : nullptr);
   float* dres = m.dresidual;
   m.start(times_);
+  const GemmInput dlogits(m.logits, m.bf16 ? m.dlogits16 : nullptr);
+  const GemmInput head(lm_head(), m.bf16 ? m.lm_head16 : nullptr);
 
   // logits = h' · lm_headᵀ  =>  dlm_head = dlogitsᵀ · h'  (V,N)x(N,C), written (beta 0). Tied:
   // lm_head is wte and this is the first writer of grads.wte, so no V×C zero-fill is needed.
-  m.gemm.run(config_.tie_embeddings ? grads_.wte : grads_.lm_head, plain(v, c), dlogits,
-             transposed(n, v), h, plain(n, c));
+  m.gemm.run(config_.tie_embeddings ? grads_.wte : grads_.lm_head, plain(v, c),
+             dlogits.operand(transposed(n, v)), h.operand(plain(n, c)));
   m.mark(times_, &StepTimes::dlm_head_gemm);
   //                         =>  dh' = dlogits · lm_head  (N,V)x(V,C)
-  m.gemm.run(config_.ln_f ? m.dln_out : dres, plain(n, c), dlogits, plain(n, v), lm_head(),
-             plain(v, c));
+  m.gemm.run(config_.ln_f ? m.dln_out : dres, plain(n, c), dlogits.operand(plain(n, v)),
+             head.operand(plain(v, c)));
   m.mark(times_, &StepTimes::dh_gemm);
   // h' = ln_f(residual(n_layer))  =>  dres, dg, db (oneDNN writes, does not accumulate)
   if (config_.ln_f) {
@@ -399,8 +491,8 @@ void Model::backward() {
   m.mark(times_, &StepTimes::ln_f_bwd);
   // residual(l+1) = block_l(residual(l)), last block first: dres becomes d residual(l)
   for (size_t l = L; l-- > 0;)
-    block_backward(dres, grads_.h[l], m.scratch, m.blocks[l], m.residual[l], params_.h[l], B, T,
-                   C, config_.n_head, m.gemm);
+    block_backward(dres, grads_.h[l], m.scratch, m.blocks[l], m.residual[l], params_.h[l],
+                   m.bf16 ? &m.w16[l] : nullptr, B, T, C, config_.n_head, m.gemm);
   // residual(0) = wte[x] + wpe[t]  =>  dwte[x] += dres (scatter), dwpe[t] = sum_b dres
   if (config_.tie_embeddings) {
     embedding_backward_wte(grads_.wte, dres, m.inputs.data(), N, C, V, &m.scatter);

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# bench/bf16_speed.sh: model.matmul_precision = bf16 against f32 on configs/default.ini (issue 12,
+# part 2). Two parts, each printing the CPU and the load average beside its numbers:
+#   speed  ROUNDS rounds of `wte profile step --matmul-precision f32,bf16` (each round profiles a
+#          float32 step and a bf16 step back to back at THREADS threads, median of REPEAT steps
+#          each): tokens/s of both, their ratio per round, the median ratio; then the last round's
+#          per-part tables (ms, GFLOP/s and oneDNN's kernel, i.e. the ISA, of every GEMM family).
+#   loss   STEPS steps of configs/default.ini trained with each precision (same seed, data order
+#          and schedule; f32 first, then bf16): the last step's train loss, the mean train loss of
+#          the last 100 steps, the final validation loss (whole split), bf16's relative difference
+#          to f32 for each, and each run's tokens/s.
+# Not a test: the numbers depend on the machine and its load (the machine is shared: compare the
+# ratios of one run, never absolute numbers across runs).
+# Usage: bench/bf16_speed.sh [STEPS]        (default 1000)
+#   env: THREADS (2), ROUNDS (3), REPEAT (10), SKIP_TRAIN=1 (speed only), SKIP_SPEED=1, WTE_CLI
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cli="${WTE_CLI:-$root/build/wte}"
+steps="${1:-1000}"
+threads="${THREADS:-2}"
+rounds="${ROUNDS:-3}"
+repeat="${REPEAT:-10}"
+config="$root/configs/default.ini"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+flags=$(grep -o -w -E 'avx512_bf16|amx_bf16|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+echo "CPU: $cpu ($(nproc) cores; flags: ${flags:-no avx512}); $threads threads; load average $(load)"
+
+if [ -z "${SKIP_SPEED:-}" ]; then
+  echo
+  echo "== speed: wte profile step --config configs/default.ini --threads $threads --matmul-precision f32,bf16 --repeat $repeat, $rounds rounds"
+  printf '%-6s %12s %12s %8s   %s\n' round "f32 tok/s" "bf16 tok/s" ratio "load average after the round"
+  for r in $(seq "$rounds"); do
+    "$cli" profile step --config "$config" --threads "$threads" --matmul-precision f32,bf16 \
+      --repeat "$repeat" --json "$work/round$r.json" > "$work/round$r.txt" 2>&1
+    "$py" - "$work/round$r.json" "$r" "$(load)" <<'EOF'
+import json, sys
+steps = json.load(open(sys.argv[1]))["step"]
+tok = {s["matmul_precision"]: s["tokens_per_s"] for s in steps}
+print(f"{sys.argv[2]:<6} {tok['f32']:12.0f} {tok['bf16']:12.0f} {tok['bf16'] / tok['f32']:7.2f}x   {sys.argv[3]}")
+EOF
+  done
+  "$py" - "$work" "$rounds" <<'EOF'
+import json, statistics, sys
+ratios = []
+for r in range(1, int(sys.argv[2]) + 1):
+    tok = {s["matmul_precision"]: s["tokens_per_s"] for s in json.load(open(f"{sys.argv[1]}/round{r}.json"))["step"]}
+    ratios.append(tok["bf16"] / tok["f32"])
+print(f"median bf16 / f32 tokens/s: {statistics.median(ratios):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in ratios)})")
+EOF
+  echo
+  echo "-- the last round's profile (GEMM kernels name the ISA oneDNN ran):"
+  sed -n '/^step:/,$p' "$work/round$rounds.txt"
+fi
+
+if [ -z "${SKIP_TRAIN:-}" ]; then
+  [ -f "$root/datasets/kjv/kjv.txt" ] || { echo "make the corpus first: datasets/make_kjv.sh" >&2; exit 1; }
+  echo
+  echo "== loss: wte train --config configs/default.ini --train.steps=$steps --train.threads=$threads --model.matmul_precision=f32|bf16"
+  for p in f32 bf16; do
+    echo "   $p: started, load average $(load)"
+    "$cli" train --config "$config" --out "$work/$p" --train.steps="$steps" \
+      --train.threads="$threads" --model.matmul_precision="$p" --train.snapshot_steps= \
+      --checkpoint.interval=0 > "$work/$p.log" 2>&1
+    grep -E '^gemms:' "$work/$p.log" | sed 's/^/   /'
+    echo "   $p: done, load average $(load)"
+  done
+  "$py" - "$work" <<'EOF'
+import csv, re, sys
+w = sys.argv[1]
+res = {}
+for p in ("f32", "bf16"):
+    rows = list(csv.DictReader(open(f"{w}/{p}/metrics.csv")))
+    train = [float(r["train_loss"]) for r in rows]
+    log = open(f"{w}/{p}.log").read()
+    val = float(re.search(r"final validation loss ([0-9.]+)", log).group(1))
+    tok = float(re.search(r"trained .* ([0-9]+) tokens/s", log).group(1))
+    res[p] = (train[-1], sum(train[-100:]) / len(train[-100:]), val, tok)
+print(f"{'':6} {'last train loss':>16} {'mean last 100':>14} {'final val loss':>15} {'tokens/s':>9}")
+for p in ("f32", "bf16"):
+    a = res[p]
+    print(f"{p:6} {a[0]:16.4f} {a[1]:14.4f} {a[2]:15.4f} {a[3]:9.0f}")
+f, b = res["f32"], res["bf16"]
+print(f"{'diff':6} {100 * (b[0] - f[0]) / f[0]:15.2f}% {100 * (b[1] - f[1]) / f[1]:13.2f}% "
+      f"{100 * (b[2] - f[2]) / f[2]:14.2f}% {b[3] / f[3]:8.2f}x")
+EOF
+fi
+echo
+echo "load average at the end: $(load)"

@@ -1,0 +1,61 @@
+// Rounding float32 vectors to bfloat16 (round to nearest, ties to even; NaN kept quiet) and storing
+// them: the one place this arithmetic lives, for simd/bf16.cc and for kernels that write a bf16
+// copy of their output while it is still in cache. The method and its edge cases: simd/bf16.cc;
+// the scalar reference: ref::f32_to_bf16 (simd/reference.h).
+//
+// A Highway "-inl.h" header: included once per target (after hwy/foreach_target.h and
+// hwy/highway.h), hence the include guard toggled by HWY_TARGET_TOGGLE.
+
+// Per-target include guard.
+#if defined(WTE_SIMD_BF16_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef WTE_SIMD_BF16_INL_H_
+#undef WTE_SIMD_BF16_INL_H_
+#else
+#define WTE_SIMD_BF16_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace wte {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Stores the bf16 bits nearest each lane of v (a float vector of d) to dst[0, Lanes(d)).
+template <class D>
+HWY_INLINE void StoreBf16(D d, hn::Vec<D> v, uint16_t* HWY_RESTRICT dst) {
+  const hn::RebindToUnsigned<D> du;  // u32 lanes
+  const hn::RebindToSigned<D> di;    // i32 lanes
+  const hn::Rebind<uint16_t, D> d16;
+  const auto u = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(lsb, hn::Set(du, 0x7FFFu))));
+  const auto quiet_nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x0040u));
+  // |x| bits above +Inf's are NaN (a signed compare: the sign bit is cleared first).
+  const auto abs_bits = hn::BitCast(di, hn::And(u, hn::Set(du, 0x7FFFFFFFu)));
+  const auto is_nan = hn::RebindMask(du, hn::Gt(abs_bits, hn::Set(di, 0x7F800000)));
+  const auto out = hn::IfThenElse(is_nan, quiet_nan, rounded);
+  // Every lane is in [0, 0xFFFF]: the saturating i32 -> u16 demotion keeps it exactly.
+  hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, out)), d16, dst);
+}
+
+// dst[i] = bf16(src[i]) for i in [0, n), on the calling thread: full vectors, then one-lane tail.
+HWY_INLINE void ConvertRowToBf16(uint16_t* HWY_RESTRICT dst, const float* HWY_RESTRICT src,
+                                 size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + L <= n; i += L) StoreBf16(d, hn::LoadU(d, src + i), dst + i);
+  const hn::CappedTag<float, 1> d1;
+  for (; i < n; ++i) StoreBf16(d1, hn::LoadU(d1, src + i), dst + i);
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace wte
+HWY_AFTER_NAMESPACE();
+
+#endif  // WTE_SIMD_BF16_INL_H_
