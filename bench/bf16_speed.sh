@@ -6,13 +6,15 @@
 #          each): tokens/s of both, their ratio per round, the median ratio; then the last round's
 #          per-part tables (ms, GFLOP/s and oneDNN's kernel, i.e. the ISA, of every GEMM family).
 #   loss   STEPS steps of configs/default.ini trained with each precision (same seed, data order
-#          and schedule; f32 first, then bf16): the last step's train loss, the mean train loss of
-#          the last 100 steps, the final validation loss (whole split), bf16's relative difference
-#          to f32 for each, and each run's tokens/s.
+#          and schedule), both runs at the same time with TRAIN_THREADS threads each, so that on a
+#          shared machine both see the same load: the last step's train loss, the mean train loss
+#          of the last 100 steps, the final validation loss (whole split), bf16's relative
+#          difference to f32 for each, and each run's tokens/s (a second same-run speed ratio).
 # Not a test: the numbers depend on the machine and its load (the machine is shared: compare the
 # ratios of one run, never absolute numbers across runs).
 # Usage: bench/bf16_speed.sh [STEPS]        (default 1000)
-#   env: THREADS (2), ROUNDS (3), REPEAT (10), SKIP_TRAIN=1 (speed only), SKIP_SPEED=1, WTE_CLI
+#   env: THREADS (2), ROUNDS (3), REPEAT (10), TRAIN_THREADS (1), SKIP_TRAIN=1 (speed only),
+#        SKIP_SPEED=1, WTE_CLI
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cli="${WTE_CLI:-$root/build/wte}"
@@ -61,15 +63,19 @@ fi
 if [ -z "${SKIP_TRAIN:-}" ]; then
   [ -f "$root/datasets/kjv/kjv.txt" ] || { echo "make the corpus first: datasets/make_kjv.sh" >&2; exit 1; }
   echo
-  echo "== loss: wte train --config configs/default.ini --train.steps=$steps --train.threads=$threads --model.matmul_precision=f32|bf16"
+  train_threads="${TRAIN_THREADS:-1}"
+  echo "== loss: wte train --config configs/default.ini --train.steps=$steps --train.threads=$train_threads --model.matmul_precision=f32|bf16 (both at once)"
+  echo "   started, load average $(load)"
+  pids=()
   for p in f32 bf16; do
-    echo "   $p: started, load average $(load)"
-    "$cli" train --config "$config" --out "$work/$p" --train.steps="$steps" \
-      --train.threads="$threads" --model.matmul_precision="$p" --train.snapshot_steps= \
-      --checkpoint.interval=0 > "$work/$p.log" 2>&1
-    grep -E '^gemms:' "$work/$p.log" | sed 's/^/   /'
-    echo "   $p: done, load average $(load)"
+    OMP_WAIT_POLICY=passive "$cli" train --config "$config" --out "$work/$p" --train.steps="$steps" \
+      --train.threads="$train_threads" --model.matmul_precision="$p" --train.snapshot_steps= \
+      --checkpoint.interval=0 --train.eval_interval=0 > "$work/$p.log" 2>&1 &
+    pids+=($!)
   done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  grep -h -E '^gemms:' "$work/f32.log" "$work/bf16.log" | sed 's/^/   /'
+  echo "   done, load average $(load)"
   "$py" - "$work" <<'EOF'
 import csv, re, sys
 w = sys.argv[1]
