@@ -19,46 +19,14 @@
 #include <vector>
 
 #include "simd/reference.h"
+#include "tests/gradcheck_util.h"
 
 namespace wte {
 namespace {
 
-constexpr double kEps = 1e-6, kAtol = 1e-5, kRtol = 1e-3;
-
-std::vector<double> Uniform(size_t n, std::mt19937& rng, double scale = 1.0) {
-  std::uniform_real_distribution<double> d(-scale, scale);
-  std::vector<double> v(n);
-  for (double& x : v) x = d(rng);
-  return v;
-}
-
-double Dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-// Central differences of loss() w.r.t. every entry of *theta, against `analytic`.
-void ExpectFiniteDifferences(const std::function<double()>& loss, std::vector<double>* theta,
-                             const std::vector<double>& analytic, const std::string& label) {
-  ASSERT_EQ(theta->size(), analytic.size()) << label;
-  size_t failures = 0;
-  double max_err = 0;
-  for (size_t i = 0; i < theta->size(); ++i) {
-    const double saved = (*theta)[i];
-    (*theta)[i] = saved + kEps;
-    const double up = loss();
-    (*theta)[i] = saved - kEps;
-    const double down = loss();
-    (*theta)[i] = saved;
-    const double numeric = (up - down) / (2 * kEps);
-    const double err = std::abs(analytic[i] - numeric);
-    max_err = std::max(max_err, err);
-    if (!(err <= kAtol + kRtol * std::abs(numeric)) && ++failures <= 10)
-      ADD_FAILURE() << label << "[" << i << "]: analytic " << analytic[i] << " numeric " << numeric;
-  }
-  EXPECT_EQ(failures, 0u) << label << ": max |analytic - numeric| " << max_err;
-}
+using test::dot;
+using test::expect_fd;
+using test::uniform;
 
 // LayerNorm: dinp, dg, db of L = Σ U ⊙ layernorm(x; g, b). Rows with a mean far from 0 and one
 // with a small variance (rstd large) included.
@@ -66,10 +34,10 @@ TEST(GradcheckBlockKernels, LayerNorm) {
   const size_t N = 4, C = 7;
   const double eps = 1e-5;
   std::mt19937 rng(21);
-  std::vector<double> x = Uniform(N * C, rng, 2.0), g = Uniform(C, rng), b = Uniform(C, rng);
+  std::vector<double> x = uniform(N * C, rng, 2.0), g = uniform(C, rng), b = uniform(C, rng);
   for (size_t c = 0; c < C; ++c) x[C + c] += 5.0;
   for (size_t c = 0; c < C; ++c) x[2 * C + c] *= 0.05;
-  const std::vector<double> U = Uniform(N * C, rng);
+  const std::vector<double> U = uniform(N * C, rng);
   std::vector<double> out(N * C), mean(N), rstd(N);
   ref::layernorm_forward<double>(out.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(),
                                  N, C, eps);
@@ -80,19 +48,19 @@ TEST(GradcheckBlockKernels, LayerNorm) {
     std::vector<double> y(N * C), m(N), s(N);
     ref::layernorm_forward<double>(y.data(), m.data(), s.data(), x.data(), g.data(), b.data(), N, C,
                                    eps);
-    return Dot(y, U);
+    return dot(y, U);
   };
-  ExpectFiniteDifferences(loss, &x, dx, "layernorm dinp");
-  ExpectFiniteDifferences(loss, &g, dg, "layernorm dg");
-  ExpectFiniteDifferences(loss, &b, db, "layernorm db");
+  expect_fd(loss, &x, dx, "layernorm dinp");
+  expect_fd(loss, &g, dg, "layernorm dg");
+  expect_fd(loss, &b, db, "layernorm db");
 }
 
 // The backward accumulates: a second call adds the same gradient again.
 TEST(GradcheckBlockKernels, LayerNormBackwardAccumulates) {
   const size_t N = 2, C = 5;
   std::mt19937 rng(22);
-  const std::vector<double> x = Uniform(N * C, rng), g = Uniform(C, rng), b = Uniform(C, rng),
-                            U = Uniform(N * C, rng);
+  const std::vector<double> x = uniform(N * C, rng), g = uniform(C, rng), b = uniform(C, rng),
+                            U = uniform(N * C, rng);
   std::vector<double> out(N * C), mean(N), rstd(N);
   ref::layernorm_forward<double>(out.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(),
                                  N, C, 1e-5);
@@ -117,15 +85,15 @@ TEST(GradcheckBlockKernels, Gelu) {
   std::mt19937 rng(23);
   std::vector<double> x(n);
   for (size_t i = 0; i < n; ++i) x[i] = -6.0 + 12.0 * static_cast<double>(i) / (n - 1);
-  const std::vector<double> U = Uniform(n, rng);
+  const std::vector<double> U = uniform(n, rng);
   std::vector<double> dx(n);
   ref::gelu_backward<double>(dx.data(), x.data(), U.data(), n);
   const auto loss = [&] {
     std::vector<double> y(n);
     ref::gelu_forward<double>(y.data(), x.data(), n);
-    return Dot(y, U);
+    return dot(y, U);
   };
-  ExpectFiniteDifferences(loss, &x, dx, "gelu dinp");
+  expect_fd(loss, &x, dx, "gelu dinp");
 }
 
 // Causal softmax of Z = 2 matrices (T = 5) of scores at scale 1/sqrt(4). The masked entries (j > t)
@@ -134,17 +102,17 @@ TEST(GradcheckBlockKernels, CausalAttentionSoftmax) {
   const size_t Z = 2, T = 5;
   const double scale = 0.5;
   std::mt19937 rng(24);
-  std::vector<double> preatt = Uniform(Z * T * T, rng, 3.0);
-  const std::vector<double> U = Uniform(Z * T * T, rng);
+  std::vector<double> preatt = uniform(Z * T * T, rng, 3.0);
+  const std::vector<double> U = uniform(Z * T * T, rng);
   std::vector<double> att(Z * T * T), dpreatt(Z * T * T, 7.0);  // 7: the backward writes every entry
   ref::attention_softmax_forward<double>(att.data(), preatt.data(), Z, T, scale);
   ref::attention_softmax_backward<double>(dpreatt.data(), U.data(), att.data(), Z, T, scale);
   const auto loss = [&] {
     std::vector<double> a(Z * T * T);
     ref::attention_softmax_forward<double>(a.data(), preatt.data(), Z, T, scale);
-    return Dot(a, U);
+    return dot(a, U);
   };
-  ExpectFiniteDifferences(loss, &preatt, dpreatt, "softmax dpreatt");
+  expect_fd(loss, &preatt, dpreatt, "softmax dpreatt");
   for (size_t r = 0; r < Z * T; ++r)
     for (size_t j = r % T + 1; j < T; ++j) EXPECT_EQ(dpreatt[r * T + j], 0.0) << r << "," << j;
   // Each live row of att sums to 1.
@@ -159,9 +127,9 @@ TEST(GradcheckBlockKernels, CausalAttentionSoftmax) {
 TEST(GradcheckBlockKernels, Bias) {
   const size_t N = 6, IC = 3, OC = 5;
   std::mt19937 rng(25);
-  const std::vector<double> x = Uniform(N * IC, rng), w = Uniform(IC * OC, rng),
-                            U = Uniform(N * OC, rng);
-  std::vector<double> bias = Uniform(OC, rng);
+  const std::vector<double> x = uniform(N * IC, rng), w = uniform(IC * OC, rng),
+                            U = uniform(N * OC, rng);
+  std::vector<double> bias = uniform(OC, rng);
   std::vector<double> dbias(OC, 0.0);
   ref::bias_backward<double>(dbias.data(), U.data(), N, OC);
   const auto loss = [&] {
@@ -172,9 +140,9 @@ TEST(GradcheckBlockKernels, Bias) {
         for (size_t i = 0; i < IC; ++i) s += x[n * IC + i] * w[i * OC + o];
         y[n * OC + o] = s;
       }
-    return Dot(y, U);
+    return dot(y, U);
   };
-  ExpectFiniteDifferences(loss, &bias, dbias, "dbias");
+  expect_fd(loss, &bias, dbias, "dbias");
 }
 
 }  // namespace

@@ -23,47 +23,16 @@
 #include "wte/kernels.h"
 #include "simd/reference.h"
 #include "src/model/reference_model.h"
+#include "tests/gradcheck_util.h"
 
 namespace wte {
 namespace {
 
-constexpr double kEps = 1e-6, kAtol = 1e-5, kRtol = 1e-3;
 constexpr double kU = 0x1p-24;  // float unit roundoff
 
-std::vector<double> uniform(size_t n, std::mt19937& rng, double scale = 1.0) {
-  std::uniform_real_distribution<double> d(-scale, scale);
-  std::vector<double> v(n);
-  for (double& x : v) x = d(rng);
-  return v;
-}
-
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-// Central differences of loss() w.r.t. every entry of *theta, against `analytic`.
-void expect_fd(const std::function<double()>& loss, std::vector<double>* theta,
-               const std::vector<double>& analytic, const std::string& label) {
-  ASSERT_EQ(theta->size(), analytic.size()) << label;
-  size_t failures = 0;
-  double max_err = 0;
-  for (size_t i = 0; i < theta->size(); ++i) {
-    const double saved = (*theta)[i];
-    (*theta)[i] = saved + kEps;
-    const double up = loss();
-    (*theta)[i] = saved - kEps;
-    const double down = loss();
-    (*theta)[i] = saved;
-    const double numeric = (up - down) / (2 * kEps);
-    const double err = std::fabs(analytic[i] - numeric);
-    max_err = std::max(max_err, err);
-    if (!(err <= kAtol + kRtol * std::fabs(numeric)) && ++failures <= 10)
-      ADD_FAILURE() << label << "[" << i << "]: analytic " << analytic[i] << " numeric " << numeric;
-  }
-  EXPECT_EQ(failures, 0u) << label << ": max |analytic - numeric| " << max_err;
-}
+using test::dot;
+using test::expect_fd;
+using test::uniform;
 
 // ------------------------------------------------------------------------------------------------
 // Lookup + position add: hidden_states[b,t] = wte[x[b,t]] + wpe[t]

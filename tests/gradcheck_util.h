@@ -1,0 +1,63 @@
+// Finite-difference helpers shared by the per-op gradient checks in double precision
+// (tests/test_gradcheck_ops.cc, tests/test_gradcheck_block_kernels.cc).
+//
+// An op y = op(x) is checked through the scalar L = Σ U ⊙ y for a fixed random upstream gradient U,
+// so dL/dx is exactly op_backward(U), and the central difference
+//   numeric = (L(x + eps·e_i) - L(x - eps·e_i)) / (2·eps),  eps = kFdEps = 1e-6
+// must satisfy |analytic - numeric| <= kFdAtol + kFdRtol·|numeric| (1e-5 + 1e-3·|numeric|) at
+// every entry.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace wte::test {
+
+inline constexpr double kFdEps = 1e-6, kFdAtol = 1e-5, kFdRtol = 1e-3;
+
+// n values drawn uniformly from [-scale, scale).
+inline std::vector<double> uniform(size_t n, std::mt19937& rng, double scale = 1.0) {
+  std::uniform_real_distribution<double> d(-scale, scale);
+  std::vector<double> v(n);
+  for (double& x : v) x = d(rng);
+  return v;
+}
+
+// Σ a[i]·b[i] over a's size (b at least as long).
+inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Central differences of loss() w.r.t. every entry of *theta (restored afterwards), against
+// `analytic`; one failure per entry out of tolerance (the first 10 printed), labelled `label`.
+inline void expect_fd(const std::function<double()>& loss, std::vector<double>* theta,
+                      const std::vector<double>& analytic, const std::string& label) {
+  ASSERT_EQ(theta->size(), analytic.size()) << label;
+  size_t failures = 0;
+  double max_err = 0;
+  for (size_t i = 0; i < theta->size(); ++i) {
+    const double saved = (*theta)[i];
+    (*theta)[i] = saved + kFdEps;
+    const double up = loss();
+    (*theta)[i] = saved - kFdEps;
+    const double down = loss();
+    (*theta)[i] = saved;
+    const double numeric = (up - down) / (2 * kFdEps);
+    const double err = std::fabs(analytic[i] - numeric);
+    max_err = std::max(max_err, err);
+    if (!(err <= kFdAtol + kFdRtol * std::fabs(numeric)) && ++failures <= 10)
+      ADD_FAILURE() << label << "[" << i << "]: analytic " << analytic[i] << " numeric " << numeric;
+  }
+  EXPECT_EQ(failures, 0u) << label << ": max |analytic - numeric| " << max_err;
+}
+
+}  // namespace wte::test
