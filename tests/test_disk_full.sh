@@ -13,13 +13,8 @@ fi
 trap 'umount "$work/mnt" 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-/usr/bin/python3 - "$work/corpus.txt" <<'PY'
-import random, sys
-r = random.Random(7)
-w = "the king said unto them and people went into city bank river money water land house".split()
-docs = ["\n".join(" ".join(r.choice(w) for _ in range(12)) + "." for _ in range(4)) for _ in range(80)]
-open(sys.argv[1], "w").write("\n\n".join(docs) + "\n")
-PY
+source "${WTE_SOURCE_DIR:?}/tests/tiny_corpus.sh"
+write_tiny_corpus "$work/corpus.txt"
 cat > "$work/tiny.ini" <<INI
 [model]
 vocab_size = 300

@@ -11,13 +11,8 @@ work="${WTE_BINARY_DIR:?}/test_tmp/kill_resume"
 command -v h5diff > /dev/null || { echo "skipped: h5diff (hdf5-tools) is not installed"; exit 77; }
 rm -rf "$work"; mkdir -p "$work"
 RANDOM=${KILL_SEED:-$$}
-/usr/bin/python3 - "$work/corpus.txt" <<'PY'
-import random, sys
-r = random.Random(7)
-w = "the king said unto them and people went into city bank river money water land house".split()
-docs = ["\n".join(" ".join(r.choice(w) for _ in range(12)) + "." for _ in range(4)) for _ in range(80)]
-open(sys.argv[1], "w").write("\n\n".join(docs) + "\n")
-PY
+source "${WTE_SOURCE_DIR:?}/tests/tiny_corpus.sh"
+write_tiny_corpus "$work/corpus.txt"
 steps=60
 cat > "$work/tiny.ini" <<INI
 [model]
