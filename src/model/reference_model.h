@@ -171,23 +171,11 @@ auto named_tensors(P& p) {
 template <typename F>
 void layernorm_forward(F* out, F* mean, F* rstd, F* xhat, const F* x, const F* g, const F* b,
                        size_t N, size_t C, F eps) {
-  for (size_t n = 0; n < N; ++n) {
-    const F* xn = x + n * C;
-    F u = 0;
-    for (size_t c = 0; c < C; ++c) u += xn[c];
-    u /= static_cast<F>(C);
-    F s = 0;
-    for (size_t c = 0; c < C; ++c) s += (xn[c] - u) * (xn[c] - u);
-    s /= static_cast<F>(C);
-    const F r = F(1) / std::sqrt(s + eps);
-    mean[n] = u;
-    rstd[n] = r;
-    for (size_t c = 0; c < C; ++c) {
-      const F xh = (xn[c] - u) * r;
-      xhat[n * C + c] = xh;
-      out[n * C + c] = xh * g[c] + b[c];
-    }
-  }
+  // The block LayerNorm's reference (simd/reference.h) computes out = ((x - u)·rstd)·g + b, the
+  // same expression as xhat·g + b; xhat is kept for ln_f's backward.
+  layernorm_forward(out, mean, rstd, x, g, b, N, C, eps);
+  for (size_t n = 0; n < N; ++n)
+    for (size_t c = 0; c < C; ++c) xhat[n * C + c] = (x[n * C + c] - mean[n]) * rstd[n];
 }
 
 /// ln_f backward (the standard derivation, e.g. llm.c's layernorm_backward):
