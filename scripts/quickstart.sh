@@ -98,7 +98,8 @@ case "$mode" in
         UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
         ctest --test-dir "$asan_dir" --output-on-failure -j "$jobs"
       # Each libFuzzer target for a short while (scripts/fuzz.sh; long runs are done by hand).
-      for target in config checkpoint token_file tokenizer safetensors; do
+      for src in fuzz/fuzz_*.cc; do
+        target="$(basename "$src" .cc)"; target="${target#fuzz_}"
         log="$(mktemp)"
         if ! scripts/fuzz.sh "$target" "${FUZZ_SECONDS:-60}" > "$log" 2>&1; then
           tail -60 "$log"
