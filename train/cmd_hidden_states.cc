@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -252,6 +253,7 @@ int cmd_hidden_states(int argc, char** argv) {
   Decoder dec(model);
   const size_t n_layer = dec.n_layer(), L = hidden_state_layers(n_layer);
   const auto t_forward = std::chrono::steady_clock::now();
+  const std::clock_t cpu_forward = std::clock();  // CPU time of all threads
   size_t positions = 0;
   for (Encoded& e : texts) {
     run_text(dec, e, L, C, !out.empty());
@@ -259,6 +261,7 @@ int cmd_hidden_states(int argc, char** argv) {
   }
   const double forward_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_forward).count();
+  const double forward_cpu = static_cast<double>(std::clock() - cpu_forward) / CLOCKS_PER_SEC;
   const HiddenStateSample sample = baseline_sample(model, texts, data_path, baseline_rows, C);
   const Baseline base = measure_baseline(
       sample, data_path.empty() ? "the texts' own rows (no --data and no val.bin beside the checkpoint)"
@@ -413,8 +416,9 @@ int cmd_hidden_states(int argc, char** argv) {
                       max_diff, i, j, max_dev);
         }
   if (other_index == 0) std::printf("  (none)\n");
-  std::printf("\nforward: %zu position(s) through %zu layer(s)%s in %.3f s (KV-cache decoder, one "
-              "prefill per text, %d thread(s))\n", positions, L, out.empty() ? "" : " with logits", forward_seconds,
+  std::printf("\nforward: %zu position(s) through %zu layer(s)%s in %.3f s (CPU time %.3f s; "
+              "KV-cache decoder, one prefill per text, %d thread(s))\n",
+              positions, L, out.empty() ? "" : " with logits", forward_seconds, forward_cpu,
               omp_get_max_threads());
   if (!out.empty()) {
     write_hidden_states(out, path, texts, n_layer, C, cfg.model.vocab_size);
