@@ -56,6 +56,52 @@ TEST(CliOptions, ListItemsMustBeNonEmpty) {
             std::string::npos);
 }
 
+// parse_command_line: the one parser of every command's options (exact names, aliases, positional
+// arguments, config overrides, --help before any value is checked).
+TEST(CliOptions, ParseCommandLineExactNamesAliasesOverridesAndHelp) {
+  namespace po = boost::program_options;
+  po::options_description opts("Options");
+  opts.add_options()("help,h", "print this help")("steps", po::value<std::string>(), "steps")(
+      "out", po::value<std::string>(), "out");
+  po::options_description hidden;
+  hidden.add_options()("texts", po::value<std::vector<std::string>>(), "texts");
+  po::positional_options_description positional;
+  positional.add("texts", -1);
+  cli::CommandSpec spec;
+  spec.usage = "Usage: wte x\n";
+  spec.example = "Example: wte x --steps 3\n";
+  spec.aliases = {{"--n", "--steps"}};
+  spec.hidden = &hidden;
+  spec.positional = &positional;
+  auto parse = [&](std::vector<std::string> args, const cli::CommandSpec& sp) {
+    args.insert(args.begin(), "x");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return cli::parse_command_line(static_cast<int>(argv.size()), argv.data(), opts, sp);
+  };
+  cli::CommandLine cl = parse({"--n=4", "a", "--out", "o", "b"}, spec);
+  EXPECT_FALSE(cl.help);
+  EXPECT_EQ(cl.vm["steps"].as<std::string>(), "4");
+  EXPECT_EQ(cl.vm["out"].as<std::string>(), "o");
+  EXPECT_EQ(cl.vm["texts"].as<std::vector<std::string>>(), (std::vector<std::string>{"a", "b"}));
+  // Exact names only: "--step" is not "--steps", as in an INI file.
+  EXPECT_NE(error_of([&] { parse({"--step=3"}, spec); }).find("--step"), std::string::npos);
+  EXPECT_THROW(parse({"--steps"}, spec), cli::UsageError);  // a missing value
+  EXPECT_THROW(parse({"--train.steps=3"}, spec), cli::UsageError);
+  cli::CommandSpec with_overrides = spec;
+  with_overrides.positional = nullptr;
+  with_overrides.config_overrides = true;
+  cl = parse({"--train.steps=3", "--steps", "2", "--model.d_model=8"}, with_overrides);
+  EXPECT_EQ(cl.overrides, (std::vector<std::string>{"--train.steps=3", "--model.d_model=8"}));
+  EXPECT_EQ(cl.vm["steps"].as<std::string>(), "2");
+  cl = parse({"--help"}, spec);
+  EXPECT_TRUE(cl.help);
+  EXPECT_THROW(cli::require_options(parse({"--steps", "1"}, spec).vm, {"steps", "out"}),
+               cli::UsageError);
+  EXPECT_EQ(error_of([&] { cli::require_options(parse({}, spec).vm, {"steps"}); }),
+            "--steps is required");
+}
+
 TEST(CliOptions, OutputFileCheckedAndNothingLeftBehind) {
   const fs::path dir = temp_dir("cli_options_outfile");
   const std::string missing = (dir / "nodir" / "x.json").string();

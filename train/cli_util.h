@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <iostream>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -80,6 +82,76 @@ inline std::vector<std::string> with_aliases(int argc, char** argv, const std::v
 inline int exact_style() {
   namespace cls = boost::program_options::command_line_style;
   return cls::unix_style & ~cls::allow_guessing;
+}
+
+/// How a `wte` command reads its command line and how its --help reads.
+struct CommandSpec {
+  /// The usage lines and what the command does, printed first by --help.
+  std::string usage;
+  /// Printed by --help after the options: "Example:\n  wte ...\n" (may be empty).
+  std::string example;
+  /// Old option spellings kept working (see with_aliases).
+  std::vector<Alias> aliases;
+  /// Options parsed but not listed by --help (e.g. the target of positional arguments).
+  const boost::program_options::options_description* hidden = nullptr;
+  /// Positional arguments, or nullptr if the command takes none.
+  const boost::program_options::positional_options_description* positional = nullptr;
+  /// If true, options the command does not declare are returned in CommandLine::overrides (the
+  /// config overrides "--section.key=value" that wte's config loader checks) instead of being an
+  /// error.
+  bool config_overrides = false;
+};
+
+/// A parsed command line.
+struct CommandLine {
+  boost::program_options::variables_map vm;
+  /// The undeclared options, in order, when CommandSpec::config_overrides is set.
+  std::vector<std::string> overrides;
+  /// --help (-h) was given: the help was printed to stdout and the command should return 0.
+  bool help = false;
+};
+
+/// Parses argv[1..argc) (argv[0] is the command's name) for the options `options` and `spec`,
+/// with exact option names only (exact_style). With --help, prints spec.usage, `options` and
+/// spec.example to stdout and returns with `help` set, before any value is checked.
+/// Throws UsageError (exit status 2) with Boost's message, which names the option, for an unknown
+/// option, a missing value or a value that does not parse.
+inline CommandLine parse_command_line(int argc, char** argv,
+                                      const boost::program_options::options_description& options,
+                                      const CommandSpec& spec) {
+  namespace po = boost::program_options;
+  CommandLine cl;
+  po::options_description all;
+  all.add(options);
+  if (spec.hidden) all.add(*spec.hidden);
+  try {
+    po::command_line_parser parser(with_aliases(argc, argv, spec.aliases));
+    parser.style(exact_style()).options(all);
+    if (spec.positional) parser.positional(*spec.positional);
+    if (spec.config_overrides) parser.allow_unregistered();
+    const po::parsed_options parsed = parser.run();
+    if (spec.config_overrides)
+      cl.overrides = po::collect_unrecognized(parsed.options, po::include_positional);
+    po::store(parsed, cl.vm);
+    if (cl.vm.count("help")) {
+      std::cout << spec.usage << options;
+      if (!spec.example.empty()) std::cout << "\n" << spec.example;
+      cl.help = true;
+      return cl;
+    }
+    po::notify(cl.vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  return cl;
+}
+
+/// Throws UsageError "--NAME is required" for the first of `names` (option names without "--")
+/// that `vm` does not hold.
+inline void require_options(const boost::program_options::variables_map& vm,
+                            std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    if (!vm.count(name)) throw UsageError(std::string("--") + name + " is required");
 }
 
 /// Parses `text`, the value typed for option `option` (e.g. "--vocab-size"), as a whole number

@@ -27,7 +27,8 @@ int cmd_export(int argc, char** argv) {
        "safetensors (model.safetensors) or npy (one NAME.npy per tensor)")
       ("out,o", po::value<std::string>(), "the output directory (created if needed)");
   // clang-format on
-  const char* usage =
+  CommandSpec spec;
+  spec.usage =
       "Usage: wte export --checkpoint C [--format safetensors|npy] --out DIR\n\n"
       "Writes the checkpoint's model with Hugging Face's GPT-2 names and layouts (GPT2LMHeadModel's\n"
       "state dict: transformer.wte.weight, transformer.h.0.attn.c_attn.weight (in, out) as Conv1D,\n"
@@ -35,21 +36,13 @@ int cmd_export(int argc, char** argv) {
       "so transformers' GPT2LMHeadModel.from_pretrained(DIR) loads it and wte import reads it back\n"
       "bit for bit. Files are written as NAME.tmp and renamed only when all are complete: an error\n"
       "leaves none. Name map: docs/interop.md.\n\n";
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).style(exact_style()).options(opts).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
-  }
-  if (vm.count("help")) {
-    std::cout << usage << opts
-              << "\nExample:\n  wte export --checkpoint runs/default/checkpoint_00000600.h5 "
-                 "--out exported/default\n"
-                 "  python3 -c 'import transformers as t; "
-                 "t.GPT2LMHeadModel.from_pretrained(\"exported/default\")'\n";
-    return 0;
-  }
+  spec.example =
+      "Example:\n  wte export --checkpoint runs/default/checkpoint_00000600.h5 --out exported/default\n"
+      "  python3 -c 'import transformers as t; "
+      "t.GPT2LMHeadModel.from_pretrained(\"exported/default\")'\n";
+  const CommandLine cl = parse_command_line(argc, argv, opts, spec);
+  if (cl.help) return 0;
+  const po::variables_map& vm = cl.vm;
   if (!vm.count("checkpoint") || !vm.count("out"))
     throw UsageError("needs --checkpoint C and --out DIR");
   const std::string fmt = vm["format"].as<std::string>();

@@ -126,7 +126,8 @@ int cmd_geometry(int argc, char** argv) {
        "int32 token file for the hidden-state sample (default: val.bin beside the last "
        "checkpoint, as wte train writes it)");
   // clang-format on
-  const char* usage =
+  CommandSpec spec;
+  spec.usage =
       "Usage: wte geometry --checkpoint C [--checkpoint C ...] [--query LIST] [--labels FILE]\n"
       "                    [--out DIR]\n\n"
       "Measures wte's geometry in each checkpoint (in step order): anisotropy (mean cosine of\n"
@@ -140,33 +141,17 @@ int cmd_geometry(int argc, char** argv) {
       "cosine of random rows) and Ethayarajh's (2019) self-similarity (mean cosine of the same\n"
       "token's rows in different contexts, tokens with >= 5 rows, positions >= 1), raw and after\n"
       "subtracting the layer's mean row, with a histogram of each per layer.\n\n";
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(with_aliases(argc, argv, {{"--tokens", "--query"}}))
-                  .style(exact_style())
-                  .options(opts)
-                  .run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "wte geometry: %s\n\n%s", e.what(), usage);
-    std::cerr << opts;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << usage << opts
-              << "\nExample:\n"
-                 "  datasets/make_planted.py\n"
-                 "  wte train --config configs/planted.ini --out runs/planted\n"
-                 "  wte geometry --checkpoint runs/planted --labels datasets/planted/labels.tsv "
-                 "--out runs/planted/geometry\n";
-    return 0;
-  }
-  if (!vm.count("checkpoint")) {
-    std::fprintf(stderr, "wte geometry: no --checkpoint given\n\n%s", usage);
-    std::cerr << opts;
-    return 2;
-  }
+  spec.example =
+      "Example:\n"
+      "  datasets/make_planted.py\n"
+      "  wte train --config configs/planted.ini --out runs/planted\n"
+      "  wte geometry --checkpoint runs/planted --labels datasets/planted/labels.tsv "
+      "--out runs/planted/geometry\n";
+  spec.aliases = {{"--tokens", "--query"}};
+  const CommandLine cl = parse_command_line(argc, argv, opts, spec);
+  if (cl.help) return 0;
+  const po::variables_map& vm = cl.vm;
+  require_options(vm, {"checkpoint"});
   constexpr size_t kMaxCount = size_t{1} << 24;  // model.vocab_size's upper bound
   const size_t n_freq = whole_number_option(vm, "frequent", 0, kMaxCount),
                n_nb = whole_number_option(vm, "neighbours", 1, kMaxCount),

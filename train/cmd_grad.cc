@@ -70,30 +70,16 @@ int cmd_grad(int argc, char** argv) {
       "out,o", po::value<std::string>(), "HDF5 file to write")(
       "precision", po::value<std::string>()->default_value("float32"),
       "float32 (the production model) or float64 (the double reference)");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(with_aliases(argc, argv, {{"--tokens", "--batch"}}))
-                  .style(exact_style())
-                  .options(desc)
-                  .run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "wte grad: %s (see wte grad --help)\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << kHelp << desc
-              << "\nExample:\n  wte grad --checkpoint runs/x/checkpoint_00000010.h5 --batch "
-                 "batch.txt --out grads.h5\n";
-    return 0;
-  }
-  for (const char* k : {"checkpoint", "batch", "out"}) {
-    if (!vm.count(k)) {
-      std::fprintf(stderr, "wte grad: --%s is required (see wte grad --help)\n", k);
-      return 2;
-    }
-  }
+  CommandSpec spec;
+  spec.usage = kHelp;
+  spec.example =
+      "Example:\n  wte grad --checkpoint runs/x/checkpoint_00000010.h5 --batch batch.txt --out "
+      "grads.h5\n";
+  spec.aliases = {{"--tokens", "--batch"}};
+  const CommandLine cl = parse_command_line(argc, argv, desc, spec);
+  if (cl.help) return 0;
+  const po::variables_map& vm = cl.vm;
+  require_options(vm, {"checkpoint", "batch", "out"});
   const std::string precision = vm["precision"].as<std::string>();
   if (precision != "float32" && precision != "float64")
     throw UsageError("--precision = '" + precision + "' is not allowed; allowed: float32 or float64");

@@ -95,34 +95,19 @@ int cmd_gradcheck(int argc, char** argv) {
       "f32 tolerance relative to the tensor's largest entry")(
       "untouched-rows", po::value<std::string>()->default_value("8"),
       "wte rows outside the batch to check (sampled), in [0, 2^24]");
-  po::variables_map vm;
-  std::vector<std::string> overrides;
-  try {
-    po::parsed_options parsed =
-        po::command_line_parser(with_aliases(argc, argv, {{"--tokens", "--batch"}}))
-            .style(exact_style())
-            .options(desc)
-            .allow_unregistered()
-            .run();
-    overrides = po::collect_unrecognized(parsed.options, po::include_positional);
-    po::store(parsed, vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "wte gradcheck: %s (see wte gradcheck --help)\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << kHelp << desc
-              << "\nExamples:\n  wte gradcheck --config configs/default.ini\n"
-                 "  wte gradcheck --checkpoint runs/x/checkpoint_00000010.h5 --batch batch.txt\n";
-    return 0;
-  }
+  CommandSpec spec;
+  spec.usage = kHelp;
+  spec.example =
+      "Examples:\n  wte gradcheck --config configs/default.ini\n"
+      "  wte gradcheck --checkpoint runs/x/checkpoint_00000010.h5 --batch batch.txt\n";
+  spec.aliases = {{"--tokens", "--batch"}};
+  spec.config_overrides = true;
+  const CommandLine cl = parse_command_line(argc, argv, desc, spec);
+  if (cl.help) return 0;
+  const po::variables_map& vm = cl.vm;
+  const std::vector<std::string>& overrides = cl.overrides;
   for (const std::string& o : overrides) {
-    if (o.rfind("--", 0) != 0) {
-      std::fprintf(stderr, "wte gradcheck: unexpected argument '%s' (see wte gradcheck --help)\n",
-                   o.c_str());
-      return 2;
-    }
+    if (o.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + o + "'");
   }
   auto positive = [](const char* name, double v) {
     if (!(v > 0))

@@ -172,7 +172,8 @@ int cmd_hidden_states(int argc, char** argv) {
        "(L = n_layer + 1; 2 for a model with no blocks) and /textN/logits (T, vocab_size) float32: "
        "every row printed, whole");
   // clang-format on
-  const char* usage =
+  CommandSpec spec;
+  spec.usage =
       "Usage: wte hidden-states --checkpoint C --text \"...\" [--text \"...\" ...] [--dims N]\n"
       "                         [--data FILE] [--baseline-tokens N] [--out FILE.h5]\n\n"
       "Encodes each text with the checkpoint's tokenizer and prints every token's index, id, piece\n"
@@ -189,28 +190,14 @@ int cmd_hidden_states(int argc, char** argv) {
       "layer's mean row; with the reason: texts equal up to that index give equal rows at every\n"
       "layer (a row cannot see later words); texts that differ before it share only layer 0.\n"
       "Exit 1 if a layer-0 row is not wte[id] + wpe[index] or equal prefixes give different rows.\n\n";
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).style(exact_style()).options(opts).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "wte hidden-states: %s\n\n%s", e.what(), usage);
-    std::cerr << opts;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << usage << opts
-              << "\nExample (GPT-2's vocabulary, a model of vocab_size 50257):\n"
-                 "  wte hidden-states --checkpoint runs/gpt2vocab/checkpoint_00000600.h5 \\\n"
-                 "      --text \"The river bank was muddy\" --text \"The money bank was closed\"\n";
-    return 0;
-  }
-  if (!vm.count("checkpoint") || !vm.count("text")) {
-    std::fprintf(stderr, "wte hidden-states: error: needs --checkpoint and at least one --text.\n\n%s",
-                 usage);
-    std::cerr << opts;
-    return 2;
-  }
+  spec.example =
+      "Example (GPT-2's vocabulary, a model of vocab_size 50257):\n"
+      "  wte hidden-states --checkpoint runs/gpt2vocab/checkpoint_00000600.h5 \\\n"
+      "      --text \"The river bank was muddy\" --text \"The money bank was closed\"\n";
+  const CommandLine cl = parse_command_line(argc, argv, opts, spec);
+  if (cl.help) return 0;
+  const po::variables_map& vm = cl.vm;
+  require_options(vm, {"checkpoint", "text"});
   const size_t dims_arg = whole_number_option(vm, "dims", 0, size_t{1} << 16);
   const size_t baseline_rows = whole_number_option(vm, "baseline-tokens", 2, size_t{1} << 20);
   const std::string path = vm["checkpoint"].as<std::string>();

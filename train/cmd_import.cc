@@ -33,7 +33,8 @@ int cmd_import(int argc, char** argv) {
        "the safetensors file)")
       ("out,o", po::value<std::string>(), "the wte checkpoint to write (.h5)");
   // clang-format on
-  const char* usage =
+  CommandSpec spec;
+  spec.usage =
       "Usage: wte import --from DIR --out FILE.h5\n"
       "       wte import --safetensors FILE [--hf-config FILE] [--tokenizer DIR] --out FILE.h5\n\n"
       "Reads a Hugging Face GPT-2 (transformers' GPT2LMHeadModel or GPT2Model: model.safetensors\n"
@@ -42,20 +43,13 @@ int cmd_import(int argc, char** argv) {
       "wte hidden-states, geometry, sample, export and train --init-from read. Every tensor, shape,\n"
       "dtype and offset is checked before anything is written; an error names the file and the\n"
       "tensor or offset, and leaves no output. Name map and layouts: docs/interop.md.\n\n";
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).style(exact_style()).options(opts).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
-  }
-  if (vm.count("help")) {
-    std::cout << usage << opts
-              << "\nExample (GPT-2 small from huggingface.co/gpt2: model.safetensors, config.json,\n"
-                 "vocab.json and merges.txt in models/gpt2):\n"
-                 "  wte import --from models/gpt2 --out models/gpt2.h5\n";
-    return 0;
-  }
+  spec.example =
+      "Example (GPT-2 small from huggingface.co/gpt2: model.safetensors, config.json,\n"
+      "vocab.json and merges.txt in models/gpt2):\n"
+      "  wte import --from models/gpt2 --out models/gpt2.h5\n";
+  const CommandLine cl = parse_command_line(argc, argv, opts, spec);
+  if (cl.help) return 0;
+  const po::variables_map& vm = cl.vm;
   if (!vm.count("out")) throw UsageError("--out FILE.h5 is required: the checkpoint to write");
   if (!vm.count("from") && !vm.count("safetensors"))
     throw UsageError("give --from DIR (a Hugging Face model directory) or --safetensors FILE");

@@ -85,7 +85,8 @@ int cmd_sample(int argc, char** argv) {
       ("samples", po::value<std::string>()->default_value("1"),
        "independent samples of the same prompt, in [1, 1000], separated by a line of dashes");
   // clang-format on
-  const char* usage =
+  CommandSpec spec;
+  spec.usage =
       "Usage: wte sample --checkpoint C --prompt TEXT [--max-new-tokens N] [--temperature T]\n"
       "                  [--top-k K] [--seed S] [--samples M]\n\n"
       "Encodes TEXT with the checkpoint's tokenizer, runs it through the model one position at a\n"
@@ -94,31 +95,15 @@ int cmd_sample(int argc, char** argv) {
       "prompt and the continuation on stdout as they are drawn. A line on stderr says how many\n"
       "tokens were drawn and how fast. The sequence cannot grow past the model's n_ctx positions\n"
       "(wpe has no row for later ones): generation then stops with a note.\n\n";
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(with_aliases(argc, argv, {{"--tokens", "--max-new-tokens"}}))
-                  .style(exact_style())
-                  .options(opts)
-                  .run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "wte sample: %s\n\n%s", e.what(), usage);
-    std::cerr << opts;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << usage << opts
-              << "\nExample:\n"
-                 "  wte train --config configs/default.ini\n"
-                 "  wte sample --checkpoint runs/default --prompt \"And God said\" --max-new-tokens 100\n";
-    return 0;
-  }
-  if (!vm.count("checkpoint") || !vm.count("prompt")) {
-    std::fprintf(stderr, "wte sample: error: needs --checkpoint and --prompt.\n\n%s", usage);
-    std::cerr << opts;
-    return 2;
-  }
+  spec.example =
+      "Example:\n"
+      "  wte train --config configs/default.ini\n"
+      "  wte sample --checkpoint runs/default --prompt \"And God said\" --max-new-tokens 100\n";
+  spec.aliases = {{"--tokens", "--max-new-tokens"}};
+  const CommandLine cl = parse_command_line(argc, argv, opts, spec);
+  if (cl.help) return 0;
+  const po::variables_map& vm = cl.vm;
+  require_options(vm, {"checkpoint", "prompt"});
   const size_t n_new = whole_number_option(vm, "max-new-tokens", 0, size_t{1} << 20);
   SamplingParams sp;
   sp.temperature = parse_temperature(vm["temperature"].as<std::string>());

@@ -65,54 +65,38 @@ int cmd_tokenize(int argc, char** argv) {
   // clang-format on
   po::options_description hidden;
   hidden.add_options()("texts", po::value<std::vector<std::string>>(), "texts to tokenize");
-  po::options_description all;
-  all.add(opts).add(hidden);
   po::positional_options_description positional;
   positional.add("texts", -1);
 
-  const char* usage =
+  CommandSpec spec;
+  spec.usage =
       "Usage: wte tokenize [--tokenizer DIR] [--json] TEXT...\n\n"
       "Encodes each TEXT with GPT-2's byte-level BPE (GPT-2's pre-tokenizer regex, then the merges\n"
       "of DIR/vocab.bpe) and prints the text, then one line per token: its index in the text, its\n"
       "id, and its bytes in double quotes with C-style escapes (\\n, \\t, \\\", \\xHH for bytes that\n"
       "are not a whole UTF-8 character), so a leading space shows as \" bank\".\n"
       "A text that starts with '-' goes after \"--\".\n\n";
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(with_aliases(argc, argv, {{"--vocab", "--tokenizer"}}))
-                  .style(exact_style())
-                  .options(all)
-                  .positional(positional)
-                  .run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "wte tokenize: %s\n\n%s", e.what(), usage);
-    std::cerr << opts;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << usage << opts
-              << "\nExample:\n"
-                 "  datasets/fetch_gpt2_vocab.sh\n"
-                 "  wte tokenize \"The bank was muddy\"\n"
-                 "prints\n"
-                 "  \"The bank was muddy\"\n"
-                 "    0    464  \"The\"\n"
-                 "    1   3331  \" bank\"\n"
-                 "    2    373  \" was\"\n"
-                 "    3  39085  \" muddy\"\n";
-    return 0;
-  }
+  spec.example =
+      "Example:\n"
+      "  datasets/fetch_gpt2_vocab.sh\n"
+      "  wte tokenize \"The bank was muddy\"\n"
+      "prints\n"
+      "  \"The bank was muddy\"\n"
+      "    0    464  \"The\"\n"
+      "    1   3331  \" bank\"\n"
+      "    2    373  \" was\"\n"
+      "    3  39085  \" muddy\"\n";
+  spec.aliases = {{"--vocab", "--tokenizer"}};
+  spec.hidden = &hidden;
+  spec.positional = &positional;
+  const CommandLine cl = parse_command_line(argc, argv, opts, spec);
+  if (cl.help) return 0;
+  const po::variables_map& vm = cl.vm;
   std::vector<std::string> texts;
   for (const char* k : {"text", "texts"})
     if (vm.count(k))
       for (const std::string& t : vm[k].as<std::vector<std::string>>()) texts.push_back(t);
-  if (texts.empty()) {
-    std::fprintf(stderr, "wte tokenize: no TEXT given.\n\n%s", usage);
-    std::cerr << opts;
-    return 2;
-  }
+  if (texts.empty()) throw UsageError("no TEXT given: give one or more texts to tokenize");
 
   std::string dir;
   if (vm.count("tokenizer")) {
