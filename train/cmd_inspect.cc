@@ -1,4 +1,6 @@
 // `wte inspect [--checkpoint] CHECKPOINT`: what a checkpoint holds, after validating it as loading does.
+#include <boost/program_options.hpp>
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -13,40 +15,28 @@
 namespace wte::cli {
 
 int cmd_inspect(int argc, char** argv) {
-  std::string path;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::cout << "Usage: wte inspect --checkpoint FILE   (or: wte inspect FILE)\n\n"
-                   "Validates an HDF5 checkpoint with the same checks as loading it (format and\n"
-                   "version, config hash, every dataset's dtype and shape, the tokenizer, the data\n"
-                   "order) and prints its format version, step, schedule and data position, the\n"
-                   "parameter shapes and sizes, and the resolved config. Exit 0 if valid, 1 with an\n"
-                   "error naming the file and the problem if not; 2 for bad usage.\n"
-                   "Layout: docs/checkpoint.md.\n\n"
-                   "Options:\n  -h [ --help ]          print this help\n"
-                   "  --checkpoint FILE      the checkpoint (or snapshot) .h5 to inspect\n";
-      return 0;
-    }
-    std::string value = arg;
-    if (arg == "--checkpoint" || arg.rfind("--checkpoint=", 0) == 0) {
-      if (arg == "--checkpoint") {
-        if (i + 1 >= argc)
-          throw UsageError("--checkpoint needs a value: the .h5 file to inspect");
-        value = argv[++i];
-      } else {
-        value = arg.substr(std::strlen("--checkpoint="));
-      }
-    } else if (arg.rfind("-", 0) == 0) {
-      throw UsageError("unrecognised option '" + arg + "'; allowed: --checkpoint FILE, --help");
-    }
-    if (!path.empty())
-      throw UsageError("a second checkpoint '" + value + "' after '" + path +
-                       "'; inspect takes one checkpoint");
-    path = value;
-  }
-  if (path.empty())
-    throw UsageError("no checkpoint given; usage: wte inspect --checkpoint FILE");
+  namespace po = boost::program_options;
+  po::options_description opts("Options");
+  opts.add_options()("help,h", "print this help")(
+      "checkpoint", po::value<std::string>()->value_name("FILE"),
+      "the checkpoint (or snapshot) .h5 to inspect");
+  po::positional_options_description positional;
+  positional.add("checkpoint", 1);
+  CommandSpec spec;
+  spec.usage =
+      "Usage: wte inspect --checkpoint FILE   (or: wte inspect FILE)\n\n"
+      "Validates an HDF5 checkpoint with the same checks as loading it (format and\n"
+      "version, config hash, every dataset's dtype and shape, the tokenizer, the data\n"
+      "order) and prints its format version, step, schedule and data position, the\n"
+      "parameter shapes and sizes, and the resolved config. Exit 0 if valid, 1 with an\n"
+      "error naming the file and the problem if not; 2 for bad usage.\n"
+      "Layout: docs/checkpoint.md.\n\n";
+  spec.example = "Example:\n  wte inspect runs/default/checkpoint_00000600.h5\n";
+  spec.positional = &positional;
+  const CommandLine cl = parse_command_line(argc, argv, opts, spec);
+  if (cl.help) return 0;
+  require_options(cl.vm, {"checkpoint"});
+  const std::string path = cl.vm["checkpoint"].as<std::string>();
   if (std::filesystem::is_directory(path))
     throw Error("'" + path + "' is a directory, not a checkpoint file; give one of its .h5 files "
                 "(wte train writes DIR/checkpoint_<step>.h5)");
