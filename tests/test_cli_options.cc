@@ -237,6 +237,20 @@ TEST(CliOptions, GradcheckWarnsWhereItCannotFail) {
             std::string::npos) << out;
 }
 
+// A bf16 config is checked with float32 GEMMs (its bf16 inputs would fail the float32 bounds)
+// and says so; before, every tensor of the default config failed with bf16.
+TEST(CliOptions, GradcheckOfABf16ConfigChecksTheFloat32Model) {
+  std::string out;
+  ASSERT_EQ(run(kCli + " gradcheck --config " WTE_SOURCE_DIR "/configs/default.ini --n-layer 1 "
+                       "--model.matmul_precision=bf16",
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("model.matmul_precision = bf16: checked with float32 GEMMs"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("gradcheck passed\n"), std::string::npos) << out;
+}
+
 TEST(CliOptions, GradcheckHelpShowsDefaultsAsTyped) {
   std::string out;
   ASSERT_EQ(run(kCli + " gradcheck --help", &out), 0) << out;

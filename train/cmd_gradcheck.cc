@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <iostream>
 #include <memory>
@@ -172,6 +173,17 @@ int cmd_gradcheck(int argc, char** argv) {
     model->init_weights(cfg.train.seed);
     source = (config_path.empty() ? std::string("the default config") : "config " + config_path) +
              ", init from train.seed " + std::to_string(cfg.train.seed);
+  }
+  // The check is of the float32 model: bf16 GEMM inputs (model.matmul_precision = bf16) carry 8
+  // significant bits, far above the float32 bounds checked here (tests/test_bf16.cc checks the
+  // bf16 path against its own bound). Same parameters, float32 GEMMs.
+  if (model->config().matmul_precision == MatmulPrecision::bf16) {
+    ModelConfig f32_config = model->config();
+    f32_config.matmul_precision = MatmulPrecision::f32;
+    auto f32_model = std::make_unique<Model>(f32_config);
+    std::memcpy(f32_model->param_data(), model->param_data(), model->num_parameters() * sizeof(float));
+    model = std::move(f32_model);
+    source += " (model.matmul_precision = bf16: checked with float32 GEMMs)";
   }
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
   const ModelConfig& mc = model->config();
