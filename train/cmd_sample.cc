@@ -139,8 +139,10 @@ int cmd_sample(int argc, char** argv) {
     if (s > 0) std::printf("\n----------------\n");
     const auto t0 = std::chrono::steady_clock::now();
     dec.reset();
-    const float* logits = nullptr;
-    for (int32_t id : ids) logits = dec.step(id);
+    // The prompt in one pass (each weight read once, not once per token), then its last token
+    // alone for the logits: the same bits as stepping through the prompt (Decoder::prefill).
+    if (ids.size() > 1) dec.prefill(ids.data(), ids.size() - 1, /*logits=*/false);
+    const float* logits = dec.step(ids.back());
     const auto t1 = std::chrono::steady_clock::now();
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     size_t drawn = 0;
