@@ -94,6 +94,41 @@ void cross_entropy_loss(F* losses, const F* logits, const int32_t* targets, size
   }
 }
 
+/// One vocabulary tile's online statistics (see wte::cross_entropy_tile_stats): tile (R, W) with
+/// row stride ld holds the logits of ids [v0, v0 + W); row_max, row_sum, target_logit (R) in/out.
+template <typename F>
+void cross_entropy_tile_stats(const F* tile, size_t R, size_t W, size_t ld, size_t v0,
+                              const int32_t* targets, F* row_max, F* row_sum, F* target_logit) {
+  for (size_t r = 0; r < R; ++r) {
+    const F* row = tile + r * ld;
+    F m = row_max[r];
+    for (size_t w = 0; w < W; ++w) m = row[w] > m ? row[w] : m;
+    F s = row_sum[r];
+    if (m != row_max[r] && s != F(0)) s *= std::exp(row_max[r] - m);
+    for (size_t w = 0; w < W; ++w) s += std::exp(row[w] - m);
+    row_max[r] = m;
+    row_sum[r] = s;
+    const size_t t = static_cast<size_t>(targets[r]);
+    if (t >= v0 && t < v0 + W) target_logit[r] = row[t - v0];
+  }
+}
+
+/// One tile's softmax gradient in place (see wte::cross_entropy_tile_grad):
+/// tile[r,w] = grad_scale * (exp(tile[r,w] - row_max[r]) / row_sum[r] - [v0 + w == targets[r]]).
+template <typename F>
+void cross_entropy_tile_grad(F* tile, size_t R, size_t W, size_t ld, size_t v0,
+                             const int32_t* targets, const F* row_max, const F* row_sum,
+                             F grad_scale) {
+  for (size_t r = 0; r < R; ++r) {
+    F* row = tile + r * ld;
+    const size_t t = static_cast<size_t>(targets[r]);
+    for (size_t w = 0; w < W; ++w) {
+      const F p = std::exp(row[w] - row_max[r]) / row_sum[r];
+      row[w] = grad_scale * (p - (v0 + w == t ? F(1) : F(0)));
+    }
+  }
+}
+
 /// AdamW step, PyTorch's formula (see wte::adamw_update). step is 1-based.
 template <typename F>
 void adamw_update(F* params, const F* grads, F* m, F* v, size_t n, F lr, F beta1, F beta2, F eps,

@@ -427,6 +427,174 @@ TEST_P(SimdKernelTest, SoftmaxCrossEntropyIsStableForHugeLogits) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// cross_entropy_tile_stats, cross_entropy_tile_grad (the fused loss's tile kernels)
+//
+// Error bound against the double reference, the softmax_cross_entropy bound above with S's relative
+// error widened for the tiles: a row's S is summed tile by tile at the running max and rescaled by
+// exp(m_old - m_new) when a later tile raises the max. Each rescale rounds the difference (relative
+// error of its exp <= u |m_old - m_new|), calls hn::Exp (2u) and multiplies (u); the differences
+// sum to m - (first tile's max). So
+//   delta_S <= (1.5 V + 2 + 3 tiles + (m - m_first)) u,
+// and the loss and gradient bounds follow as for the unfused kernel (twice the worst case allowed).
+
+struct TiledRow {
+  double m, S;          // max and sum of exp(x - m), in double
+  double m_first;       // the first tile's max
+};
+
+TiledRow TiledRowExact(const float* row, size_t V, size_t tile) {
+  TiledRow t{row[0], 0, row[0]};
+  for (size_t v = 0; v < V; ++v) t.m = std::max(t.m, static_cast<double>(row[v]));
+  for (size_t v = 0; v < std::min(V, tile); ++v) t.m_first = std::max(t.m_first, static_cast<double>(row[v]));
+  for (size_t v = 0; v < V; ++v) t.S += std::exp(static_cast<double>(row[v]) - t.m);
+  return t;
+}
+
+// Runs the tile kernels over rows of V logits (row-major, row stride V) in tiles of `tile` ids,
+// every tile through the strided (ld = V) interface, as the fused layer's callers may; returns the
+// statistics and leaves the gradient in `logits`.
+void RunTiles(std::vector<float>* logits, const std::vector<int32_t>& targets, size_t R, size_t V,
+              size_t tile, float grad_scale, std::vector<float>* max, std::vector<float>* sum,
+              std::vector<float>* xt) {
+  max->assign(R, -std::numeric_limits<float>::infinity());
+  sum->assign(R, 0.0f);
+  xt->assign(R, 0.0f);
+  for (size_t v0 = 0; v0 < V; v0 += tile)
+    cross_entropy_tile_stats(logits->data() + v0, R, std::min(tile, V - v0), V, v0, targets.data(),
+                             max->data(), sum->data(), xt->data());
+  for (size_t v0 = 0; v0 < V; v0 += tile)
+    cross_entropy_tile_grad(logits->data() + v0, R, std::min(tile, V - v0), V, v0, targets.data(),
+                            max->data(), sum->data(), grad_scale);
+}
+
+TEST_P(SimdKernelTest, CrossEntropyTilesMatchDoubleReference) {
+  std::mt19937 rng(16);
+  const size_t R = 5;
+  const float grad_scale = 0.125f;
+  // V not a multiple of the tile, tiles narrower and wider than a vector, one-id tiles, one tile.
+  const std::vector<std::pair<size_t, size_t>> shapes = {
+      {1, 1}, {2, 1}, {17, 1}, {17, 4}, {33, 16}, {33, 32}, {47, 15}, {65, 16}, {129, 17},
+      {257, 64}, {257, 300}, {1000, 129}, {1000, 1000}};
+  for (const auto& [V, tile] : shapes) {
+    SCOPED_TRACE(target() + " V=" + std::to_string(V) + " tile=" + std::to_string(tile));
+    GuardedBuffer g(R * V);
+    fill_general(g.data(), g.size(), rng, 3.0f);
+    // Row 1: an increasing ramp (the max grows in every tile: a rescale each time); row 2: large
+    // logits; row 3: the max in the last tile, far above the rest.
+    for (size_t v = 0; v < V; ++v) g[1 * V + v] = 0.05f * static_cast<float>(v);
+    for (size_t v = 0; v < V; ++v) g[2 * V + v] += 1000.0f;
+    g[3 * V + V - 1] = 40.0f;
+    std::vector<int32_t> targets(R);
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V) - 1);
+    for (int32_t& t : targets) t = pick(rng);
+    targets[0] = 0;
+    targets[4] = static_cast<int32_t>(V) - 1;
+    const std::vector<float> input = g.to_vector();
+
+    // The double reference of the same tiled math agrees with the plain one (a check of the test).
+    std::vector<double> dref(input.begin(), input.end()), dmax(R), dsum(R), dxt(R);
+    std::fill(dmax.begin(), dmax.end(), -std::numeric_limits<double>::infinity());
+    for (size_t v0 = 0; v0 < V; v0 += tile)
+      ref::cross_entropy_tile_stats<double>(dref.data() + v0, R, std::min(tile, V - v0), V, v0,
+                                            targets.data(), dmax.data(), dsum.data(), dxt.data());
+    std::vector<double> want_grad(input.begin(), input.end()), want_loss(R);
+    ref::softmax_cross_entropy<double>(want_grad.data(), want_loss.data(), targets.data(), R, V,
+                                       grad_scale);
+
+    std::vector<float> got(input), max, sum, xt;
+    RunTiles(&got, targets, R, V, tile, grad_scale, &max, &sum, &xt);
+    // The strided run never touched a float outside its tiles: run once more in the guarded buffer.
+    std::vector<float> gmax, gsum, gxt;
+    {
+      gmax.assign(R, -std::numeric_limits<float>::infinity());
+      gsum.assign(R, 0.0f);
+      gxt.assign(R, 0.0f);
+      for (size_t v0 = 0; v0 < V; v0 += tile)
+        cross_entropy_tile_stats(g.data() + v0, R, std::min(tile, V - v0), V, v0, targets.data(),
+                                 gmax.data(), gsum.data(), gxt.data());
+      for (size_t v0 = 0; v0 < V; v0 += tile)
+        cross_entropy_tile_grad(g.data() + v0, R, std::min(tile, V - v0), V, v0, targets.data(),
+                                gmax.data(), gsum.data(), grad_scale);
+      EXPECT_TRUE(g.guards_intact());
+      EXPECT_EQ(first_bit_difference(g.data(), got.data(), R * V), R * V);
+    }
+    const size_t tiles = (V + tile - 1) / tile;
+    for (size_t r = 0; r < R; ++r) {
+      const TiledRow e = TiledRowExact(input.data() + r * V, V, tile);
+      EXPECT_NEAR(dmax[r], e.m, 0.0) << "row " << r;
+      EXPECT_NEAR(dsum[r], e.S, 1e-12 * e.S) << "row " << r;
+      EXPECT_EQ(static_cast<double>(max[r]), e.m) << "row " << r << ": the max is exact";
+      EXPECT_EQ(xt[r], input[r * V + static_cast<size_t>(targets[r])]) << "row " << r;
+      const double delta_S =
+          (1.5 * static_cast<double>(V) + 2 + 3.0 * static_cast<double>(tiles) + (e.m - e.m_first)) * kU;
+      EXPECT_NEAR(sum[r], e.S, 2 * delta_S * e.S) << "row " << r;
+      // The loss as the fused layer forms it, against the double reference.
+      const double d_t = e.m - input[r * V + static_cast<size_t>(targets[r])];
+      const float loss = (max[r] - xt[r]) + std::log(sum[r]);
+      const double loss_tol =
+          2 * (kU * d_t + delta_S + 2 * kU * std::abs(std::log(e.S)) + kU * std::abs(want_loss[r]));
+      EXPECT_NEAR(loss, want_loss[r], loss_tol) << "row " << r;
+      size_t bad = V;
+      double bad_tol = 0;
+      for (size_t v = 0; v < V && bad == V; ++v) {
+        const double d_v = e.m - input[r * V + v];
+        const double p = std::exp(-d_v) / e.S;
+        const double gw = p - (v == static_cast<size_t>(targets[r]) ? 1.0 : 0.0);
+        const double tol = 2 * grad_scale * (p * ((4 + d_v) * kU + delta_S) + 2 * kU * std::abs(gw) +
+                                             8 * 0x1p-149);
+        if (!std::isfinite(got[r * V + v]) || std::abs(got[r * V + v] - want_grad[r * V + v]) > tol) {
+          bad = v;
+          bad_tol = tol;
+        }
+      }
+      EXPECT_EQ(bad, V) << "row " << r << " dlogit[" << bad << "]: got "
+                        << (bad < V ? got[r * V + bad] : 0.0f) << ", want "
+                        << (bad < V ? want_grad[r * V + bad] : 0.0) << " +- " << bad_tol;
+    }
+  }
+}
+
+// One tile holding the whole row is the unfused kernel, bit for bit (same operations).
+TEST_P(SimdKernelTest, CrossEntropyOneTileIsTheUnfusedKernel) {
+  std::mt19937 rng(17);
+  for (size_t V : {1, 7, 16, 17, 129, 1000}) {
+    const size_t R = 3;
+    std::vector<float> x(R * V);
+    fill_general(x.data(), x.size(), rng, 4.0f);
+    std::vector<int32_t> targets = {0, static_cast<int32_t>(V / 2), static_cast<int32_t>(V - 1)};
+    std::vector<float> unfused(x), losses(R), tiled(x), max, sum, xt;
+    softmax_cross_entropy(unfused.data(), losses.data(), targets.data(), R, V, 0.25f);
+    RunTiles(&tiled, targets, R, V, V, 0.25f, &max, &sum, &xt);
+    EXPECT_EQ(first_bit_difference(tiled.data(), unfused.data(), R * V), R * V) << target() << " V=" << V;
+    for (size_t r = 0; r < R; ++r) {
+      const float loss = (max[r] - xt[r]) + std::log(sum[r]);
+      EXPECT_EQ(std::bit_cast<uint32_t>(loss), std::bit_cast<uint32_t>(losses[r]))
+          << target() << " V=" << V << " row " << r;
+    }
+  }
+}
+
+// Rows are independent: 1 and 2 threads give the same bits (rows x tile large enough to run in
+// parallel).
+TEST_P(SimdKernelTest, CrossEntropyTilesSameBitsForAnyThreadCount) {
+  std::mt19937 rng(18);
+  const size_t R = 33, V = 2000, tile = 700;
+  std::vector<float> input(R * V);
+  fill_general(input.data(), input.size(), rng, 3.0f);
+  std::vector<int32_t> targets(R);
+  for (size_t r = 0; r < R; ++r) targets[r] = static_cast<int32_t>((r * 61) % V);
+  std::vector<float> out[2], max[2], sum[2], xt[2];
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    out[threads - 1] = input;
+    RunTiles(&out[threads - 1], targets, R, V, tile, 0.5f, &max[threads - 1], &sum[threads - 1],
+             &xt[threads - 1]);
+  }
+  EXPECT_EQ(first_bit_difference(out[0].data(), out[1].data(), R * V), R * V) << target();
+  EXPECT_EQ(first_bit_difference(sum[0].data(), sum[1].data(), R), R) << target();
+}
+
+// ------------------------------------------------------------------------------------------------
 // adamw_update
 
 TEST_P(SimdKernelTest, AdamWMatchesReferenceBitForBit) {

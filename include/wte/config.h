@@ -29,6 +29,11 @@ struct ModelConfig {
   float wpe_init_std = 0.01f;   // GPT-2 model.py: wpe ~ N(0, 0.01²)
   float ln_eps = 1e-5f;         // GPT-2 model.py norm(): epsilon 1e-5
   MatmulPrecision matmul_precision = MatmulPrecision::f32;  // the GEMMs' inputs: f32 or bf16
+  // The loss (unembedding + cross-entropy, src/model/unembedding.h): rows of h' per block of the
+  // fused, chunked path that never stores the (N, V) logits. 0: automatic (fused with an automatic
+  // block height when vocab_size > 16384, else the unfused path with its (N, V) logits buffer).
+  size_t loss_chunk = 0;
+  size_t loss_vocab_tile = 0;   // vocabulary ids per tile of the fused path (0: automatic)
 };
 
 /// "f32" or "bf16".
@@ -51,6 +56,10 @@ struct TrainConfig {
   size_t eval_interval = 100;   // steps between validation losses (0: only at the end)
   size_t eval_tokens = 0;       // validation tokens per periodic evaluation (0: the whole split)
   size_t log_interval = 10;     // steps between progress lines
+  // Micro-batches per optimizer step: each step's batch_size sequences run forward + backward in
+  // grad_accum_steps slices of batch_size / grad_accum_steps, their gradients summed; loss and
+  // gradient are those of the whole batch (a mean over every target token). Must divide batch_size.
+  size_t grad_accum_steps = 1;
   // Steps after which wte is saved as a weights-only snapshot DIR/snapshot_<step>.h5 (src/io/snapshot.h);
   // step 0 is the initial noise. Strictly increasing, each <= steps. Empty: none.
   std::vector<size_t> snapshot_steps;

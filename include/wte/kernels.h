@@ -138,6 +138,31 @@ void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets,
 void cross_entropy_loss(float* losses, const float* logits, const int32_t* targets, size_t N,
                         size_t V);
 
+// Cross-entropy over vocabulary tiles (the fused unembedding, src/model/unembedding.h): the logits of
+// R rows arrive one tile of W vocabulary ids [v0, v0 + W) at a time, so no row is ever whole.
+// tile (R, W) row-major with row stride ld >= W; targets (R), each in [0, V) for the whole V.
+//
+// Online statistics (one tile, in increasing v0 order over a row's tiles): for each row r,
+//   m' = max(row_max[r], max_w tile[r,w])
+//   row_sum[r] = row_sum[r]·exp(row_max[r] - m') + Σ_w exp(tile[r,w] - m');  row_max[r] = m'
+//   target_logit[r] = tile[r, targets[r] - v0]   if targets[r] is in [v0, v0 + W), else unchanged.
+// Start a row with row_max = -inf, row_sum = 0 (the first tile then only sums). After the last
+// tile: loss = (row_max - target_logit) + log(row_sum), the unfused kernel's formula. The rescale
+// runs only when the max grows (row_sum·exp(0) is skipped), through the same hn::Exp as the terms.
+// row_max, row_sum, target_logit (R) in/out. Parallel over rows; bits independent of the thread
+// count. (simd/cross_entropy_tiles.cc)
+void cross_entropy_tile_stats(const float* tile, size_t R, size_t W, size_t ld, size_t v0,
+                              const int32_t* targets, float* row_max, float* row_sum,
+                              float* target_logit);
+
+// The softmax gradient of one tile, in place, from a row's final statistics:
+//   tile[r,w] <- grad_scale · (exp(tile[r,w] - row_max[r]) / row_sum[r] - [v0 + w == targets[r]])
+// the target entry as grad_scale · (p - 1), exactly as softmax_cross_entropy forms dlogits.
+// Parallel over rows; bits independent of the thread count.
+void cross_entropy_tile_grad(float* tile, size_t R, size_t W, size_t ld, size_t v0,
+                             const int32_t* targets, const float* row_max, const float* row_sum,
+                             float grad_scale);
+
 // ------------------------------------------------------------------------------------------------
 // AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization", Algorithm 2), as in
 // PyTorch's torch.optim.AdamW:

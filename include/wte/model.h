@@ -74,6 +74,9 @@ struct SparseRowGrad {
 struct StepTimes {
   double lookup = 0, ln_f_fwd = 0, logits_gemm = 0, cross_entropy = 0, dlm_head_gemm = 0,
          dh_gemm = 0, ln_f_bwd = 0, scatter = 0, dwpe = 0;
+  // The fused unembedding + cross-entropy (model.loss_chunk): its logits, loss and both gradient
+  // GEMMs in one part, charged to the forward (the unfused path's four parts above stay 0).
+  double fused_loss = 0;
   // Transformer blocks, summed over the layers. Forward:
   double ln_fwd = 0, qkv_gemm_fwd = 0, attn_qk_fwd = 0, softmax_fwd = 0, attn_v_fwd = 0,
          attn_proj_gemm_fwd = 0, residual_fwd = 0, fc_gemm_fwd = 0, gelu_fwd = 0,
@@ -132,11 +135,23 @@ class Model {
   /// thread count (a model draws exactly what it drew before lm_head or the blocks existed).
   void init_weights(uint64_t seed);
 
-  /// Training forward: fills activations, returns the mean loss over the B·T targets, and leaves
-  /// the loss gradient dlogits (already divided by B·T) where the logits were, ready for backward().
+  /// Training forward: fills activations, returns the mean loss over the B·T targets, and prepares
+  /// backward(). The loss's gradient is divided by `loss_tokens` (0: B·T, the mean over this
+  /// batch; gradient accumulation passes the token count of the whole batch, so the micro-batches'
+  /// gradients sum to the gradient of its mean loss).
+  /// The loss (src/model/unembedding.h, chosen by model.loss_chunk): unfused, the (B·T, V) logits
+  /// are computed, then overwritten by dlogits for backward(); fused, the logits are never stored
+  /// whole and the unembedding's gradients (dh', and dwte or dlm_head) are formed here, in the same
+  /// pass, so backward() starts below them.
   /// inputs, targets: (B,T) ids. Throws wte::Error before any compute if T > n_ctx, or if an input
   /// or target id is outside [0, vocab_size) (names the id, its position and vocab_size).
-  float forward(const int32_t* inputs, const int32_t* targets, size_t B, size_t T);
+  float forward(const int32_t* inputs, const int32_t* targets, size_t B, size_t T,
+                size_t loss_tokens = 0);
+
+  /// Evaluation forward: the per-token losses (B·T) into `losses`, no gradient; with the fused
+  /// loss no (B·T, V) buffer is used (forward_logits needs one). Same checks as forward().
+  void forward_losses(const int32_t* inputs, const int32_t* targets, size_t B, size_t T,
+                      float* losses);
 
   /// Gradients of the loss of the last forward() into grads(): every gradient is overwritten, so
   /// no zero_grad is needed. Order: unembedding GEMM writes grads.wte, the ln_f backward writes
@@ -146,7 +161,9 @@ class Model {
   void backward();
 
   /// Inference forward: returns the logits (B,T,V), valid until the next call; if targets is not
-  /// null, also writes the per-token losses (B·T) into `losses`. Same checks as forward().
+  /// null, also writes the per-token losses (B·T) into `losses`. Same checks as forward(). Always
+  /// the unfused path; under the fused loss its (B·T, V) buffer is allocated on the first call
+  /// (outside the activation arena) and kept.
   const float* forward_logits(const int32_t* inputs, size_t B, size_t T,
                               const int32_t* targets = nullptr, float* losses = nullptr);
 
@@ -189,8 +206,14 @@ class Model {
   /// (forward() grows it when needed). Throws wte::Error if T > n_ctx or B or T is 0.
   void reserve(size_t B, size_t T);
   /// Bytes of the activation arena (one allocation: residual stream, every block's saved values,
-  /// ln_f, logits, scratch), 0 before the first reserve/forward.
+  /// ln_f, the loss workspace, scratch), 0 before the first reserve/forward.
   size_t activation_bytes() const;
+  /// Bytes of that arena that belong to the loss: the (N, V) logits of the unfused path, or the
+  /// fused path's workspace (rows × V + 3·rows floats); under bf16 GEMMs also their bf16 part
+  /// (dlogits' (N, V) copy, or one (rows, tile) dlogits tile); 0 before the first reserve/forward.
+  size_t loss_workspace_bytes() const;
+  /// Rows per block of the fused loss for the reserved batch (0: the unfused path).
+  size_t loss_rows() const;
 
   const ModelConfig& config() const { return config_; }
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
@@ -212,7 +235,10 @@ class Model {
  private:
   struct Impl;  // activations and oneDNN objects, hidden from callers
   void check_batch(const int32_t* inputs, const int32_t* targets, size_t B, size_t T) const;
-  void run_forward(const int32_t* inputs, size_t B, size_t T);
+  // Lookup, blocks and ln_f; returns h' (what the unembedding reads).
+  const float* run_forward(const int32_t* inputs, size_t B, size_t T);
+  // logits (N,V) = h' · lm_headᵀ (the unfused path and forward_logits).
+  void logits_gemm(float* logits, const float* h, size_t N);
   const float* lm_head() const {
     return config_.tie_embeddings ? params_.wte : params_.lm_head;
   }

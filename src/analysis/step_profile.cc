@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "src/analysis/profile.h"
+#include "src/model/unembedding.h"
 #include "wte/model.h"
 #include "wte/optimizer.h"
 
@@ -50,13 +51,21 @@ std::vector<PartSpec> part_specs(const ModelConfig& m, size_t B, size_t T, bool 
         {"fc-proj GEMM forward", &StepTimes::fc_proj_gemm_fwd, fc, true}};
     parts.insert(parts.end(), fwd.begin(), fwd.end());
   }
-  const std::vector<PartSpec> head = {
-      {"ln_f forward", &StepTimes::ln_f_fwd, 0, false},
-      {"logits GEMM", &StepTimes::logits_gemm, logits, true},
-      {"softmax cross-entropy", &StepTimes::cross_entropy, 0, false},
-      {"dlm_head GEMM (dlogitsᵀ·h)", &StepTimes::dlm_head_gemm, logits, true},
-      {"dh GEMM (dlogits·wte)", &StepTimes::dh_gemm, logits, true},
-      {"ln_f backward", &StepTimes::ln_f_bwd, 0, false}};
+  // The loss: unfused, four parts; fused (model.loss_chunk), one part holding its three GEMMs and
+  // the tile kernels (src/model/unembedding.h).
+  const std::vector<PartSpec> head =
+      resolve_loss_tiles(m, B * T).fused()
+          ? std::vector<PartSpec>{{"ln_f forward", &StepTimes::ln_f_fwd, 0, false},
+                                  {"fused logits + cross-entropy + dh + dlm_head",
+                                   &StepTimes::fused_loss, 3 * logits, true},
+                                  {"ln_f backward", &StepTimes::ln_f_bwd, 0, false}}
+          : std::vector<PartSpec>{{"ln_f forward", &StepTimes::ln_f_fwd, 0, false},
+                                  {"logits GEMM", &StepTimes::logits_gemm, logits, true},
+                                  {"softmax cross-entropy", &StepTimes::cross_entropy, 0, false},
+                                  {"dlm_head GEMM (dlogitsᵀ·h)", &StepTimes::dlm_head_gemm, logits,
+                                   true},
+                                  {"dh GEMM (dlogits·wte)", &StepTimes::dh_gemm, logits, true},
+                                  {"ln_f backward", &StepTimes::ln_f_bwd, 0, false}};
   parts.insert(parts.end(), head.begin(), head.end());
   if (m.n_layer > 0) {
     const std::vector<PartSpec> bwd = {

@@ -464,7 +464,10 @@ const std::vector<std::string>& resume_mutable_keys() {
   static const std::vector<std::string> keys = {
       "train.steps",         "train.log_interval",  "train.eval_interval", "train.eval_tokens",
       "train.threads",       "train.snapshot_steps", "checkpoint.interval", "checkpoint.keep_last",
-      "data.text",           "data.train_tokens",   "data.val_tokens",     "data.tokenizer"};
+      "data.text",           "data.train_tokens",   "data.val_tokens",     "data.tokenizer",
+      // How a step is cut into work (the same loss and gradient up to float rounding; memory
+      // differs): a resume on a smaller machine may change them.
+      "model.loss_chunk",    "model.loss_vocab_tile", "train.grad_accum_steps"};
   return keys;
 }
 

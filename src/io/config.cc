@@ -185,6 +185,13 @@ const std::vector<Key>& keys() {
             else bad("not a precision");
           },
           [](const Config& c) { return std::string(to_string(c.model.matmul_precision)); }},
+      WTE_UINT(model, loss_chunk, 0, 1u << 20,
+               "rows per block of the fused unembedding + cross-entropy, which never stores the "
+               "(tokens, vocab_size) logits (memory: rows x vocab_size floats); 0: automatic (fused "
+               "with about 16 MiB of logits per block when vocab_size > 16384, else the unfused "
+               "path with its logits buffer of train.batch_size x data.seq_len x vocab_size floats)"),
+      WTE_UINT(model, loss_vocab_tile, 0, 1u << 24,
+               "vocabulary ids per tile of the fused loss (0: automatic, a tile of about 512 KiB)"),
       make_string("data.text", "UTF-8 corpus; documents separated by a blank line",
                   "a path to a text file", true, true, [](const Config& c) { return c.data.text; },
                   [](Config& c, const std::string& s) { c.data.text = s; }),
@@ -217,6 +224,11 @@ const std::vector<Key>& keys() {
       WTE_UINT(train, eval_tokens, 0, kMaxU,
                "validation tokens per periodic evaluation (0: the whole split, as at the end)"),
       WTE_UINT(train, log_interval, 1, kMaxU, "steps between progress lines"),
+      WTE_UINT(train, grad_accum_steps, 1, 1u << 20,
+               "micro-batches per optimizer step (gradient accumulation): the batch of "
+               "train.batch_size sequences runs in slices of train.batch_size / grad_accum_steps "
+               "(activations shrink with it); loss and gradient are those of the whole batch; must "
+               "divide train.batch_size"),
       Key{"train.snapshot_steps",
           "comma-separated steps after which wte is saved as DIR/snapshot_<step>.h5 (0: the "
           "initial noise), e.g. 0,10,100,1000; steps after train.steps are skipped with a note; "
@@ -286,6 +298,10 @@ void validate(const Config& c, const std::function<std::string(const std::string
          val("model.d_model", std::to_string(c.model.d_model)) + " (with " +
          val("model.n_layer", std::to_string(c.model.n_layer)) +
          "); every head has d_model / n_head channels");
+  if (c.train.batch_size % c.train.grad_accum_steps != 0)
+    fail(val("train.grad_accum_steps", std::to_string(c.train.grad_accum_steps)) +
+         " does not divide " + val("train.batch_size", std::to_string(c.train.batch_size)) +
+         "; every micro-batch has train.batch_size / grad_accum_steps sequences");
   if (c.data.train_tokens.empty() != c.data.val_tokens.empty())
     fail("data.train_tokens and data.val_tokens must be given together (" +
          (c.data.train_tokens.empty() ? val("data.val_tokens", c.data.val_tokens)

@@ -16,6 +16,7 @@
 #include "src/model/block.h"
 #include "src/model/layernorm.h"
 #include "src/model/matmul.h"
+#include "src/model/unembedding.h"
 #include "wte/data.h"
 #include "wte/error.h"
 #include "wte/kernels.h"
@@ -95,6 +96,14 @@ struct Model::Impl {
   float* dln_out = nullptr;          // (N,C) gradient w.r.t. h'
   float* dresidual = nullptr;        // (N,C) gradient w.r.t. the residual stream (in place)
   float* logits = nullptr;           // (N,V) logits, or dlogits after a training forward
+                                     //       (unfused loss only; nullptr when fused)
+  UnembeddingTiles loss_tiles;       // fused loss: rows per block, ids per tile (rows 0: unfused)
+  float* loss_ws = nullptr;          // fused loss: its workspace (src/model/unembedding.h)
+  size_t loss_floats = 0;            // floats of the arena used by the loss (logits or workspace)
+  Buffer logits_extra;               // fused loss: forward_logits's (N,V) buffer, made on demand
+  size_t logits_extra_rows = 0;
+  bool fused_grads = false;          // the last training forward was fused: the unembedding's
+                                     // gradients are written already
   float* losses = nullptr;           // (N)
   float* wte_rows = nullptr;         // (N,C) untied: wte's gradient rows (only the first count used)
   std::vector<int32_t> inputs;       // (N) ids of the last forward, for the lookup backward
@@ -113,7 +122,9 @@ struct Model::Impl {
   Bf16Buffer arena16;
   size_t arena16_elems = 0;
   uint16_t* h16 = nullptr;           // (N,C) h', the unembedding's input
-  uint16_t* dlogits16 = nullptr;     // (N,V)
+  uint16_t* dlogits16 = nullptr;     // (N,V) unfused loss only
+  uint16_t* loss_ws16 = nullptr;     // fused loss only: one dlogits tile (rows, tile)
+  size_t loss16_elems = 0;           // bf16 elements of arena16 used by the loss (either of those)
 
   // Per-part timing (Model::set_step_times), kept by the Gemm so the blocks' layers mark their
   // parts too: each mark waits for the stream, then adds the time since the previous mark.
@@ -161,7 +172,10 @@ struct Model::Impl {
     ln_var = a.take(N);
     dln_out = a.take(N * C);
     dresidual = a.take(N * C);
-    logits = a.take(N * V);
+    loss_tiles = resolve_loss_tiles(c, N);
+    loss_floats = loss_tiles.fused() ? unembedding_workspace_floats(loss_tiles, V) : N * V;
+    logits = loss_tiles.fused() ? nullptr : a.take(loss_floats);
+    loss_ws = loss_tiles.fused() ? a.take(loss_floats) : nullptr;
     losses = a.take(N);
     wte_rows = c.tie_embeddings ? nullptr : a.take(N * C);
     return a.used();
@@ -190,7 +204,9 @@ struct Model::Impl {
       }
     }
     h16 = a.take(N * C);
-    dlogits16 = a.take(N * V);
+    loss16_elems = loss_tiles.fused() ? unembedding_workspace16_elems(loss_tiles) : N * V;
+    dlogits16 = loss_tiles.fused() ? nullptr : a.take(loss16_elems);
+    loss_ws16 = loss_tiles.fused() ? a.take(loss16_elems) : nullptr;
     return a.used();
   }
 
@@ -209,6 +225,17 @@ struct Model::Impl {
     }
     inputs.resize(cap_rows);
     wte_touched.resize(cap_rows);
+  }
+
+  // Where forward_logits writes (N,V): the arena's logits (unfused), else a buffer made on demand.
+  float* logits_buffer(size_t N, size_t V) {
+    if (logits != nullptr) return logits;
+    if (logits_extra_rows < N) {
+      logits_extra.reset();
+      logits_extra = allocate_floats(N * V);
+      logits_extra_rows = N;
+    }
+    return logits_extra.get();
   }
 };
 
@@ -372,8 +399,16 @@ std::string Model::gemm_precision_note() const {
 
 std::vector<GemmKernel> Model::gemm_kernels() const { return impl_->gemm.kernels(); }
 
-void Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
-  const size_t N = B * T, C = config_.d_model, V = config_.vocab_size, L = config_.n_layer;
+size_t Model::loss_workspace_bytes() const {
+  const Impl& m = *impl_;
+  if (m.arena_floats == 0) return 0;
+  return m.loss_floats * sizeof(float) + (m.bf16 ? m.loss16_elems * sizeof(uint16_t) : 0);
+}
+
+size_t Model::loss_rows() const { return impl_->loss_tiles.rows; }
+
+const float* Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
+  const size_t N = B * T, C = config_.d_model, L = config_.n_layer;
   Impl& m = *impl_;
   m.reserve(B, T, config_);
   std::memcpy(m.inputs.data(), inputs, N * sizeof(int32_t));
@@ -402,44 +437,87 @@ void Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
     h = m.ln_out;
     m.mark(times_, &StepTimes::ln_f_fwd);
   }
-  // logits = h' · lm_headᵀ   (N,C) x (C,V): lm_head (V,C) = wte when tied, read with strides {1, C}
-  const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C), v = static_cast<int64_t>(V);
-  const uint16_t* h16 = nullptr;
+  // bf16 GEMMs: the unembedding's GEMMs (fused or not) read h' through its bf16 copy
   if (m.bf16) {
     convert_f32_to_bf16(m.h16, h, N * C);
-    h16 = m.h16;
     m.mark(times_, &StepTimes::bf16_convert);
   }
-  m.gemm.run(m.logits, plain(n, v), GemmInput(h, h16).operand(plain(n, c)),
-             GemmInput(lm_head(), m.lm_head16).operand(transposed(v, c)));
-  m.stream.wait();
-  m.mark(times_, &StepTimes::logits_gemm);
+  return h;
 }
 
-float Model::forward(const int32_t* inputs, const int32_t* targets, size_t B, size_t T) {
+void Model::logits_gemm(float* logits, const float* h, size_t N) {
+  // logits = h' · lm_headᵀ   (N,C) x (C,V): lm_head (V,C) = wte when tied, read with strides {1, C}
+  const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(config_.d_model),
+             v = static_cast<int64_t>(config_.vocab_size);
+  // bf16 GEMMs: h' and lm_head through their bf16 copies (run_forward made h16)
+  const Impl& m = *impl_;
+  impl_->gemm.run(logits, plain(n, v), GemmInput(h, m.h16).operand(plain(n, c)),
+                  GemmInput(lm_head(), m.lm_head16).operand(transposed(v, c)));
+  impl_->stream.wait();
+  impl_->mark(times_, &StepTimes::logits_gemm);
+}
+
+float Model::forward(const int32_t* inputs, const int32_t* targets, size_t B, size_t T,
+                     size_t loss_tokens) {
   check_batch(inputs, targets, B, T);
-  run_forward(inputs, B, T);
-  const size_t N = B * T, V = config_.vocab_size;
+  const float* h = run_forward(inputs, B, T);
+  const size_t N = B * T, V = config_.vocab_size, C = config_.d_model;
   Impl& m = *impl_;
-  // loss = mean_n CE(logits[n], targets[n]); dlogits = (softmax - onehot) / N, in place
-  // bf16 GEMMs: the backward's GEMMs read dlogits' bf16 copy, made here row by row
-  softmax_cross_entropy(m.logits, m.losses, targets, N, V, 1.0f / static_cast<float>(N),
-                        m.bf16 ? m.dlogits16 : nullptr);
+  const float grad_scale = 1.0f / static_cast<float>(loss_tokens == 0 ? N : loss_tokens);
+  if (m.loss_tiles.fused()) {
+    // loss, dh' and dlm_head (tied: dwte, its first writer) in one pass, no (N,V) buffer; under
+    // bf16 GEMMs the tiles' GEMMs read h16, lm_head16 and a bf16 copy of each dlogits tile
+    unembedding_loss_forward_backward(
+        m.losses, config_.ln_f ? m.dln_out : m.dresidual,
+        config_.tie_embeddings ? grads_.wte : grads_.lm_head, GemmInput(h, m.h16),
+        GemmInput(lm_head(), m.lm_head16), targets, N, V, C, grad_scale, m.loss_tiles, m.loss_ws,
+        m.loss_ws16, m.gemm);
+    m.fused_grads = true;
+    m.mark(times_, &StepTimes::fused_loss);
+  } else {
+    logits_gemm(m.logits, h, N);
+    // loss = mean_n CE(logits[n], targets[n]); dlogits = (softmax - onehot) · grad_scale, in place
+    // bf16 GEMMs: the backward's GEMMs read dlogits' bf16 copy, made here row by row
+    softmax_cross_entropy(m.logits, m.losses, targets, N, V, grad_scale,
+                          m.bf16 ? m.dlogits16 : nullptr);
+    m.fused_grads = false;
+    m.mark(times_, &StepTimes::cross_entropy);
+  }
   m.has_dlogits = true;
-  m.mark(times_, &StepTimes::cross_entropy);
   double total = 0.0;  // fixed order: the same bits for any thread count
   for (size_t n = 0; n < N; ++n) total += m.losses[n];
   return static_cast<float>(total / static_cast<double>(N));
 }
 
+void Model::forward_losses(const int32_t* inputs, const int32_t* targets, size_t B, size_t T,
+                           float* losses) {
+  if (targets == nullptr || losses == nullptr)
+    throw Error("Model::forward_losses: targets and losses must be given");
+  check_batch(inputs, targets, B, T);
+  const float* h = run_forward(inputs, B, T);
+  const size_t N = B * T, V = config_.vocab_size;
+  Impl& m = *impl_;
+  m.has_dlogits = false;
+  if (m.loss_tiles.fused()) {
+    unembedding_loss_forward(losses, GemmInput(h, m.h16), GemmInput(lm_head(), m.lm_head16),
+                             targets, N, V, config_.d_model, m.loss_tiles, m.loss_ws, m.gemm);
+  } else {
+    logits_gemm(m.logits, h, N);
+    cross_entropy_loss(losses, m.logits, targets, N, V);
+  }
+}
+
 const float* Model::forward_logits(const int32_t* inputs, size_t B, size_t T,
                                    const int32_t* targets, float* losses) {
   check_batch(inputs, targets, B, T);
-  run_forward(inputs, B, T);
+  const float* h = run_forward(inputs, B, T);
+  const size_t N = B * T, V = config_.vocab_size;
   impl_->has_dlogits = false;
+  float* logits = impl_->logits_buffer(N, V);
+  logits_gemm(logits, h, N);
   if (targets != nullptr && losses != nullptr)
-    cross_entropy_loss(losses, impl_->logits, targets, B * T, config_.vocab_size);
-  return impl_->logits;
+    cross_entropy_loss(losses, logits, targets, N, V);
+  return logits;
 }
 
 const float* Model::hidden_states() const { return impl_->residual.empty() ? nullptr : impl_->residual[0]; }
@@ -469,15 +547,18 @@ void Model::backward() {
   const GemmInput dlogits(m.logits, m.bf16 ? m.dlogits16 : nullptr);
   const GemmInput head(lm_head(), m.bf16 ? m.lm_head16 : nullptr);
 
-  // logits = h' · lm_headᵀ  =>  dlm_head = dlogitsᵀ · h'  (V,N)x(N,C), written (beta 0). Tied:
-  // lm_head is wte and this is the first writer of grads.wte, so no V×C zero-fill is needed.
-  m.gemm.run(config_.tie_embeddings ? grads_.wte : grads_.lm_head, plain(v, c),
-             dlogits.operand(transposed(n, v)), h.operand(plain(n, c)));
-  m.mark(times_, &StepTimes::dlm_head_gemm);
-  //                         =>  dh' = dlogits · lm_head  (N,V)x(V,C)
-  m.gemm.run(config_.ln_f ? m.dln_out : dres, plain(n, c), dlogits.operand(plain(n, v)),
-             head.operand(plain(v, c)));
-  m.mark(times_, &StepTimes::dh_gemm);
+  if (!m.fused_grads) {
+    // logits = h' · lm_headᵀ  =>  dlm_head = dlogitsᵀ · h'  (V,N)x(N,C), written (beta 0). Tied:
+    // lm_head is wte and this is the first writer of grads.wte, so no V×C zero-fill is needed.
+    // (The fused loss wrote dlm_head and dh' in forward(), tile by tile, the same way.)
+    m.gemm.run(config_.tie_embeddings ? grads_.wte : grads_.lm_head, plain(v, c),
+               dlogits.operand(transposed(n, v)), h.operand(plain(n, c)));
+    m.mark(times_, &StepTimes::dlm_head_gemm);
+    //                         =>  dh' = dlogits · lm_head  (N,V)x(V,C)
+    m.gemm.run(config_.ln_f ? m.dln_out : dres, plain(n, c), dlogits.operand(plain(n, v)),
+               head.operand(plain(v, c)));
+    m.mark(times_, &StepTimes::dh_gemm);
+  }
   // h' = ln_f(residual(n_layer))  =>  dres, dg, db (oneDNN writes, does not accumulate)
   if (config_.ln_f) {
     m.ln_f_for(N, C, config_.ln_eps)

@@ -1,0 +1,95 @@
+// The fused, chunked unembedding + cross-entropy (issue 12): for h' (N, C), the unembedding W (V, C)
+// (wte when tied, lm_head when not) and next-token targets (N),
+//
+//   logits = h' · Wᵀ                              (N, V)   never stored whole
+//   loss_n = logsumexp(logits[n]) - logits[n, targets[n]]
+//   dlogits = grad_scale · (softmax(logits) - onehot(targets))
+//   dh = dlogits · W  (N, C),   dW = dlogitsᵀ · h'  (V, C)
+//
+// computed in row blocks of `rows` rows of h', each over the vocabulary in tiles of `tile` ids:
+//   1. for each tile: logits tile (rows, tile) = h'_block · W_tileᵀ (oneDNN matmul), then at once,
+//      while it is in cache, the online max and sum of exponentials per row (cross_entropy_tile_stats);
+//   2. the row's loss from the final statistics;
+//   3. for each tile: its softmax gradient in place (cross_entropy_tile_grad), then
+//      dh_block += dlogits_tile · W_tile and dW_tile += dlogits_tileᵀ · h'_block (oneDNN matmuls; the
+//      first tile writes dh_block, the first row block writes dW_tile: no zero-fill).
+// The workspace holds one row block's logits (rows × V floats, tile-major, so each tile is one
+// contiguous (rows, width) matrix) and three floats per row: memory grows with `rows`, not with N.
+//
+// Why the gradient is formed in the same pass rather than by recomputing the logits in a separate
+// backward: the logits GEMM is 2·N·V·C FLOPs, as much as each of the two gradient GEMMs, so
+// recomputing it costs 4 GEMMs against the unfused path's 3 (1.33x the work). Keeping one row block's
+// logits costs rows × V floats instead (12.5 MiB at rows 64, V 50257) and keeps 3 GEMMs.
+//
+// Accuracy: each logit is the same dot product as in the unfused path (oneDNN may block K
+// differently for another M, so not the same bits); the row's sum of exponentials is accumulated tile
+// by tile with a rescale whenever the max grows (kernels.h). tests/test_unembedding.cc states the
+// bound against a double reference and checks fused and unfused against it.
+// Deterministic for a fixed thread count: row blocks and tiles run in a fixed order; oneDNN fixes its
+// partitioning per primitive; the row kernels' bits do not depend on the thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/model/matmul.h"
+#include "wte/config.h"
+
+namespace wte {
+
+/// How the fused layer cuts the work: `rows` rows of h' per block and `tile` vocabulary ids per
+/// tile (the last block and the last tile may be shorter). rows == 0: the unfused path.
+struct UnembeddingTiles {
+  size_t rows = 0;
+  size_t tile = 0;
+  bool fused() const { return rows > 0; }
+};
+
+/// Vocabularies larger than this use the fused path when model.loss_chunk = 0 (automatic); at or
+/// below it the unfused path (the (N, V) logits) is kept.
+inline constexpr size_t kFusedLossMinVocab = 16384;
+
+/// The automatic block height: as many rows as keep a block's logits (rows × V floats) near 16 MiB,
+/// a multiple of 16, in [32, 512].
+size_t auto_loss_rows(size_t V);
+/// The automatic tile width: as many ids as keep one tile (rows × tile floats) near 512 KiB (in L2),
+/// a multiple of 16, in [256, V rounded up to 16].
+size_t auto_loss_tile(size_t rows, size_t V);
+
+/// The tiles a model of `config` uses for batches of up to N rows: model.loss_chunk (0: automatic,
+/// fused only when vocab_size > kFusedLossMinVocab) and model.loss_vocab_tile (0: automatic); rows
+/// are capped at N. rows == 0 means the unfused path. The choice depends on the config (and N only
+/// through the cap), never on the thread count.
+UnembeddingTiles resolve_loss_tiles(const ModelConfig& config, size_t N);
+
+/// Floats of the fused layer's workspace for these tiles: rows × V (one block's logits) + 3 × rows.
+size_t unembedding_workspace_floats(const UnembeddingTiles& tiles, size_t V);
+
+/// bf16 elements of the fused layer's bf16 workspace (bf16 GEMMs only): one dlogits tile, rows × tile.
+size_t unembedding_workspace16_elems(const UnembeddingTiles& tiles);
+
+/// Forward only (evaluation): losses (N) written, nothing else. h (N, C); W (V, C) row-major;
+/// both float32 or both with bf16 copies (GemmInput: the tiles' GEMMs then read bf16, accumulate
+/// in float32). targets (N), each in [0, V) (callers validate ids first). workspace: at least
+/// unembedding_workspace_floats(tiles, V) floats (only rows × tile + 3 × rows are used).
+/// Returns after the stream has finished. Throws wte::Error if tiles.rows or tiles.tile is 0, or if
+/// only one of h and W has a bf16 copy.
+void unembedding_loss_forward(float* losses, GemmInput h, GemmInput W, const int32_t* targets,
+                              size_t N, size_t V, size_t C, const UnembeddingTiles& tiles,
+                              float* workspace, Gemm& gemm);
+
+/// Forward and backward in one pass: losses (N), dh (N, C) and dW (V, C) written (=), all float32.
+/// grad_scale multiplies the softmax gradient (1/N for a mean over these rows; 1/(tokens of the
+/// whole batch) under gradient accumulation). dh may not overlap h, W or dW.
+/// bf16 GEMMs (h and W with bf16 copies): the logits tiles are h16 · W16ᵀ; each dlogits tile, formed
+/// in float32, is rounded to bf16 into workspace16 (unembedding_workspace16_elems(tiles) elements)
+/// and dh, dW read that copy with W16 and h16 — the unfused bf16 path's operands, tile by tile;
+/// accumulation stays float32. f32 (no bf16 copies): workspace16 is unused (may be nullptr).
+/// Throws wte::Error if tiles.rows or tiles.tile is 0, if only one of h and W has a bf16 copy, or if
+/// they do and workspace16 is nullptr.
+void unembedding_loss_forward_backward(float* losses, float* dh, float* dW, GemmInput h,
+                                       GemmInput W, const int32_t* targets, size_t N, size_t V,
+                                       size_t C, float grad_scale, const UnembeddingTiles& tiles,
+                                       float* workspace, uint16_t* workspace16, Gemm& gemm);
+
+}  // namespace wte
