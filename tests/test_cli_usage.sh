@@ -41,6 +41,11 @@ expect 2 "--repeat"      -- profile --repeat 0
 expect 2 "--dist"        -- profile --dist zipf:-1
 expect 2 "--strategy"    -- profile --strategy fastest
 expect 2 "--threads"     -- profile --threads 1,,2
+expect 2 "--no-such-option" -- profile loss --no-such-option
+expect 2 "--loss-chunk"  -- profile loss --loss-chunk x
+expect 2 "--paths"       -- profile loss --paths sideways
+expect 2 "train.grad_accum_steps" -- train --train.grad_accum_steps=0
+expect 2 "model.loss_chunk" -- train --model.loss_chunk=-1
 expect 2 "--eps"         -- gradcheck --eps 0
 expect 2 "--d-model"     -- gradcheck --d-model -3
 expect 2 "train.seed"    -- gradcheck --train.seed=x

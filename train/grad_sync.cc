@@ -43,7 +43,8 @@ void GradientSync::layout(size_t dense_begin, size_t n) {
   split_blocks(n - dense_begin, comm_.size(), kNormBlock, &counts_, &displs_);
 }
 
-float GradientSync::reduce_scatter(Model& model, float local_loss) {
+float GradientSync::reduce_scatter(Model& model, float local_loss,
+                                   const SparseRowGrad* local_rows) {
   have_rows_ = false;
   bytes_sent_ = 0;
   const size_t R = static_cast<size_t>(comm_.size());
@@ -53,7 +54,7 @@ float GradientSync::reduce_scatter(Model& model, float local_loss) {
     uint32_t pad;
     uint64_t sparse_count;
   };
-  const SparseRowGrad local = model.wte_grad_rows();
+  const SparseRowGrad local = local_rows != nullptr ? *local_rows : model.wte_grad_rows();
   const Small mine{local_loss, 0, local.count};
   std::vector<Small> all(R);
   auto t0 = Clock::now();

@@ -51,7 +51,9 @@ class GradientSync {
   /// the dense gradient becomes the whole batch's (the rest of the gradient arena is stale) and
   /// the whole batch's sparse wte rows are kept (wte_rows); returns the whole batch's mean loss
   /// Σ_r w_r·L_r (rank order, in double, rounded once).
-  float reduce_scatter(Model& model, float local_loss);
+  /// `local_rows`: this rank's row-sparse wte gradient when it is not the model's own (gradient
+  /// accumulation's merged rows, src/model/grad_accum.h); nullptr: model.wte_grad_rows().
+  float reduce_scatter(Model& model, float local_loss, const SparseRowGrad* local_rows = nullptr);
   /// Step 2: the whole batch's gradient norm (before clipping; the same on every rank); if
   /// max_norm > 0 and the norm exceeds it, scales this rank's block and the sparse rows by
   /// max_norm / norm, as clip_grad_norm does.

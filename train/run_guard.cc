@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/model/unembedding.h"
 #include "wte/error.h"
 
 namespace fs = std::filesystem;
@@ -56,28 +57,46 @@ RunDirectory::~RunDirectory() {
 std::vector<MemoryPart> estimate_training_memory(const Config& cfg) {
   const double V = static_cast<double>(cfg.model.vocab_size), C = static_cast<double>(cfg.model.d_model),
                P = static_cast<double>(cfg.model.n_ctx);
-  const double N = static_cast<double>(cfg.train.batch_size) * static_cast<double>(cfg.data.seq_len);
+  // One forward holds a micro-batch: train.batch_size / train.grad_accum_steps sequences.
+  const size_t K = std::max<size_t>(cfg.train.grad_accum_steps, 1);
+  const size_t B_micro = std::max<size_t>(cfg.train.batch_size / K, 1);
+  const double N = static_cast<double>(B_micro) * static_cast<double>(cfg.data.seq_len);
   const double L = static_cast<double>(cfg.model.n_layer);
   const double NH = static_cast<double>(std::max<size_t>(cfg.model.n_head, 1));
-  const double Tq = static_cast<double>(cfg.data.seq_len), Bq = static_cast<double>(cfg.train.batch_size);
+  const double Tq = static_cast<double>(cfg.data.seq_len), Bq = static_cast<double>(B_micro);
   // GPT-2's block: c_attn (C,3C)+3C, c_proj (C,C)+C, c_fc (C,4C)+4C, mlp c_proj (4C,C)+C, two LNs.
   const double params = V * C * (cfg.model.tie_embeddings ? 1 : 2) + P * C + 2 * C +
                         L * (12 * C * C + 13 * C);
   const std::string table = cfg.model.tie_embeddings ? "model.vocab_size x model.d_model"
                                                      : "model.vocab_size x model.d_model (wte and lm_head)";
-  return {
+  const std::string per_forward =
+      K > 1 ? "train.batch_size / train.grad_accum_steps x data.seq_len" : "train.batch_size x data.seq_len";
+  std::vector<MemoryPart> parts = {
       {"parameters", 4 * params, table, "model.vocab_size or model.d_model"},
       {"gradients", 4 * params, table, "model.vocab_size or model.d_model"},
       {"AdamW m and v", 8 * params, table, "model.vocab_size or model.d_model"},
-      {"logits of one step", 4 * N * V, "train.batch_size x data.seq_len x model.vocab_size",
-       "train.batch_size or data.seq_len"},
-      {"hidden states of one step", 4 * 7 * N * C,
-       "train.batch_size x data.seq_len x model.d_model", "train.batch_size or data.seq_len"},
-      // Per block, as llm.c keeps them: ln_1, qkv, attention output, c_proj, residual, ln_2,
-      // c_fc and its GELU (about 16 N C) and the (B, NH, T, T) scores and probabilities.
-      {"block activations of one step", 4 * L * (16 * N * C + 2 * Bq * NH * Tq * Tq),
-       "model.n_layer x train.batch_size x data.seq_len", "model.n_layer, train.batch_size or data.seq_len"},
   };
+  if (K > 1)
+    parts.push_back({"gradient accumulator", 4 * params, table, "model.vocab_size or model.d_model"});
+  // The loss: the unfused (N, V) logits, or the fused path's block of rows x V (src/model/unembedding.h).
+  const UnembeddingTiles tiles = resolve_loss_tiles(cfg.model, static_cast<size_t>(N));
+  if (tiles.fused())
+    parts.push_back({"loss workspace (fused, " + std::to_string(tiles.rows) + " rows x vocab_size)",
+                     4 * static_cast<double>(unembedding_workspace_floats(tiles, cfg.model.vocab_size)),
+                     "model.loss_chunk x model.vocab_size", "model.loss_chunk"});
+  else
+    parts.push_back({"logits of one step", 4 * N * V, per_forward + " x model.vocab_size",
+                     "train.batch_size or data.seq_len, raise train.grad_accum_steps, or set "
+                     "model.loss_chunk (the fused loss keeps model.loss_chunk x model.vocab_size "
+                     "floats instead)"});
+  parts.push_back({"hidden states of one step", 4 * 7 * N * C, per_forward + " x model.d_model",
+                   "train.batch_size or data.seq_len, or raise train.grad_accum_steps"});
+  // Per block, as llm.c keeps them: ln_1, qkv, attention output, c_proj, residual, ln_2,
+  // c_fc and its GELU (about 16 N C) and the (B, NH, T, T) scores and probabilities.
+  parts.push_back({"block activations of one step", 4 * L * (16 * N * C + 2 * Bq * NH * Tq * Tq),
+                   "model.n_layer x " + per_forward,
+                   "model.n_layer, train.batch_size or data.seq_len, or raise train.grad_accum_steps"});
+  return parts;
 }
 
 uint64_t available_memory_bytes() {
@@ -92,6 +111,11 @@ uint64_t available_memory_bytes() {
       avail = kib * 1024;
       break;
     }
+  }
+  // No MemAvailable (kernels before 3.14): the physical memory.
+  if (avail == 0) {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0) avail = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
   }
   // cgroup v2 limit of this process's group, if any ("max" means none).
   std::ifstream cg("/sys/fs/cgroup/memory.max");

@@ -47,13 +47,16 @@ struct MemoryPart {
 
 /// The resident memory a training run of `cfg` needs, by part: parameters, gradients, AdamW's two
 /// moments (each 4 bytes per parameter: V*C (+ V*C untied) + n_ctx*C + 2C + n_layer*(12C^2 + 13C)),
-/// and the activations of one step of N = train.batch_size * data.seq_len tokens (logits N*V,
-/// hidden states and their gradients about 7*N*C, and per block about 16*N*C + 2*B*NH*T^2,
-/// float32). Token streams are not counted (known only after reading).
+/// the gradient accumulator (4 bytes per parameter, only when train.grad_accum_steps > 1), and the
+/// activations of one forward of N = train.batch_size / train.grad_accum_steps * data.seq_len
+/// tokens: the loss (the unfused logits N*V, or the fused workspace rows*V, src/model/unembedding.h),
+/// hidden states and their gradients about 7*N*C, and per block about 16*N*C + 2*B*NH*T^2, float32.
+/// Token streams are not counted (known only after reading).
 std::vector<MemoryPart> estimate_training_memory(const Config& cfg);
 
-/// Bytes this process may still allocate: MemAvailable from /proc/meminfo, capped by the cgroup's
-/// memory.max when one is set. 0 if unknown.
+/// Bytes this process may still allocate: MemAvailable from /proc/meminfo (the physical memory
+/// where the kernel has no MemAvailable), capped by the cgroup's memory.max when one is set. 0 if
+/// unknown.
 uint64_t available_memory_bytes();
 
 /// Throws wte::Error before any work if estimate_training_memory(cfg) exceeds `available` bytes

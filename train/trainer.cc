@@ -22,6 +22,7 @@
 #include "wte/model.h"
 #include "wte/optimizer.h"
 #include "src/analysis/loss_curve.h"
+#include "src/model/grad_accum.h"
 #include "src/io/snapshot.h"
 #include "train/grad_sync.h"
 #include "train/omp_env.h"
@@ -86,7 +87,7 @@ double evaluate(Model& model, const std::vector<int32_t>& tokens, size_t T, size
       std::copy(src, src + T, inputs.begin() + static_cast<long>(b * T));
       std::copy(src + 1, src + T + 1, targets.begin() + static_cast<long>(b * T));
     }
-    model.forward_logits(inputs.data(), b_now, T, targets.data(), losses.data());
+    model.forward_losses(inputs.data(), targets.data(), b_now, T, losses.data());
     for (size_t i = 0; i < b_now * T; ++i) total += losses[i];
     count += b_now * T;
   }
@@ -484,15 +485,28 @@ std::ofstream write_run_files(const Config& cfg, const RunOptions& opts, const R
   return metrics;
 }
 
-// Sizes the activation arena for the training batch and prints what the run holds in memory.
-void print_memory(Model& model, size_t B, size_t T, const Say& say) {
+// Sizes the activation arena for one micro-batch (B sequences of T) and prints what the run holds
+// in memory: parameters, gradients, AdamW's moments, the gradient accumulator, the activations and
+// the loss's share of them (the unfused (N, V) logits or the fused path's workspace).
+void print_memory(Model& model, const GradAccumulator& accum, size_t B, size_t T, const Say& say) {
   model.reserve(B, T);
   const double mb = 1.0 / (1024.0 * 1024.0);
   const double params = static_cast<double>(model.num_parameters() * sizeof(float)) * mb;
-  const double acts = static_cast<double>(model.activation_bytes()) * mb;
-  say("memory: parameters %.1f MiB, gradients %.1f MiB, AdamW m and v %.1f MiB, activations "
-      "%.1f MiB (B %zu, T %zu); total %.1f MiB\n",
-      params, params, 2 * params, acts, B, T, 4 * params + acts);
+  const double loss = static_cast<double>(model.loss_workspace_bytes()) * mb;
+  const double acts = static_cast<double>(model.activation_bytes()) * mb - loss;
+  const double acc = static_cast<double>(accum.bytes()) * mb;
+  char acc_text[64] = "";
+  if (accum.bytes() > 0) std::snprintf(acc_text, sizeof acc_text, ", gradient accumulator %.1f MiB", acc);
+  char loss_text[128];
+  const size_t V = model.config().vocab_size;
+  if (model.loss_rows() > 0)
+    std::snprintf(loss_text, sizeof loss_text, "fused: %zu rows x %zu ids", model.loss_rows(), V);
+  else
+    std::snprintf(loss_text, sizeof loss_text, "unfused: logits %zu x %zu", B * T, V);
+  say("memory: parameters %.1f MiB, gradients %.1f MiB, AdamW m and v %.1f MiB%s, activations "
+      "%.1f MiB (B %zu, T %zu per micro-batch), loss workspace %.1f MiB (%s); total %.1f MiB\n",
+      params, params, 2 * params, acc_text, acts, B, T, loss, loss_text,
+      4 * params + acc + acts + loss);
 }
 
 // --- The step -----------------------------------------------------------------------------------
@@ -509,19 +523,44 @@ struct StepResult {
 // parameters are all-gathered. A diverged step stops the run before it reaches the parameters
 // (the loss and norm are the same on every rank, so every rank stops): the last checkpoint and
 // the parameters in memory stay finite.
-StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, const Config& cfg,
-                      size_t step, const int32_t* inputs, const int32_t* targets) {
-  const size_t T = cfg.data.seq_len;
+// With train.grad_accum_steps = K > 1 the slice runs as K micro-batches in order (src/model/
+// grad_accum.h): each gradient is divided by the slice's tokens, so they sum to the gradient of the
+// slice's mean loss, and the loss is the token-weighted mean of theirs (in double).
+StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, GradAccumulator& accum,
+                      const Config& cfg, size_t step, const int32_t* inputs,
+                      const int32_t* targets) {
+  const size_t T = cfg.data.seq_len, K = cfg.train.grad_accum_steps;
   const BatchSlice mine = sync.slice();
   const bool parallel = sync.ranks() > 1;
   StepResult r;
-  r.loss = model.forward(inputs + mine.first * T, targets + mine.first * T, mine.count, T);
-  model.backward();
+  if (K == 1) {
+    r.loss = model.forward(inputs + mine.first * T, targets + mine.first * T, mine.count, T);
+    model.backward();
+  } else {
+    const size_t tokens = mine.count * T;
+    auto micro = [&](size_t k) { return std::pair{mine.count * k / K, mine.count * (k + 1) / K}; };
+    size_t first = 0, last = K - 1;  // the first and last non-empty micro-batches
+    while (micro(first).first == micro(first).second) ++first;
+    while (micro(last).first == micro(last).second) --last;
+    double loss_sum = 0.0;
+    for (size_t k = first; k <= last; ++k) {
+      const auto [a, b] = micro(k);
+      if (a == b) continue;
+      const size_t at = (mine.first + a) * T;
+      const float l = model.forward(inputs + at, targets + at, b - a, T, tokens);
+      model.backward();
+      accum.add(model, k == first, k == last);
+      loss_sum += static_cast<double>(l) * static_cast<double>((b - a) * T);
+    }
+    r.loss = static_cast<float>(loss_sum / static_cast<double>(tokens));
+  }
+  // The step's row-sparse wte gradient (untied): the model's own, or the micro-batches' merged.
+  const SparseRowGrad wte_rows = accum.wte_rows(model);
   if (parallel) {
-    r.loss = sync.reduce_scatter(model, r.loss);
+    r.loss = sync.reduce_scatter(model, r.loss, &wte_rows);
     r.grad_norm = sync.clip(model, cfg.optim.grad_clip);
   } else {
-    r.grad_norm = clip_grad_norm(model, cfg.optim.grad_clip);
+    r.grad_norm = clip_grad_norm(model, cfg.optim.grad_clip, wte_rows);
   }
   r.lr = learning_rate(step, cfg.train.steps, cfg.optim);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
@@ -536,7 +575,7 @@ StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, const 
   if (parallel)
     sync.update(model, optimizer, r.lr, cfg.optim);
   else
-    optimizer.update(model, r.lr, cfg.optim);
+    optimizer.update(model, r.lr, cfg.optim, wte_rows);
   return r;
 }
 
@@ -684,6 +723,10 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   // so a failure changes nothing and nothing has been written yet).
   Model model(cfg.model);
   AdamW optimizer(model);
+  GradAccumulator accum(model, cfg.train.grad_accum_steps);
+  // Sequences per forward: a micro-batch of the batch (a rank's micro-batches are no larger);
+  // evaluation runs batches of this size too, so no forward needs more memory than a micro-batch.
+  const size_t B_micro = B / cfg.train.grad_accum_steps;
   const size_t start_step = resuming ? static_cast<size_t>(ckpt.step) : 0;
   if (resuming) {
     load_checkpoint(opts.resume, model, &optimizer);
@@ -714,7 +757,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   // Which GEMMs run: model.matmul_precision, the kernel oneDNN picks for it on this CPU (its ISA),
   // or why bf16 fell back to float32.
   say("gemms: %s\n", model.gemm_precision_note().c_str());
-  print_memory(model, B, T, say);
+  print_memory(model, accum, B_micro, T, say);
 
   // The loop: a step, then (when due) evaluation, a log line, a checkpoint.
   const size_t val_windows_all = (d.val_ids.size() - 1) / T;
@@ -733,7 +776,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     loader.next_batch(inputs.data(), targets.data(), B, trace.served());
     trace.write(step + 1);
     const StepResult r =
-        train_step(model, optimizer, sync, cfg, step, inputs.data(), targets.data());
+        train_step(model, optimizer, sync, accum, cfg, step, inputs.data(), targets.data());
     step_seconds += seconds_since(t0);
     if (writer) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, step + 1);  // not timed
     const size_t done = step + 1;
@@ -751,7 +794,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
       say("step %6zu/%zu | evaluating on %zu validation tokens%s...\n", done, cfg.train.steps,
           windows * T, last ? " (the whole split)" : "");
       const auto t_eval = Clock::now();
-      val_loss = evaluate(model, d.val_ids, T, B, windows);
+      val_loss = evaluate(model, d.val_ids, T, B_micro, windows);
       eval_clock.add(seconds_since(t_eval), windows);
     }
     log_step(metrics, say, cfg, done, start_step, r, val_loss, tok_s, step_seconds,
