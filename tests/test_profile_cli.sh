@@ -119,6 +119,26 @@ for s in steps:
     assert abs(parts["qkv GEMM (c_attn) forward"]["gflop"] - 2 * B * T * C * 3 * C * L / 1e9) < 1e-12
 PY
 
+# wte profile loss: fused (two block heights, V not a multiple of the tile) and unfused at a small
+# shape; both agree, every path reports a time and a peak-memory growth.
+"$WTE_CLI" profile loss --vocab-size 300 --d-model 16 --n-tokens 100 --loss-chunk 7,64 \
+  --loss-vocab-tile 64 --threads 2 --repeat 2 --json "$dir/loss.json" > "$dir/loss.txt" 2>&1 \
+  || fail "profile loss exited $?: $(cat "$dir/loss.txt")"
+grep -q "fused 7 x 64" "$dir/loss.txt" && grep -q "unfused" "$dir/loss.txt" || fail "profile loss table"
+/usr/bin/python3 - "$dir/loss.json" <<'PY' || fail "loss json"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert (j["N"], j["V"], j["C"]) == (100, 300, 16), j
+paths = {p["path"]: p for p in j["paths"]}
+assert set(paths) == {"fused 7 x 64", "fused 64 x 64", "unfused"}, paths
+for p in paths.values():
+    assert p["ms"] > 0 and p["peak_rss_growth_bytes"] >= 0, p
+for name in ("fused 7 x 64", "fused 64 x 64"):
+    p = paths[name]
+    assert p["workspace_bytes"] == 4 * (p["rows"] * 300 + 3 * p["rows"]), p
+    assert max(p["max_rel_diff_loss"], p["max_rel_diff_dh"], p["max_rel_diff_dW"]) < 1e-4, p
+PY
+
 set +e
 "$WTE_CLI" profile scatter --dist zipf:-1 > /dev/null 2> "$dir/e1.txt"; rc=$?
 [ $rc = 2 ] && grep -q "zipf:-1" "$dir/e1.txt" || fail "bad --dist: rc $rc, $(cat "$dir/e1.txt")"

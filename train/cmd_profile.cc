@@ -180,6 +180,7 @@ nlohmann::json step_profile_json(const profile::StepProfile& p, const ModelConfi
 
 int cmd_profile(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "comm") return cmd_profile_comm(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "loss") return cmd_profile_loss(argc - 1, argv + 1);
   po::options_description desc("Options");
   desc.add_options()("help,h", "print this help")(
       "vocab-size", po::value<std::string>()->default_value("50257"),
@@ -222,7 +223,9 @@ int cmd_profile(int argc, char** argv) {
   }
   if (vm.count("help")) {
     std::cout << "Usage: wte profile [scatter|gather|step|all] [options]\n"
-                 "       mpirun -np 2 wte profile comm [--config FILE] (see wte profile comm --help)\n\n"
+                 "       mpirun -np 2 wte profile comm [--config FILE] (see wte profile comm --help)\n"
+                 "       wte profile loss [--vocab-size V --d-model C --n-tokens N --loss-chunk R]\n"
+                 "         (fused vs unfused loss, see wte profile loss --help)\n\n"
                  "Times the embedding gather (wte[ids] + wpe), every scatter strategy of its\n"
                  "backward, the untied backward fused with lazy AdamW, and (step) one whole\n"
                  "training step split into its parts, beside this machine's memory limits measured\n"
@@ -251,7 +254,7 @@ int cmd_profile(int argc, char** argv) {
   const std::string what = vm["what"].as<std::string>();
   if (what != "scatter" && what != "gather" && what != "step" && what != "all") {
     std::fprintf(stderr, "wte profile: error: unknown part '%s'; allowed: scatter, gather, step, "
-                 "all, comm (see wte profile --help)\n", what.c_str());
+                 "all, comm, loss (see wte profile --help)\n", what.c_str());
     return 2;
   }
   const bool quick = vm.count("quick") > 0;

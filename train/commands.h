@@ -10,6 +10,7 @@ int cmd_tokenize(int argc, char** argv);  // train/cmd_tokenize.cc
 int cmd_inspect(int argc, char** argv);   // train/cmd_inspect.cc
 int cmd_profile(int argc, char** argv);   // train/cmd_profile.cc
 int cmd_profile_comm(int argc, char** argv);  // train/cmd_profile_comm.cc (`wte profile comm`)
+int cmd_profile_loss(int argc, char** argv);  // train/cmd_profile_loss.cc (`wte profile loss`)
 int cmd_gradcheck(int argc, char** argv); // train/cmd_gradcheck.cc
 int cmd_grad(int argc, char** argv);      // train/cmd_grad.cc
 int cmd_geometry(int argc, char** argv);       // train/cmd_geometry.cc
