@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -29,9 +30,11 @@
 #include <string>
 #include <vector>
 
+#include "simd/reference.h"
 #include "src/analysis/gradcheck.h"
 #include "src/model/matmul.h"
 #include "src/model/unembedding.h"
+#include "wte/error.h"
 #include "wte/kernels.h"
 #include "wte/model.h"
 #include "wte/rng.h"
@@ -97,6 +100,9 @@ Result run_unfused(const Problem& p, Gemm& gemm) {
 struct Reference {
   std::vector<double> losses, dh, dW;
   std::vector<double> loss_tol, dh_tol, dW_tol;
+  // Σ_v (|d_nv| + tol(d_nv)) |W_vc| and Σ_n (|d_nv| + tol(d_nv)) |h_nc|: what rounding dlogits to
+  // bf16 (relative 2^-8) can move dh and dW by (the bf16 bound below).
+  std::vector<double> dh_abs, dW_abs;
 };
 
 Reference reference(const Problem& p, size_t tile) {
@@ -146,6 +152,8 @@ Reference reference(const Problem& p, size_t tile) {
   ref.dh_tol.assign(N * C, 0);
   ref.dW.assign(V * C, 0);
   ref.dW_tol.assign(V * C, 0);
+  ref.dh_abs.assign(N * C, 0);
+  ref.dW_abs.assign(V * C, 0);
   const double gV = gamma_k(static_cast<double>(V)), gN = gamma_k(static_cast<double>(N));
   for (size_t n = 0; n < N; ++n)
     for (size_t v = 0; v < V; ++v) {
@@ -156,6 +164,8 @@ Reference reference(const Problem& p, size_t tile) {
         ref.dh_tol[n * C + c] += tn * std::abs(w) + gV * std::abs(dn * w);
         ref.dW[v * C + c] += dn * hh;
         ref.dW_tol[v * C + c] += tn * std::abs(hh) + gN * std::abs(dn * hh);
+        ref.dh_abs[n * C + c] += (std::abs(dn) + tn) * std::abs(w);
+        ref.dW_abs[v * C + c] += (std::abs(dn) + tn) * std::abs(hh);
       }
     }
   // A floor of a few denormals for entries whose terms all vanish.
@@ -245,6 +255,146 @@ TEST(FusedUnembedding, DeterministicForAFixedThreadCount) {
     }
   }
   omp_set_num_threads(threads);
+}
+
+// ------------------------------------------------------------------------------------------------
+// bf16 GEMMs (model.matmul_precision = bf16): both paths read h16 = bf16(h), W16 = bf16(W) and a
+// bf16 copy of dlogits; accumulation, dlogits, dh and dW stay float32.
+//
+// The bound (stated here, held by both paths, so |fused - unfused| is at most twice it). The
+// products of two bf16 are exact in float32, so the logits and the float32 dlogits obey the float32
+// bound above for the problem (h16, W16) — reference(p16, tile). Rounding a dlogit d to bf16 (round
+// to nearest even, 8 significant bits) moves it by at most u16 |d|, u16 = 2^-8, so for each path
+//   |dh - dh_ref| <= (1 + u16)(1 + γ_V) · tol_f32(dh) + u16 (1 + γ_V) Σ_v (|d| + tol(d)) |W16|
+// (likewise dW with h16, γ_N), and the losses keep the float32 bound. The two paths round the same
+// float32 dlogits except where fused and unfused differ in float32, so they usually agree to far
+// better than this: the test prints the worst |fused - unfused| relative to the bound.
+struct Bf16Problem {
+  Problem p16;                       // h, W rounded to bf16 (as floats): the reference's inputs
+  std::vector<uint16_t> h16, W16;    // their bits: the GEMMs' operands
+};
+
+Bf16Problem make_bf16_problem(const Problem& p) {
+  Bf16Problem b{p, std::vector<uint16_t>(p.h.size()), std::vector<uint16_t>(p.W.size())};
+  for (size_t i = 0; i < p.h.size(); ++i) {
+    b.h16[i] = ref::f32_to_bf16(p.h[i]);
+    b.p16.h[i] = ref::bf16_to_f32(b.h16[i]);
+  }
+  for (size_t i = 0; i < p.W.size(); ++i) {
+    b.W16[i] = ref::f32_to_bf16(p.W[i]);
+    b.p16.W[i] = ref::bf16_to_f32(b.W16[i]);
+  }
+  return b;
+}
+
+Result run_fused_bf16(const Problem& p, const Bf16Problem& b, size_t rows, size_t tile, Gemm& gemm) {
+  const UnembeddingTiles t{std::min(rows, p.N), std::min(tile, p.V)};
+  std::vector<float> ws(unembedding_workspace_floats(t, p.V));
+  std::vector<uint16_t> ws16(unembedding_workspace16_elems(t));
+  Result r{std::vector<float>(p.N), std::vector<float>(p.N * p.C, NAN),
+           std::vector<float>(p.V * p.C, NAN)};
+  unembedding_loss_forward_backward(r.losses.data(), r.dh.data(), r.dW.data(),
+                                    GemmInput(p.h.data(), b.h16.data()),
+                                    GemmInput(p.W.data(), b.W16.data()), p.y.data(), p.N, p.V, p.C,
+                                    1.0f / static_cast<float>(p.N), t, ws.data(), ws16.data(), gemm);
+  return r;
+}
+
+// The unfused bf16 path, as Model runs it: logits from h16, W16; softmax_cross_entropy's dlogits16;
+// dW = dlogits16ᵀ · h16, dh = dlogits16 · W16.
+Result run_unfused_bf16(const Problem& p, const Bf16Problem& b, Gemm& gemm) {
+  const auto n = static_cast<int64_t>(p.N), c = static_cast<int64_t>(p.C),
+             v = static_cast<int64_t>(p.V);
+  std::vector<float> logits(p.N * p.V);
+  std::vector<uint16_t> dlogits16(p.N * p.V);
+  Result r{std::vector<float>(p.N), std::vector<float>(p.N * p.C), std::vector<float>(p.V * p.C)};
+  gemm.run(logits.data(), plain(n, v), as_bf16(b.h16.data(), plain(n, c)),
+           as_bf16(b.W16.data(), transposed(v, c)));
+  gemm.wait();
+  softmax_cross_entropy(logits.data(), r.losses.data(), p.y.data(), p.N, p.V,
+                        1.0f / static_cast<float>(p.N), dlogits16.data());
+  gemm.run(r.dW.data(), plain(v, c), as_bf16(dlogits16.data(), transposed(n, v)),
+           as_bf16(b.h16.data(), plain(n, c)));
+  gemm.run(r.dh.data(), plain(n, c), as_bf16(dlogits16.data(), plain(n, v)),
+           as_bf16(b.W16.data(), plain(v, c)));
+  gemm.wait();
+  return r;
+}
+
+Reference bf16_bound(Reference ref, size_t N, size_t V) {
+  const double u16 = 0x1p-8, gV = gamma_k(static_cast<double>(V)), gN = gamma_k(static_cast<double>(N));
+  for (size_t i = 0; i < ref.dh.size(); ++i)
+    ref.dh_tol[i] = (1 + u16) * (1 + gV) * ref.dh_tol[i] + u16 * (1 + gV) * ref.dh_abs[i];
+  for (size_t i = 0; i < ref.dW.size(); ++i)
+    ref.dW_tol[i] = (1 + u16) * (1 + gN) * ref.dW_tol[i] + u16 * (1 + gN) * ref.dW_abs[i];
+  return ref;
+}
+
+// max_i |a_i - b_i| / (2 tol_i): <= 1 means fused and unfused agree within twice the bound.
+double worst_ratio(const std::vector<float>& a, const std::vector<float>& b,
+                   const std::vector<double>& tol) {
+  double w = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    w = std::max(w, std::abs(static_cast<double>(a[i]) - b[i]) / (2 * tol[i]));
+  return w;
+}
+
+TEST(FusedUnembeddingBf16, FusedMatchesTheUnfusedBf16PathWithinTheBound) {
+  const std::vector<Shape> shapes = {{37, 101, 24, 8, 16}, {5, 19, 8, 1, 1},     {7, 45, 16, 1, 64},
+                                     {50, 257, 32, 3, 32}, {64, 1000, 48, 16, 96}};
+  Gemm gemm;
+  for (const Shape& s : shapes) {
+    const std::string what = "N=" + std::to_string(s.N) + " V=" + std::to_string(s.V) + " C=" +
+                             std::to_string(s.C) + " rows=" + std::to_string(s.rows) +
+                             " tile=" + std::to_string(s.tile);
+    SCOPED_TRACE(what);
+    const Problem p = make_problem(s.N, s.V, s.C, static_cast<uint32_t>(s.N * 17 + s.V));
+    const Bf16Problem b = make_bf16_problem(p);
+    const Result fused = run_fused_bf16(p, b, s.rows, s.tile, gemm);
+    const Result unfused = run_unfused_bf16(p, b, gemm);
+    const Reference bf = bf16_bound(reference(b.p16, s.tile), s.N, s.V);
+    const Reference bu = bf16_bound(reference(b.p16, s.V), s.N, s.V);
+    expect_within(fused, bf, "fused bf16");
+    expect_within(unfused, bu, "unfused bf16");
+    std::vector<double> dh_tol(s.N * s.C), dW_tol(s.V * s.C);
+    for (size_t i = 0; i < dh_tol.size(); ++i) dh_tol[i] = std::max(bf.dh_tol[i], bu.dh_tol[i]);
+    for (size_t i = 0; i < dW_tol.size(); ++i) dW_tol[i] = std::max(bf.dW_tol[i], bu.dW_tol[i]);
+    const double rh = worst_ratio(fused.dh, unfused.dh, dh_tol);
+    const double rw = worst_ratio(fused.dW, unfused.dW, dW_tol);
+    EXPECT_LE(rh, 1.0);
+    EXPECT_LE(rw, 1.0);
+    std::printf("%s: worst |fused - unfused| / (2 bound): dh %.3g, dW %.3g\n", what.c_str(), rh, rw);
+    // The bf16 GEMMs really ran: the float32 fused path on the unrounded inputs differs.
+    const Result f32 = run_fused(p, s.rows, s.tile, gemm);
+    EXPECT_NE(0, std::memcmp(f32.dW.data(), fused.dW.data(), f32.dW.size() * sizeof(float)));
+    // The loss-only forward with bf16 operands gives the same losses bit for bit.
+    const UnembeddingTiles t{std::min(s.rows, s.N), std::min(s.tile, s.V)};
+    std::vector<float> ws(unembedding_workspace_floats(t, s.V)), losses(s.N);
+    unembedding_loss_forward(losses.data(), GemmInput(p.h.data(), b.h16.data()),
+                             GemmInput(p.W.data(), b.W16.data()), p.y.data(), s.N, s.V, s.C, t,
+                             ws.data(), gemm);
+    for (size_t n = 0; n < s.N; ++n)
+      EXPECT_EQ(std::bit_cast<uint32_t>(losses[n]), std::bit_cast<uint32_t>(fused.losses[n]))
+          << "row " << n;
+  }
+}
+
+TEST(FusedUnembeddingBf16, MixedOperandsAndAMissingWorkspaceAreRefused) {
+  const Problem p = make_problem(4, 10, 8, 1);
+  const Bf16Problem b = make_bf16_problem(p);
+  const UnembeddingTiles t{2, 4};
+  std::vector<float> ws(unembedding_workspace_floats(t, p.V)), losses(4), dh(32), dW(80);
+  Gemm gemm;
+  EXPECT_THROW(unembedding_loss_forward_backward(losses.data(), dh.data(), dW.data(),
+                                                 GemmInput(p.h.data(), b.h16.data()), p.W.data(),
+                                                 p.y.data(), 4, 10, 8, 0.25f, t, ws.data(),
+                                                 nullptr, gemm),
+               Error);
+  EXPECT_THROW(unembedding_loss_forward_backward(losses.data(), dh.data(), dW.data(),
+                                                 GemmInput(p.h.data(), b.h16.data()),
+                                                 GemmInput(p.W.data(), b.W16.data()), p.y.data(),
+                                                 4, 10, 8, 0.25f, t, ws.data(), nullptr, gemm),
+               Error);
 }
 
 TEST(FusedUnembedding, TilesAreResolvedFromTheConfig) {
@@ -387,6 +537,92 @@ TEST(FusedModelLogits, ForwardLogitsWorksUnderTheFusedLoss) {
   EXPECT_TRUE(std::isfinite(logits[B * T * 67 - 1]));
   model.forward_losses(x.data(), y.data(), B, T, fused.data());
   for (size_t i = 0; i < B * T; ++i) EXPECT_NEAR(fused[i], from_logits[i], 1e-5) << i;
+}
+
+// The fused loss under model.matmul_precision = bf16, inside the Model: the same model unfused (also
+// bf16) gives the loss within the float32 bound (the logits GEMMs read the same h16 and lm_head16, so
+// only float32 summation order differs: 1e-5 relative) and every gradient within relative L2 0.02 per
+// tensor. Why 0.02: the unembedding's dh' and dlm_head differ by at most 2 u16 = 2^-7 relative
+// (the layer bound above: the two paths may round a dlogit to neighbouring bf16 values); each of the
+// blocks' backward GEMMs then rounds its input to bf16 again (u16 = 2^-8 each), and two blocks' four
+// GEMMs on the longest path add at most ~4 u16: 2^-7 + 4·2^-8 ≈ 0.023 in the worst case, 0.02 with
+// errors that do not all align (the test prints the worst measured; typically ~10x below).
+TEST(FusedModelBf16, FusedMatchesUnfusedUnderBf16Gemms) {
+  if (!bf16_gemm_support().native)
+    GTEST_SKIP() << "oneDNN has no native bf16 matmul on this CPU (" << bf16_gemm_support().bf16_impl
+                 << "): the model runs float32 GEMMs";
+  for (const bool tied : {true, false}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    ModelConfig fc = config(211, 32, 2, true, tied, 5, 48), uc = config(211, 32, 2, true, tied, 0, 0);
+    fc.matmul_precision = uc.matmul_precision = MatmulPrecision::bf16;
+    Model fused(fc), unfused(uc);
+    ASSERT_EQ(fused.gemm_precision(), MatmulPrecision::bf16);
+    set_random_params(&fused, 17);
+    std::memcpy(unfused.param_data(), fused.param_data(), fused.num_parameters() * sizeof(float));
+    const size_t B = 3, T = 11;
+    std::vector<int32_t> x(B * T), y(B * T);
+    Rng rng(5);
+    for (size_t i = 0; i < B * T; ++i) {
+      x[i] = static_cast<int32_t>(rng.below(211));
+      y[i] = static_cast<int32_t>(rng.below(211));
+    }
+    const float lf = fused.forward(x.data(), y.data(), B, T);
+    fused.backward();
+    ASSERT_EQ(fused.loss_rows(), 5u) << "the fused path is in use";
+    const float lu = unfused.forward(x.data(), y.data(), B, T);
+    unfused.backward();
+    ASSERT_EQ(unfused.loss_rows(), 0u);
+    EXPECT_NEAR(lf, lu, 1e-5 * std::abs(lu));
+    // The bf16 workspace is one dlogits tile, not (N, V).
+    EXPECT_EQ(fused.loss_workspace_bytes(),
+              unembedding_workspace_floats({5, 48}, 211) * 4 + 5 * 48 * 2);
+    double worst = 0;
+    std::string worst_name;
+    auto check = [&](const std::string& name, const float* a, const float* b, size_t n) {
+      double d = 0, nb = 0;
+      for (size_t i = 0; i < n; ++i) {
+        d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        nb += double(b[i]) * b[i];
+      }
+      const double e = nb == 0 ? std::sqrt(d) : std::sqrt(d / nb);
+      EXPECT_LE(e, 0.02) << name;
+      if (e > worst) {
+        worst = e;
+        worst_name = name;
+      }
+    };
+    for (const TensorSpec& t : fused.tensors())
+      if (!t.sparse_grad)
+        check(t.name, fused.grad_data() + t.offset, unfused.grad_data() + t.offset, t.size);
+    if (!tied) {
+      const SparseRowGrad a = fused.wte_grad_rows(), b = unfused.wte_grad_rows();
+      ASSERT_EQ(a.count, b.count);
+      check("wte rows", a.rows, b.rows, a.count * a.C);
+    }
+    std::printf("%s: loss fused %.7f unfused %.7f; worst gradient %s: relative L2 %.4g\n",
+                tied ? "tied" : "untied", lf, lu, worst_name.c_str(), worst);
+    // The fused path really read bf16: the float32 fused model's dlm_head is far further away.
+    ModelConfig f32c = fc;
+    f32c.matmul_precision = MatmulPrecision::f32;
+    Model f32(f32c);
+    std::memcpy(f32.param_data(), fused.param_data(), fused.num_parameters() * sizeof(float));
+    f32.forward(x.data(), y.data(), B, T);
+    f32.backward();
+    const TensorSpec& head = fused.tensors()[tied ? 0 : 4];
+    ASSERT_EQ(head.name, tied ? "wte" : "lm_head");
+    auto rel = [&](const float* a, const float* b) {
+      double d = 0, nb = 0;
+      for (size_t i = 0; i < head.size; ++i) {
+        d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        nb += double(b[i]) * b[i];
+      }
+      return std::sqrt(d / nb);
+    };
+    const double to_unfused = rel(fused.grad_data() + head.offset, unfused.grad_data() + head.offset);
+    const double to_f32 = rel(fused.grad_data() + head.offset, f32.grad_data() + head.offset);
+    EXPECT_GT(to_f32, 10 * to_unfused) << "bf16 fused vs f32 fused " << to_f32
+                                       << ", vs bf16 unfused " << to_unfused;
+  }
 }
 
 }  // namespace

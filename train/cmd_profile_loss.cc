@@ -99,7 +99,8 @@ void run_path(LossPath& p, const float* h, const float* W, const int32_t* y, siz
   }
   if (p.tiles.fused())
     unembedding_loss_forward_backward(p.losses.get(), p.dh.get(), p.dW.get(), h, W, y, N, V, C,
-                                      1.0f / static_cast<float>(N), p.tiles, p.work.get(), p.gemm);
+                                      1.0f / static_cast<float>(N), p.tiles, p.work.get(), nullptr,
+                                      p.gemm);
   else
     run_unfused(p, h, W, y, N, V, C);
 }

@@ -79,13 +79,16 @@ std::vector<MemoryPart> estimate_training_memory(const Config& cfg) {
   if (K > 1)
     parts.push_back({"gradient accumulator", 4 * params, table, "model.vocab_size or model.d_model"});
   // The loss: the unfused (N, V) logits, or the fused path's block of rows x V (src/model/unembedding.h).
+  // bf16 GEMMs add a bf16 copy: of the (N, V) dlogits unfused, of one (rows, tile) tile fused.
   const UnembeddingTiles tiles = resolve_loss_tiles(cfg.model, static_cast<size_t>(N));
+  const bool bf16 = cfg.model.matmul_precision == MatmulPrecision::bf16;
   if (tiles.fused())
     parts.push_back({"loss workspace (fused, " + std::to_string(tiles.rows) + " rows x vocab_size)",
-                     4 * static_cast<double>(unembedding_workspace_floats(tiles, cfg.model.vocab_size)),
+                     4 * static_cast<double>(unembedding_workspace_floats(tiles, cfg.model.vocab_size)) +
+                         (bf16 ? 2 * static_cast<double>(unembedding_workspace16_elems(tiles)) : 0),
                      "model.loss_chunk x model.vocab_size", "model.loss_chunk"});
   else
-    parts.push_back({"logits of one step", 4 * N * V, per_forward + " x model.vocab_size",
+    parts.push_back({"logits of one step", (bf16 ? 6 : 4) * N * V, per_forward + " x model.vocab_size",
                      "train.batch_size or data.seq_len, raise train.grad_accum_steps, or set "
                      "model.loss_chunk (the fused loss keeps model.loss_chunk x model.vocab_size "
                      "floats instead)"});
