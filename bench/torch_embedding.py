@@ -1,19 +1,25 @@
 #!/usr/bin/python3
-"""wte's embedding gather/scatter against PyTorch on the same shapes and ids, in one run.
+"""wte's embedding gather/scatter against PyTorch on the same shapes and ids, interleaved in one run.
 
-Runs `wte profile gather,scatter` (through --dist file:... so both see the very same ids) and, for each
-thread count, a fresh /usr/bin/python3 process timing PyTorch with the fair set-up of
-../shared/PLATFORM.md: OpenBLAS (LD_LIBRARY_PATH=.../openblas-pthread, OPENBLAS_NUM_THREADS) and
-tcmalloc (LD_PRELOAD), torch.set_num_threads. Prints every time and the ratio PyTorch / wte.
+Each of --rounds rounds runs `wte profile scatter` and `wte profile gather` (through --dist file:... so
+both see the very same ids) and then, for each thread count, a fresh /usr/bin/python3 process timing
+PyTorch with the fair set-up of ../shared/PLATFORM.md: OpenBLAS (LD_LIBRARY_PATH=.../openblas-pthread,
+OPENBLAS_NUM_THREADS) and tcmalloc (LD_PRELOAD), torch.set_num_threads. On a shared machine the rounds
+interleave both sides, so each round's ratio sees one machine state: the tables give the median time
+of each side over the rounds and the median (min-max) of the per-round ratios, with the load average
+and the CPU.
 
-    /usr/bin/python3 bench/torch_embedding.py --wte build/wte [--corpus-ids runs/x/train.bin]
+    /usr/bin/python3 bench/torch_embedding.py --wte build/wte [--corpus-ids runs/x/train.bin] [--rounds 3]
 
-PyTorch parts, each the median of --repeat warm runs after a warm-up:
-  forward        F.embedding(ids, weight)                                    vs wte gather
+PyTorch parts, each the median of --repeat runs after a warm-up:
+  forward        F.embedding(ids, weight), warm and cold (64 MiB written before each run, as
+                 wte profile's flush)                                      vs wte gather (auto)
   dense-bwd      nn.Embedding backward, grad set to None each step (fresh V x C gradient)
-                                                                             vs wte scatter (auto)
-  dense-adamw    the same backward + torch.optim.AdamW.step()                vs wte untied fused
-  sparse-adam    nn.Embedding(sparse=True) backward + SparseAdam.step()         scatter + lazy AdamW
+                                                                           vs wte scatter (auto)
+  dense-adamw    the same backward + torch.optim.AdamW.step()              vs wte untied fused
+  sparse-adam    nn.Embedding(sparse=True) backward + SparseAdam.step()       scatter + lazy AdamW
+The gather table also gives wte's GB/s (rows read + written) as a fraction of the streaming copy
+(vector loads, non-temporal stores) wte profile measured in the same run and cache state.
 Exit 77 (skipped) with a message when Debian's python3-torch is not installed.
 """
 import argparse
@@ -53,7 +59,18 @@ def torch_worker(args):
             return float(np.median(times[1:])) * 1e3
 
         weight = torch.randn(V, C) * 0.02
-        res = {"forward": median(lambda: F.embedding(ids, weight))}
+        flush_buf = torch.empty(16 << 20)  # 64 MiB, as wte profile's flush_caches
+        flush_val = [0.0]
+
+        def flush():
+            flush_val[0] += 1.0
+            flush_buf.fill_(flush_val[0])
+
+        res = {"forward": median(lambda: F.embedding(ids, weight)),
+               "forward-cold": median(lambda: F.embedding(ids, weight), flush)}
+        if args.gather_only:
+            out[name] = res
+            continue
         for sparse in (False, True):
             emb = torch.nn.Embedding(V, C, sparse=sparse)
             opt = (torch.optim.SparseAdam(emb.parameters(), lr=1e-3) if sparse
@@ -80,6 +97,12 @@ def torch_worker(args):
     json.dump(out, sys.stdout)
 
 
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--wte", default="build/wte", help="the built wte binary")
@@ -88,11 +111,14 @@ def main():
     p.add_argument("--tokens", type=int, default=8192)
     p.add_argument("--threads", default="1,2")
     p.add_argument("--repeat", type=int, default=15)
+    p.add_argument("--rounds", type=int, default=3, help="interleaved wte/PyTorch rounds")
+    p.add_argument("--parts", default="gather,scatter", help="gather, scatter or both")
     p.add_argument("--zipf", type=float, default=1.1)
     p.add_argument("--corpus-ids", help="int32 token ids of a corpus tokenized with a vocab of --vocab "
                    "(e.g. a run's train.bin); adds the distribution 'corpus'")
-    p.add_argument("--out", help="also write the markdown table here")
+    p.add_argument("--out", help="also write the markdown tables here")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--gather-only", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--ids-dir", help=argparse.SUPPRESS)
     p.add_argument("--dists", nargs="*", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -106,6 +132,7 @@ def main():
               "(apt-get install python3-torch libopenblas0-pthread libtcmalloc-minimal4)")
         return 77
 
+    parts = set(args.parts.split(","))
     V, C, N = args.vocab, args.d_model, args.tokens
     rng = np.random.default_rng(1234)
     dists = {"uniform": rng.integers(0, V, N, dtype=np.int64)}
@@ -118,33 +145,32 @@ def main():
             sys.exit("--corpus-ids %s: empty or ids outside [0, %d)" % (args.corpus_ids, V))
         dists["corpus"] = np.resize(ids, N)
     threads = [int(t) for t in args.threads.split(",")]
+    loads = []
+    wte_runs, torch_runs = [], []  # per round: rows of wte profile; {threads: torch results}
+    machine = {}
     with tempfile.TemporaryDirectory() as tmp:
         names = {}
         for name, ids in dists.items():
             fname = name.replace(":", "_")
             names[name] = fname
             ids.astype(np.int32).tofile(os.path.join(tmp, fname + ".bin"))
-        wte_json = os.path.join(tmp, "wte.json")
-        cmd = [args.wte, "profile", "all" , "--vocab", str(V), "--d-model", str(C), "--tokens", str(N),
-               "--threads", args.threads, "--repeat", str(args.repeat), "--strategy", "auto",
-               "--json", wte_json,
-               "--dist", ",".join("file:" + os.path.join(tmp, names[n] + ".bin") for n in dists)]
-        # `all` would add a step profile of the default config: ask for scatter (which also times
-        # the gather limits) and gather separately instead.
-        cmd[2] = "scatter"
-        print("running:", " ".join(cmd), file=sys.stderr)
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        wte_rows = json.load(open(wte_json))["kernels"]
-        cmd_g = list(cmd)
-        cmd_g[2] = "gather"
-        cmd_g[cmd_g.index("--json") + 1] = wte_json + ".g"
-        subprocess.run(cmd_g, check=True, stdout=subprocess.DEVNULL)
-        # The gather's bound is the row memcpy timed interleaved with it in the gather run.
-        gather_rows = json.load(open(wte_json + ".g"))["kernels"]
-        wte_rows = [r for r in wte_rows if r["kernel"] != "row-memcpy"] + gather_rows
+        label_of = {"file:" + os.path.join(tmp, names[n] + ".bin"): n for n in dists}
 
-        torch_res = {}
-        for t in threads:
+        def run_wte(what):
+            out = os.path.join(tmp, what + ".json")
+            cmd = [args.wte, "profile", what, "--vocab-size", str(V), "--d-model", str(C),
+                   "--n-tokens", str(N), "--threads", args.threads, "--repeat", str(args.repeat),
+                   "--strategy", "auto", "--json", out,
+                   "--dist", ",".join("file:" + os.path.join(tmp, names[n] + ".bin") for n in dists)]
+            print("running:", " ".join(cmd), file=sys.stderr)
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            j = json.load(open(out))
+            machine.update(j["machine"])
+            loads.append(j["machine"]["load_average"][0])
+            loads.append(j["machine_after"]["load_average"][0])
+            return j["kernels"]
+
+        def run_torch(t, gather_only):
             env = dict(os.environ, OMP_NUM_THREADS=str(t), OPENBLAS_NUM_THREADS=str(t))
             if os.path.isdir(OPENBLAS_DIR):
                 env["LD_LIBRARY_PATH"] = OPENBLAS_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
@@ -155,37 +181,87 @@ def main():
                       file=sys.stderr)
             r = subprocess.run([sys.executable, __file__, "--worker", "--threads", str(t), "--vocab",
                                 str(V), "--d-model", str(C), "--repeat", str(args.repeat),
-                                "--ids-dir", tmp, "--dists"] + [names[n] for n in dists],
+                                "--ids-dir", tmp, "--dists"] + [names[n] for n in dists]
+                               + (["--gather-only"] if gather_only else []),
                                env=env, check=True, capture_output=True, text=True)
-            torch_res[t] = json.loads(r.stdout)
+            return json.loads(r.stdout)
 
-    def wte_ms(t, name, kernel):
-        label = "file:" + os.path.join(tmp, names[name] + ".bin")
-        for r in wte_rows:
-            if r["threads"] == t and r["dist"] == label and r["kernel"] == kernel and r["cache"] == "warm":
-                return r["ms"], r.get("note", "")
-        raise KeyError((t, name, kernel))
+        for rnd in range(args.rounds):
+            rows = []
+            if "scatter" in parts:
+                rows += [r for r in run_wte("scatter") if r["kernel"] in ("scatter", "lazy-adamw")]
+            if "gather" in parts:
+                rows += run_wte("gather")
+            for r in rows:
+                r["dist"] = label_of[r["dist"]]
+            wte_runs.append(rows)
+            torch_runs.append({t: run_torch(t, "scatter" not in parts) for t in threads})
+            print("round %d of %d done" % (rnd + 1, args.rounds), file=sys.stderr)
 
-    lines = ["V %d, d_model %d, %d tokens; medians of %d warm runs; ratio = PyTorch time / wte time"
-             % (V, C, N, args.repeat), "",
-             "| threads | ids | wte gather ms (of row-memcpy bound) | torch F.embedding ms | ratio "
-             "| wte scatter ms | torch dense bwd ms | ratio | wte untied bwd + lazy AdamW ms "
-             "| torch dense bwd + AdamW ms | ratio | torch sparse + SparseAdam ms | ratio | "
-             "wte scatter bits vs %dt |" % threads[0],
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for t in threads:
-        for name in dists:
-            tr = torch_res[t][names[name]]
-            g, _ = wte_ms(t, name, "gather")
-            bound, _ = wte_ms(t, name, "row-memcpy")
-            s, note = wte_ms(t, name, "scatter")
-            lz, _ = wte_ms(t, name, "lazy-adamw")
-            lines.append("| %d | %s | %.3f (%.0f%%) | %.3f | %.2fx | %.3f | %.3f | %.2fx | %.3f | %.3f | "
-                         "%.1fx | %.3f | %.1fx | %s |" % (
-                             t, name, g, 100 * bound / g, tr["forward"], tr["forward"] / g, s,
-                             tr["dense-bwd"], tr["dense-bwd"] / s, lz, tr["dense-adamw"],
-                             tr["dense-adamw"] / lz, tr["sparse-adam"], tr["sparse-adam"] / lz,
-                             note or "-"))
+    def wte_ms(rows, t, name, kernel, cache="warm", strategy=None):
+        for r in rows:
+            if (r["threads"] == t and r["dist"] == name and r["kernel"] == kernel and r["cache"] == cache
+                    and (strategy is None or r["strategy"].startswith(strategy))):
+                return r
+        raise KeyError((t, name, kernel, cache, strategy))
+
+    def stat(pairs):
+        """pairs: per round (wte ms, torch ms): medians of each and of the per-round ratios."""
+        ratios = [b / a for a, b in pairs]
+        return (median([a for a, _ in pairs]), median([b for _, b in pairs]), median(ratios),
+                min(ratios), max(ratios))
+
+    head = ("%s (%s), %d CPUs; %s, L3 %d MiB; Highway %s; load average (1 min) during the runs %.1f-%.1f; "
+            "V %d, d_model %d, %d tokens; %d interleaved rounds, each a median of %d runs; "
+            "ratio = PyTorch time / wte time, median (min-max) over the rounds"
+            % (machine.get("cpu_model", "?"), machine.get("cpu_family", "?"), machine.get("cpus", 0),
+               "transparent huge pages " + machine.get("transparent_hugepages", "?"),
+               machine.get("l3_bytes", 0) >> 20, machine.get("highway_target", "?"),
+               min(loads), max(loads), V, C, N, args.rounds, args.repeat))
+    lines = [head, ""]
+    if "gather" in parts:
+        lines += ["| threads | ids | cache | wte gather ms | torch F.embedding ms | ratio | wte GB/s | "
+                  "streaming copy GB/s | wte of copy | wte stores |",
+                  "|---:|---|---|---:|---:|---|---:|---:|---:|---|"]
+        for t in threads:
+            for name in dists:
+                for cache, tkey in (("warm", "forward"), ("cold", "forward-cold")):
+                    pairs, gbs, copy = [], [], []
+                    for rows, tr in zip(wte_runs, torch_runs):
+                        g = wte_ms(rows, t, name, "gather", cache, "auto")
+                        cp = wte_ms(rows, t, name, "copy", cache, "vector-nt")
+                        pairs.append((g["ms"], tr[t][names[name]][tkey]))
+                        gbs.append(g["gbs"])
+                        copy.append(cp["gbs"])
+                        stores = g["strategy"]
+                    a, b, r, lo, hi = stat(pairs)
+                    lines.append("| %d | %s | %s | %.3f | %.3f | %.2fx (%.2f-%.2f) | %.1f | %.1f | %.0f%% | %s |"
+                                 % (t, name, cache, a, b, r, lo, hi, median(gbs), median(copy),
+                                    100 * median([x / y for x, y in zip(gbs, copy)]), stores))
+        lines.append("")
+    if "scatter" in parts:
+        lines += ["| threads | ids | wte scatter ms | torch dense bwd ms | ratio | wte untied bwd + lazy AdamW ms "
+                  "| torch dense bwd + AdamW ms | ratio | torch sparse + SparseAdam ms | ratio | "
+                  "wte scatter bits vs %dt |" % threads[0],
+                  "|---:|---|---:|---:|---|---:|---:|---|---:|---|---|"]
+        for t in threads:
+            for name in dists:
+                sc, dn, sp = [], [], []
+                note = "-"
+                for rows, tr in zip(wte_runs, torch_runs):
+                    s_row = wte_ms(rows, t, name, "scatter")
+                    lz = wte_ms(rows, t, name, "lazy-adamw")["ms"]
+                    note = s_row.get("note") or note
+                    res = tr[t][names[name]]
+                    sc.append((s_row["ms"], res["dense-bwd"]))
+                    dn.append((lz, res["dense-adamw"]))
+                    sp.append((lz, res["sparse-adam"]))
+                a, b, r, lo, hi = stat(sc)
+                a2, b2, r2, lo2, hi2 = stat(dn)
+                _, b3, r3, lo3, hi3 = stat(sp)
+                lines.append("| %d | %s | %.3f | %.3f | %.2fx (%.2f-%.2f) | %.3f | %.3f | %.1fx (%.1f-%.1f) | "
+                             "%.3f | %.1fx (%.1f-%.1f) | %s |"
+                             % (t, name, a, b, r, lo, hi, a2, b2, r2, lo2, hi2, b3, r3, lo3, hi3, note))
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -29,14 +29,16 @@ namespace wte {
 namespace HWY_NAMESPACE {
 
 // Scalar constants of one step, computed once in float exactly as ref::adamw_update does
-// (bias corrections 1 - std::pow(beta, step) in float).
+// (bias corrections 1 - std::pow(beta, step) in float). grad_scale is the clipping factor applied
+// to each gradient as it is loaded (1: none; x * 1.0f is exact, so the bits are those of no scale).
 struct AdamWConstants {
-  float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay, bias1, bias2;
-  explicit AdamWConstants(const AdamWParams& hp)
+  float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay, bias1, bias2,
+      grad_scale;
+  explicit AdamWConstants(const AdamWParams& hp, float scale = 1.0f)
       : lr(hp.lr), beta1(hp.beta1), beta2(hp.beta2), one_minus_beta1(1.0f - hp.beta1),
         one_minus_beta2(1.0f - hp.beta2), eps(hp.eps), weight_decay(hp.weight_decay),
         bias1(1.0f - std::pow(hp.beta1, static_cast<float>(hp.step))),
-        bias2(1.0f - std::pow(hp.beta2, static_cast<float>(hp.step))) {}
+        bias2(1.0f - std::pow(hp.beta2, static_cast<float>(hp.step))), grad_scale(scale) {}
 };
 
 // Updates params, m and v at elements [i, i + Lanes(d)) from grads at the same elements. Operation
@@ -47,7 +49,8 @@ HWY_INLINE void AdamWStep(D d, float* HWY_RESTRICT params, const float* HWY_REST
                           float* HWY_RESTRICT m, float* HWY_RESTRICT v, size_t i,
                           const AdamWConstants& k) {
   namespace hn = hwy::HWY_NAMESPACE;
-  const auto g = hn::LoadU(d, grads + i);
+  // g = grads[i] * grad_scale: the one float multiply clip_grad_norm's in-place scaling made
+  const auto g = hn::Mul(hn::LoadU(d, grads + i), hn::Set(d, k.grad_scale));
   // m = beta1*m + (1-beta1)*g
   const auto m_new = hn::Add(hn::Mul(hn::Set(d, k.beta1), hn::LoadU(d, m + i)),
                              hn::Mul(hn::Set(d, k.one_minus_beta1), g));

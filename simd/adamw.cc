@@ -22,6 +22,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
+#include <vector>
 
 #include "wte/kernels.h"
 
@@ -41,8 +43,8 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 void AdamWUpdate(float* HWY_RESTRICT params, const float* HWY_RESTRICT grads, float* HWY_RESTRICT m,
-                 float* HWY_RESTRICT v, size_t n, const AdamWParams& hp) {
-  const AdamWConstants k(hp);
+                 float* HWY_RESTRICT v, size_t n, const AdamWParams& hp, float grad_scale) {
+  const AdamWConstants k(hp, grad_scale);
 
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
@@ -54,6 +56,59 @@ void AdamWUpdate(float* HWY_RESTRICT params, const float* HWY_RESTRICT grads, fl
   for (size_t i = num_vectors * L; i < n; ++i) AdamWStep(d1, params, grads, m, v, i, k);
 }
 
+// Σ x[i]² of one block in the order of ref::sum_of_squares: 16 partial sums, partial j over the
+// offsets ≡ j (mod 16). A vector of L doubles (L = 1, 2, 4 or 8 by target) holds partials
+// [jL, jL + L), so 16 / L vectors cover them and every target adds the same numbers in the same
+// order: the bits do not depend on the target. Squares of floats are exact in double.
+double BlockSumOfSquares(const float* HWY_RESTRICT x, size_t len) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const size_t L = hn::Lanes(dd);
+  const size_t num_acc = 16 / L;  // L divides 16 on every x86 target
+  using VD = decltype(hn::Zero(dd));
+  VD acc[16];
+  for (size_t j = 0; j < num_acc; ++j) acc[j] = hn::Zero(dd);
+  const size_t whole = len / 16 * 16;
+  for (size_t i = 0; i < whole; i += 16) {
+    for (size_t j = 0; j < num_acc; ++j) {
+      const auto xd = hn::PromoteTo(dd, hn::LoadU(df, x + i + j * L));
+      acc[j] = hn::Add(acc[j], hn::Mul(xd, xd));
+    }
+  }
+  HWY_ALIGN double partial[16 + HWY_MAX_BYTES / sizeof(double)];
+  for (size_t j = 0; j < num_acc; ++j) hn::Store(acc[j], dd, partial + j * L);
+  double block = partial[0];
+  for (size_t j = 1; j < 16; ++j) block += partial[j];
+  for (size_t i = whole; i < len; ++i) {
+    const double xi = x[i];
+    block += xi * xi;
+  }
+  return block;
+}
+
+void SumOfSquaresPartials(const float* HWY_RESTRICT x, size_t n, double* HWY_RESTRICT partials) {
+  constexpr size_t kBlock = kSumOfSquaresBlock;
+  const size_t num_blocks = (n + kBlock - 1) / kBlock;
+  if (num_blocks == 1) {  // no OpenMP region for small tensors
+    partials[0] = BlockSumOfSquares(x, n);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (size_t b = 0; b < num_blocks; ++b)
+    partials[b] = BlockSumOfSquares(x + b * kBlock, std::min(kBlock, n - b * kBlock));
+}
+
+double SumOfSquares(const float* HWY_RESTRICT x, size_t n) {
+  constexpr size_t kBlock = kSumOfSquaresBlock;
+  const size_t num_blocks = (n + kBlock - 1) / kBlock;
+  if (num_blocks <= 1) return BlockSumOfSquares(x, n);
+  std::vector<double> block_sum(num_blocks);
+  SumOfSquaresPartials(x, n, block_sum.data());
+  double total = 0.0;  // block order: the same bits for any thread count
+  for (double s : block_sum) total += s;
+  return total;
+}
+
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace wte
@@ -63,10 +118,18 @@ HWY_AFTER_NAMESPACE();
 namespace wte {
 
 HWY_EXPORT(AdamWUpdate);
+HWY_EXPORT(SumOfSquares);
+HWY_EXPORT(SumOfSquaresPartials);
 
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
-                  const AdamWParams& hp) {
-  HWY_DYNAMIC_DISPATCH(AdamWUpdate)(params, grads, m, v, n, hp);
+                  const AdamWParams& hp, float grad_scale) {
+  HWY_DYNAMIC_DISPATCH(AdamWUpdate)(params, grads, m, v, n, hp, grad_scale);
+}
+
+double sum_of_squares(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(SumOfSquares)(x, n); }
+
+void sum_of_squares_partials(const float* x, size_t n, double* partials) {
+  HWY_DYNAMIC_DISPATCH(SumOfSquaresPartials)(x, n, partials);
 }
 
 }  // namespace wte

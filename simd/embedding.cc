@@ -177,12 +177,26 @@ size_t SortById(const int32_t* HWY_RESTRICT ids, size_t N, size_t V, ScatterWork
 // row holding most of the positions (Zipf's "the") is reduced by every thread at once.
 constexpr size_t kColumnBlock = 256;
 
+// Cold rows whose memory is prefetched ahead of the one being reduced: each is a random row of a
+// table larger than the cache (a DRAM miss for uniform ids) plus its upstream rows.
+constexpr size_t kScatterPrefetchRows = 2;
+
+// Prefetches the cache lines of C floats at p (a row of the table or of dhidden).
+HWY_INLINE void PrefetchFloats(const float* p, size_t C) {
+  if (C == 0) return;
+  for (size_t c = 0; c < C; c += 64 / sizeof(float)) hwy::Prefetch(p + c);
+  hwy::Prefetch(p + C - 1);
+}
+
 // Runs body(v, segment, count, c0, c1) once per (touched row, column range) so that every touched
 // row's columns [0, C) are covered exactly once: hot rows as column blocks, largest rows first
-// (dynamic, one task at a time), then the cold rows (dynamic, chunks of 8). Rows are disjoint
-// and each element's work is independent of the schedule, so no bit depends on the thread count.
-template <class Body>
-void ForEachRowTask(const ScatterWorkspace& ws, size_t num_touched, size_t C, const Body& body) {
+// (dynamic, one task at a time), then the cold rows (dynamic, chunks of 8), calling
+// prefetch(v, segment, count) for the cold row kScatterPrefetchRows ahead (a hint: it may belong to
+// another thread's chunk). Rows are disjoint and each element's work is independent of the
+// schedule, so no bit depends on the thread count.
+template <class Body, class Prefetch>
+void ForEachRowTask(const ScatterWorkspace& ws, size_t num_touched, size_t C, const Body& body,
+                    const Prefetch& prefetch) {
   const int32_t* HWY_RESTRICT order = ws.order.data();
   const int32_t* HWY_RESTRICT row_start = ws.row_start.data();
   const int32_t* HWY_RESTRICT touched = ws.touched.data();
@@ -203,6 +217,11 @@ void ForEachRowTask(const ScatterWorkspace& ws, size_t num_touched, size_t C, co
     }
 #pragma omp for schedule(dynamic, 8)
     for (size_t k = 0; k < num_touched; ++k) {
+      if (k + kScatterPrefetchRows < num_touched) {
+        const size_t ahead = static_cast<size_t>(touched[k + kScatterPrefetchRows]);
+        const size_t count = static_cast<size_t>(row_start[ahead + 1] - row_start[ahead]);
+        if (count < kScatterHotCount) prefetch(ahead, order + row_start[ahead], count);
+      }
       const size_t v = static_cast<size_t>(touched[k]);
       if (static_cast<size_t>(row_start[v + 1] - row_start[v]) >= kScatterHotCount) continue;
       run(v, 0, C);
@@ -221,6 +240,11 @@ void EmbeddingBackwardWte(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dh
                      return dhidden + static_cast<size_t>(segment[j]) * C;
                    };
                    AccumulateRange<true>(dwte + v * C, count, row, c0, c1);
+                 },
+                 [=](size_t v, const int32_t* segment, size_t count) {
+                   PrefetchFloats(dwte + v * C, C);
+                   for (size_t j = 0; j < count && j < 2; ++j)
+                     PrefetchFloats(dhidden + static_cast<size_t>(segment[j]) * C, C);
                  });
 }
 
@@ -336,8 +360,8 @@ void EmbeddingBackwardRows(float* HWY_RESTRICT grad_rows, int32_t* HWY_RESTRICT 
 
 void AdamWUpdateRows(float* HWY_RESTRICT params, float* HWY_RESTRICT m, float* HWY_RESTRICT v,
                      const float* HWY_RESTRICT grad_rows, const int32_t* HWY_RESTRICT touched,
-                     size_t num_touched, size_t C, const AdamWParams& hp) {
-  const AdamWConstants k(hp);
+                     size_t num_touched, size_t C, const AdamWParams& hp, float grad_scale) {
+  const AdamWConstants k(hp, grad_scale);
 #pragma omp parallel for schedule(static)
   for (size_t j = 0; j < num_touched; ++j) {
     const size_t r = static_cast<size_t>(touched[j]) * C;
@@ -364,6 +388,13 @@ void EmbeddingBackwardAdamWLazy(float* HWY_RESTRICT params, float* HWY_RESTRICT 
                    };
                    AccumulateRange<false>(g, count, row, c0, c1);
                    LazyAdamWRange(params + r * C, g, m + r * C, v + r * C, c0, c1, k);
+                 },
+                 [=](size_t r, const int32_t* segment, size_t count) {
+                   PrefetchFloats(params + r * C, C);
+                   PrefetchFloats(m + r * C, C);
+                   PrefetchFloats(v + r * C, C);
+                   for (size_t j = 0; j < count && j < 2; ++j)
+                     PrefetchFloats(dhidden + static_cast<size_t>(segment[j]) * C, C);
                  });
 }
 
@@ -484,8 +515,10 @@ void embedding_backward_rows(float* grad_rows, int32_t* touched, size_t* num_tou
 }
 
 void adamw_update_rows(float* params, float* m, float* v, const float* grad_rows,
-                       const int32_t* touched, size_t num_touched, size_t C, const AdamWParams& hp) {
-  HWY_DYNAMIC_DISPATCH(AdamWUpdateRows)(params, m, v, grad_rows, touched, num_touched, C, hp);
+                       const int32_t* touched, size_t num_touched, size_t C, const AdamWParams& hp,
+                       float grad_scale) {
+  HWY_DYNAMIC_DISPATCH(AdamWUpdateRows)(params, m, v, grad_rows, touched, num_touched, C, hp,
+                                        grad_scale);
 }
 
 void embedding_backward_adamw_lazy(float* params, float* m, float* v, const float* dhidden,

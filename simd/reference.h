@@ -129,20 +129,47 @@ void cross_entropy_tile_grad(F* tile, size_t R, size_t W, size_t ld, size_t v0,
   }
 }
 
-/// AdamW step, PyTorch's formula (see wte::adamw_update). step is 1-based.
+/// AdamW step, PyTorch's formula (see wte::adamw_update). step is 1-based. Each gradient is
+/// multiplied by grad_scale (the clipping factor) as it is read.
 template <typename F>
 void adamw_update(F* params, const F* grads, F* m, F* v, size_t n, F lr, F beta1, F beta2, F eps,
-                  F weight_decay, int64_t step) {
+                  F weight_decay, int64_t step, F grad_scale = F(1)) {
   const F bias1 = F(1) - std::pow(beta1, static_cast<F>(step));
   const F bias2 = F(1) - std::pow(beta2, static_cast<F>(step));
   for (size_t i = 0; i < n; ++i) {
-    const F g = grads[i];
+    const F g = grads[i] * grad_scale;
     m[i] = beta1 * m[i] + (F(1) - beta1) * g;
     v[i] = beta2 * v[i] + (F(1) - beta2) * g * g;
     const F m_hat = m[i] / bias1;
     const F v_hat = v[i] / bias2;
     params[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + weight_decay * params[i]);
   }
+}
+
+/// Σ x[i]² in double in the order wte::sum_of_squares fixes: blocks of 65536
+/// elements; in a block, 16 partial sums s[j] over the elements at offsets ≡ j (mod 16) of the
+/// block's whole groups of 16, each in increasing offset; the block's sum is
+/// (((s[0] + s[1]) + s[2]) + ... + s[15]) plus its last (length mod 16) elements in order; the
+/// blocks' sums are added in block order to 0.0. Each square double(x)·double(x) is exact.
+inline double sum_of_squares(const float* x, size_t n) {
+  constexpr size_t kBlock = size_t{1} << 16;
+  double total = 0.0;
+  for (size_t b0 = 0; b0 < n; b0 += kBlock) {
+    const size_t len = n - b0 < kBlock ? n - b0 : kBlock, whole = len / 16 * 16;
+    double s[16] = {};
+    for (size_t i = 0; i < whole; ++i) {
+      const double xi = x[b0 + i];
+      s[i % 16] += xi * xi;
+    }
+    double block = s[0];
+    for (size_t j = 1; j < 16; ++j) block += s[j];
+    for (size_t i = whole; i < len; ++i) {
+      const double xi = x[b0 + i];
+      block += xi * xi;
+    }
+    total += block;
+  }
+  return total;
 }
 
 // --- Transformer block kernels (contracts: include/wte/kernels.h) ---------------------------------

@@ -146,8 +146,9 @@ TEST(DataParallel, BlocksAreAlignedContiguousAndCoverTheGradient) {
 }
 
 // ZeRO-1 (train/grad_sync.h) without MPI: R simulated ranks, each with its own AdamW, clip with
-// the norm assembled from their blocks' squared-norm partials and update only their block; the
-// parameters, m and v must be bit for bit those of one process clipping and updating everything.
+// the norm assembled from their blocks' squared-norm partials and update only their block, with
+// the clip factor applied inside AdamW (as training does); the parameters, m and v must be bit for
+// bit those of one process clipping in place (clip_grad_norm) and updating everything.
 TEST(DataParallel, ZeroOneBlocksGiveTheReplicatedOptimizerBits) {
   for (bool tie : {true, false}) {
     wte::ModelConfig mc;
@@ -203,16 +204,15 @@ TEST(DataParallel, ZeroOneBlocksGiveTheReplicatedOptimizerBits) {
       const double norm_zero = std::sqrt(total);
       EXPECT_EQ(norm_zero, norm_one) << "tie " << tie << ", step " << step;
       ASSERT_GT(norm_zero, max_norm);
-      const float scale = static_cast<float>(max_norm / norm_zero);
-      for (size_t r = 0; r < R; ++r)
-        wte::scale_gradient(zero.grad_data() + dense_begin + displs[r], counts[r], scale);
-      if (rows.count > 0) wte::scale_gradient(rows.rows, rows.count * rows.C, scale);
+      // As training does: no rank scales its gradients; AdamW reads them times the clip factor.
+      const float scale = wte::clip_scale(norm_zero, max_norm);
+      ASSERT_LT(scale, 1.0f);
       // One shared parameter arena stands for the ranks' all-gathered copies: each rank updates
       // its block; the sparse rows (the same on every rank) are applied once, by rank 0.
       for (size_t r = 0; r < R; ++r) {
         const size_t begin = dense_begin + displs[r];
         opt[r]->update_part(zero, 1e-3f, hp, begin, begin + counts[r],
-                            r == 0 ? rows : wte::SparseRowGrad{});
+                            r == 0 ? rows : wte::SparseRowGrad{}, scale);
       }
       EXPECT_EQ(0, std::memcmp(one.param_data(), zero.param_data(), n * sizeof(float)))
           << "tie " << tie << ", step " << step;

@@ -26,7 +26,9 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["vocab"] == 1000 and j["d_model"] == 40 and j["tokens"] == 512, j
 ks = j["kernels"]
-assert {k["kernel"] for k in ks} == {"copy", "row-memcpy", "scatter", "lazy-adamw"}, ks
+assert {k["kernel"] for k in ks} == {"copy", "read", "row-read", "row-memcpy", "scatter",
+                                     "lazy-adamw"}, ks
+assert {k["strategy"] for k in ks if k["kernel"] == "copy"} == {"vector-nt", "memcpy"}, ks
 assert all(k["ms"] > 0 and k["gbs"] > 0 for k in ks)
 assert {k["cache"] for k in ks} == {"warm", "cold"}
 PY
@@ -73,6 +75,22 @@ import json, sys
 m = json.load(open(sys.argv[1]))["machine"]
 assert m["cpu_model"] and m["cpus"] >= 1 and len(m["load_average"]) == 3, m
 assert m["busy"] == (m["load_average"][0] >= 0.5 * m["cpus"]), m
+assert m["highway_target"] and m["onednn_isa"], m
+assert all(isinstance(m[k], int) and m[k] >= 0 for k in ("l1d_bytes", "l2_bytes", "l3_bytes")), m
+PY
+grep -qE '^machine: L1d .+; Highway [A-Z0-9_]+, oneDNN [a-z0-9_]+' "$dir/odd.txt" \
+  || fail "profile does not name the caches and the ISAs"
+
+# The gather: both store kinds (the automatic choice and the other), the lookup with wpe, and the
+# limits it is compared with.
+"$WTE_CLI" profile gather --quick --vocab-size 1000 --d-model 40 --n-tokens 512 --threads 1,2 \
+  --dist uniform --json "$dir/g.json" > "$dir/g.txt" 2>/dev/null || fail "profile gather"
+/usr/bin/python3 - "$dir/g.json" <<'PY' || fail "gather json"
+import json, sys
+ks = json.load(open(sys.argv[1]))["kernels"]
+g = sorted({k["strategy"] for k in ks if k["kernel"] == "gather"})
+assert g == ["auto=cached", "stream"], g   # 2 x 512 x 40 x 4 bytes: far below the cache
+assert {k["kernel"] for k in ks} >= {"gather", "lookup", "copy", "read", "row-read", "row-memcpy"}, ks
 PY
 
 "$WTE_CLI" profile step --quick --threads 1 > "$dir/step.txt" 2>/dev/null || fail "profile step"

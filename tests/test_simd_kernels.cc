@@ -642,6 +642,91 @@ TEST_P(SimdKernelTest, AdamWFirstStepByHand) {
   EXPECT_EQ(v, 1.0f - 0.999f) << target();
 }
 
+// The clipping factor inside AdamW: the same bits as the reference with that factor, and as
+// scaling the gradients in place first (what clip_grad_norm did before every update).
+TEST_P(SimdKernelTest, AdamWGradScaleEqualsScalingTheGradientsFirst) {
+  std::mt19937 rng(18);
+  std::vector<size_t> sizes = kSizes;
+  sizes.push_back(10007);
+  const float scale = 0.37123f;
+  for (size_t n : sizes) {
+    GuardedBuffer params(n), grads(n), m(n), v(n);
+    fill_general(params.data(), n, rng);
+    fill_general(grads.data(), n, rng, 0.1f);
+    fill_general(m.data(), n, rng, 0.01f);
+    for (size_t i = 0; i < n; ++i) v[i] = 1e-4f * (1.0f + static_cast<float>(i % 7));
+    std::vector<float> p2 = params.to_vector(), m2 = m.to_vector(), v2 = v.to_vector(),
+                       scaled = grads.to_vector(), p3 = p2, m3 = m2, v3 = v2;
+    for (float& g : scaled) g *= scale;
+    const std::vector<float> grads_before = grads.to_vector();
+    const AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3};
+    omp_set_num_threads(n % 2 == 0 ? 2 : 1);
+    adamw_update(params.data(), grads.data(), m.data(), v.data(), n, hp, scale);
+    adamw_update(p2.data(), scaled.data(), m2.data(), v2.data(), n, hp);
+    ref::adamw_update<float>(p3.data(), grads_before.data(), m3.data(), v3.data(), n, hp.lr,
+                             hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.step, scale);
+    using Named = std::tuple<const char*, const float*, const float*, const float*>;
+    for (auto [name, got, in_place, want] :
+         {Named{"param", params.data(), p2.data(), p3.data()},
+          Named{"m", m.data(), m2.data(), m3.data()}, Named{"v", v.data(), v2.data(), v3.data()}}) {
+      size_t i = first_bit_difference(got, in_place, n);
+      EXPECT_EQ(i, n) << target() << " n=" << n << " " << name << " vs scaled in place: "
+                      << describe_difference(got, in_place, i);
+      i = first_bit_difference(got, want, n);
+      EXPECT_EQ(i, n) << target() << " n=" << n << " " << name << " vs reference: "
+                      << describe_difference(got, want, i);
+    }
+    EXPECT_EQ(first_bit_difference(grads.data(), grads_before.data(), n), n)
+        << target() << " n=" << n << ": the gradients were modified";
+    EXPECT_TRUE(params.guards_intact() && grads.guards_intact() && m.guards_intact() &&
+                v.guards_intact())
+        << target() << " n=" << n;
+  }
+}
+
+// sum_of_squares: the reference's bits (same fixed order) on every target, for 1 and 2 threads, at
+// sizes around 16 (the partial sums) and 65536 (the blocks), from a misaligned start; NaN guards
+// prove nothing past n is read.
+TEST_P(SimdKernelTest, SumOfSquaresMatchesReferenceBitForBit) {
+  std::mt19937 rng(19);
+  std::vector<size_t> sizes = kSizes;
+  for (size_t n : {size_t{65535}, size_t{65536}, size_t{65537}, size_t{3 * 65536 + 17}})
+    sizes.push_back(n);
+  for (size_t n : sizes) {
+    GuardedBuffer x(n);
+    fill_general(x.data(), n, rng, 3.0f);
+    const double want = ref::sum_of_squares(x.data(), n);
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      const double got = sum_of_squares(x.data(), n);
+      EXPECT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want))
+          << target() << " n=" << n << " threads " << threads << ": " << got << " vs " << want;
+      // The block sums: each block's reference sum, and added in block order sum_of_squares.
+      const size_t blocks = (n + kSumOfSquaresBlock - 1) / kSumOfSquaresBlock;
+      std::vector<double> partials(blocks + 1, -1.0);  // the extra one must stay untouched
+      sum_of_squares_partials(x.data(), n, partials.data());
+      double total = 0.0;
+      for (size_t b = 0; b < blocks; ++b) {
+        const size_t begin = b * kSumOfSquaresBlock;
+        const double block = ref::sum_of_squares(x.data() + begin,
+                                                 std::min(kSumOfSquaresBlock, n - begin));
+        EXPECT_EQ(std::bit_cast<uint64_t>(partials[b]), std::bit_cast<uint64_t>(block))
+            << target() << " n=" << n << " block " << b << " threads " << threads;
+        total += partials[b];
+      }
+      EXPECT_EQ(partials[blocks], -1.0) << target() << " n=" << n;
+      EXPECT_EQ(std::bit_cast<uint64_t>(total), std::bit_cast<uint64_t>(want))
+          << target() << " n=" << n << " threads " << threads;
+    }
+  }
+  // By hand: 3² + 4² = 25, and 1000 ones (exact partial sums in any order) = 1000.
+  const float two[] = {3.0f, -4.0f};
+  EXPECT_EQ(sum_of_squares(two, 2), 25.0) << target();
+  const std::vector<float> ones(1000, 1.0f);
+  EXPECT_EQ(sum_of_squares(ones.data(), ones.size()), 1000.0) << target();
+  EXPECT_EQ(sum_of_squares(nullptr, 0), 0.0) << target();
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTargets, SimdKernelTest,
                          ::testing::ValuesIn(hwy::SupportedAndGeneratedTargets()),
                          test::TargetParamName);

@@ -1,6 +1,7 @@
 // Tests of the configuration, data pipeline, optimizer schedule, checkpoints and the `wte train`
 // command as a user runs it (through the built binary, WTE_CLI).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdio>
@@ -204,6 +205,64 @@ TEST(Optimizer, ClipGradNormScalesToMaxNorm) {
   EXPECT_FLOAT_EQ(model.grads().wte[1], 0.8f);
   EXPECT_NEAR(wte::clip_grad_norm(model, 0.0), 1.0, 1e-7);  // 0: measure only
   EXPECT_FLOAT_EQ(model.grads().wte[0], 0.6f);                // and nothing changes
+}
+
+// Training's clipping (grad_norm, then AdamW with clip_scale inside: no pass rescales the
+// gradients) gives the bits of clip_grad_norm (scaled in place) followed by a plain update, for a
+// tied and an untied model, clipping and not, at 1 and 2 threads.
+TEST(Optimizer, ClipFactorInsideAdamWEqualsClippingInPlace) {
+  for (bool tied : {true, false}) {
+    for (double max_norm : {1e-3, 1e6}) {
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        wte::ModelConfig mc;
+        mc.vocab_size = 300;
+        mc.d_model = 24;
+        mc.n_ctx = 8;
+        mc.tie_embeddings = tied;
+        wte::Model a(mc), b(mc);
+        a.init_weights(11);
+        b.init_weights(11);
+        wte::AdamW opt_a(a), opt_b(b);
+        wte::OptimConfig oc;
+        oc.weight_decay = 0.1f;
+        oc.grad_clip = static_cast<float>(max_norm);
+        const size_t B = 2, T = 8;
+        std::vector<int32_t> inputs(B * T), targets(B * T);
+        for (size_t i = 0; i < B * T; ++i) {
+          inputs[i] = static_cast<int32_t>((i * 37) % 50);
+          targets[i] = static_cast<int32_t>((i * 11) % 300);
+        }
+        for (int step = 0; step < 3; ++step) {
+          a.forward(inputs.data(), targets.data(), B, T);
+          a.backward();
+          const double norm_a = wte::clip_grad_norm(a, max_norm);
+          opt_a.update(a, 1e-2f, oc);
+          b.forward(inputs.data(), targets.data(), B, T);
+          b.backward();
+          const double norm_b = wte::grad_norm(b, b.wte_grad_rows());
+          EXPECT_EQ(norm_a, norm_b);
+          if (max_norm < 1) {
+            EXPECT_LT(wte::clip_scale(norm_b, max_norm), 1.0f);
+          }
+          opt_b.update(b, 1e-2f, oc, b.wte_grad_rows(), wte::clip_scale(norm_b, max_norm));
+        }
+        const size_t n = a.num_parameters();
+        EXPECT_EQ(0, std::memcmp(a.param_data(), b.param_data(), n * sizeof(float)))
+            << (tied ? "tied" : "untied") << " max_norm " << max_norm << " threads " << threads;
+        EXPECT_EQ(0, std::memcmp(opt_a.m(), opt_b.m(), n * sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(opt_a.v(), opt_b.v(), n * sizeof(float)));
+      }
+    }
+  }
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+TEST(Optimizer, ClipScaleIsOneUnlessTheNormExceedsTheMaximum) {
+  EXPECT_EQ(wte::clip_scale(0.5, 1.0), 1.0f);
+  EXPECT_EQ(wte::clip_scale(1.0, 1.0), 1.0f);
+  EXPECT_EQ(wte::clip_scale(5.0, 0.0), 1.0f);  // 0: clipping off
+  EXPECT_EQ(wte::clip_scale(5.0, 1.0), 0.2f);
 }
 
 // ---------------------------------------------------------------------------------------------

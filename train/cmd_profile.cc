@@ -100,14 +100,24 @@ std::string svg_chart(const std::vector<Row>& rows, const std::string& title) {
 // recorded in the JSON: on a shared machine the numbers are not the machine's own.
 nlohmann::json machine_json(const profile::MachineState& m) {
   return {{"cpu_model", m.cpu_model},
+          {"cpu_family", m.cpu_family},
           {"cpus", m.cpus},
+          {"l1d_bytes", m.l1d_bytes},
+          {"l2_bytes", m.l2_bytes},
+          {"l3_bytes", m.l3_bytes},
+          {"cache_source", m.cache_source},
+          {"highway_target", m.highway_target},
+          {"onednn_isa", m.onednn_isa},
+          {"transparent_hugepages", m.transparent_hugepages},
           {"load_average", {m.load_average[0], m.load_average[1], m.load_average[2]}},
           {"busy", m.busy()}};
 }
 
 void print_machine(const profile::MachineState& m) {
-  std::printf("machine: %s, %d CPUs; load average %.2f %.2f %.2f (1, 5, 15 min)\n",
-              m.cpu_model.c_str(), m.cpus, m.load_average[0], m.load_average[1], m.load_average[2]);
+  std::printf("machine: %s (%s), %d CPUs; load average %.2f %.2f %.2f (1, 5, 15 min)\n",
+              m.cpu_model.c_str(), m.cpu_family.c_str(), m.cpus, m.load_average[0],
+              m.load_average[1], m.load_average[2]);
+  std::printf("machine: %s\n", m.describe().c_str());
   if (m.busy()) {
     char msg[256];
     std::snprintf(msg, sizeof msg,
@@ -226,14 +236,19 @@ int cmd_profile(int argc, char** argv) {
                  "       mpirun -np 2 wte profile comm [--config FILE] (see wte profile comm --help)\n"
                  "       wte profile loss [--vocab-size V --d-model C --n-tokens N --loss-chunk R]\n"
                  "         (fused vs unfused loss, see wte profile loss --help)\n\n"
-                 "Times the embedding gather (wte[ids] + wpe), every scatter strategy of its\n"
-                 "backward, the untied backward fused with lazy AdamW, and (step) one whole\n"
-                 "training step split into its parts, beside this machine's memory limits measured\n"
-                 "in the same run: streaming copy bandwidth and a memcpy of the same random rows.\n"
+                 "Times the embedding gather (wte[ids]; with + wpe, the lookup), every scatter\n"
+                 "strategy of its backward, the untied backward fused with lazy AdamW, and (step)\n"
+                 "one whole training step split into its parts, beside this machine's memory limits\n"
+                 "measured in the same run: streaming copy (vector loads and non-temporal stores;\n"
+                 "and libc's memcpy), streaming read, a read and a memcpy of the same random rows.\n"
+                 "Names the CPU, its cache sizes, the ISAs Highway and oneDNN chose, and the load\n"
+                 "average, and warns when the machine is busy.\n"
                  "Each kernel is reported warm and with caches flushed (64 MiB written first), as\n"
                  "median time, GB/s of the bytes it must move, and fractions of those limits.\n\n"
               << desc
-              << "\nBytes each kernel must move (f32): gather 2*N*C*4 (rows read + hidden written);\n"
+              << "\nBytes each kernel must move (f32): gather and lookup 2*N*C*4 (rows read + out\n"
+                 "written; the lookup also adds wpe, which stays in cache); copy 2*bytes; read and\n"
+                 "row-read the bytes read (row-read: N*C*4, the gather's rows without the writes);\n"
                  "scatter (N + 2U)*C*4 + 4N (dhidden read, U touched rows read and written, ids);\n"
                  "lazy-adamw (N + 6U)*C*4 + 4N (dhidden; param, m, v of U rows read and written).\n"
                  "\nstep: one training step of --config (forward, backward, clip, AdamW) on ids of the\n"
@@ -347,15 +362,28 @@ int cmd_profile(int argc, char** argv) {
             rows.push_back({threads, label, kernel, strategy, cache, s, bytes, copy_gbs, rows_gbs, note});
           };
           progress("profile: %d thread(s), %s, %s: limits...", threads, label.c_str(), cache);
-          const double copy_s = median_seconds([&] { copy.run(); }, repeat, flush);
+          // The machine's limits: streaming copy (vector loads, non-temporal stores; and libc's
+          // memcpy), streaming read, and the read of the same random rows (prefetched).
+          volatile float sink = 0;
+          const auto [copy_s, memcpy_s] = profile::paired_median_seconds(
+              [&] { copy.run(); }, [&] { copy.run_memcpy(); }, repeat, flush);
+          const double read_s = median_seconds([&] { sink = copy.run_read(); }, repeat, flush);
           const double copy_gbs = copy.bytes_moved() / copy_s / 1e9;
           const double gather_bytes = 2.0 * N * C * 4;
-          // The gather and its bound (a memcpy of the same rows) are timed interleaved, so their
-          // ratio sees the same machine state.
+          const double row_read_s = median_seconds(
+              [&] { sink = profile::read_rows(table.get(), ids.data(), N, C); }, repeat, flush);
+          // The gather and its bounds (a memcpy of the same rows; the same rows read) are timed
+          // interleaved, so their ratio sees the same machine state.
           const auto copy_rows = [&] {
             profile::copy_rows(out_rows.get(), table.get(), ids.data(), N, C);
           };
-          const auto gather = [&] {
+          const bool streams = gather_streams(N, C);
+          const auto gather = [&] { embedding_gather(hidden.get(), ids.data(), table.get(), N, C); };
+          const auto gather_other = [&] {
+            embedding_gather(hidden.get(), ids.data(), table.get(), N, C,
+                             streams ? GatherStores::kCached : GatherStores::kStreaming);
+          };
+          const auto lookup = [&] {
             embedding_forward(hidden.get(), ids.data(), table.get(), wpe.get(), B, T, C);
           };
           const bool with_gather = what == "gather" || what == "all";
@@ -365,9 +393,20 @@ int cmd_profile(int argc, char** argv) {
               with_gather ? profile::paired_median_seconds(copy_rows, gather, repeat, flush)
                           : std::pair<double, double>{median_seconds(copy_rows, repeat, flush), 0.0};
           const double rows_gbs = gather_bytes / rows_s / 1e9;
-          add("copy", "stream", copy_s, copy.bytes_moved(), copy_gbs, rows_gbs);
+          add("copy", "vector-nt", copy_s, copy.bytes_moved(), copy_gbs, rows_gbs);
+          add("copy", "memcpy", memcpy_s, copy.bytes_moved(), copy_gbs, rows_gbs);
+          add("read", "vector", read_s, static_cast<double>(copy.bytes), copy_gbs, rows_gbs);
+          add("row-read", "prefetch", row_read_s, gather_bytes / 2, copy_gbs, rows_gbs,
+              "rows read only");
           add("row-memcpy", "memcpy", rows_s, gather_bytes, copy_gbs, rows_gbs);
-          if (with_gather) add("gather", "prefetch", gather_s, gather_bytes, copy_gbs, rows_gbs);
+          if (with_gather) {
+            add("gather", std::string("auto=") + (streams ? "stream" : "cached"), gather_s,
+                gather_bytes, copy_gbs, rows_gbs);
+            add("gather", streams ? "cached" : "stream",
+                median_seconds(gather_other, repeat, flush), gather_bytes, copy_gbs, rows_gbs);
+            add("lookup", "gather+wpe", median_seconds(lookup, repeat, flush), gather_bytes,
+                copy_gbs, rows_gbs, "embedding_forward");
+          }
           if (what == "scatter" || what == "all") {
             const double scatter_bytes = (static_cast<double>(N) + 2.0 * U) * C * 4 + 4.0 * N;
             for (size_t si = 0; si < strategies.size(); ++si) {
@@ -444,9 +483,11 @@ int cmd_profile(int argc, char** argv) {
   if (!rows.empty()) {
     const profile::MachineState now = profile::read_machine_state();
     std::printf("\nV %zu, C %zu, N %zu; median of %zu; GB/s of the bytes each kernel must move "
-                "(wte profile --help); copy = streaming copy, rows = random-row memcpy, same run; "
-                "%s, load average %.2f before, %.2f after%s\n",
-                V, C, N, repeat, machine_before.cpu_model.c_str(), machine_before.load_average[0],
+                "(wte profile --help); %%copy = of the streaming copy (vector loads, non-temporal "
+                "stores), %%rows = of a memcpy of the same random rows, same run; %s (%s); %s; "
+                "load average %.2f before, %.2f after%s\n",
+                V, C, N, repeat, machine_before.cpu_model.c_str(), machine_before.cpu_family.c_str(),
+                machine_before.describe().c_str(), machine_before.load_average[0],
                 now.load_average[0], machine_before.busy() || now.busy() ? " (BUSY machine)" : "");
     std::printf("%3s %-12s %-5s %-11s %-18s %9s %8s %7s %7s  %s\n", "thr", "dist", "cache", "kernel",
                 "strategy", "ms", "GB/s", "%copy", "%rows", "note");

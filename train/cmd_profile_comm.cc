@@ -173,8 +173,9 @@ int cmd_profile_comm(int argc, char** argv) {
       model.backward();
       const double a = since(t0);
       t0 = Clock::now();
-      clip_grad_norm(model, cfg.optim.grad_clip);
-      optimizer.update(model, 1e-5f, cfg.optim);
+      const double norm = grad_norm(model, model.wte_grad_rows());  // as train_step
+      optimizer.update(model, 1e-5f, cfg.optim, model.wte_grad_rows(),
+                       clip_scale(norm, cfg.optim.grad_clip));
       const double b = since(t0);
       if (i > 0) fb.push_back(a), opt.push_back(b);  // the first builds oneDNN's primitives
     }

@@ -112,7 +112,7 @@ void GradientSync::reduce_scatter_dense(float* g, size_t n, const std::vector<si
   bytes_sent_ += (n - mine) * sizeof(float);
 }
 
-double GradientSync::clip(Model& model, double max_norm) {
+double GradientSync::grad_norm(Model& model) {
   const size_t R = static_cast<size_t>(comm_.size()), me = static_cast<size_t>(comm_.rank());
   float* block = model.grad_data() + dense_begin_ + displs_[me];
   auto t0 = Clock::now();
@@ -136,21 +136,17 @@ double GradientSync::clip(Model& model, double max_norm) {
     squared_norm_partials(sparse.rows, sparse.count * sparse.C, sp.data());
     total += sum_in_order(sp);
   }
-  const double norm = std::sqrt(total);
-  if (max_norm > 0.0 && norm > max_norm) {
-    const float scale = static_cast<float>(max_norm / norm);
-    scale_gradient(block, counts_[me], scale);
-    if (sparse.count > 0) scale_gradient(sparse.rows, sparse.count * sparse.C, scale);
-  }
   t_.optimizer += since(t0);
-  return norm;
+  return std::sqrt(total);
 }
 
-void GradientSync::update(Model& model, AdamW& optimizer, float lr, const OptimConfig& hp) {
+void GradientSync::update(Model& model, AdamW& optimizer, float lr, const OptimConfig& hp,
+                          float grad_scale) {
   const size_t me = static_cast<size_t>(comm_.rank());
   const size_t begin = dense_begin_ + displs_[me];
   const auto t0 = Clock::now();
-  optimizer.update_part(model, lr, hp, begin, begin + counts_[me], wte_rows(model));
+  optimizer.update_part(model, lr, hp, begin, begin + counts_[me], wte_rows(model),
+                        grad_scale);
   t_.optimizer += since(t0);
   all_gather_params(model);
 }

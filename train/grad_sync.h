@@ -7,13 +7,14 @@
 //      copied): rank k then holds block k of the whole batch's gradient. The untied wte's
 //      row-sparse gradient: MPI_Allgatherv of the ranks' (ids, rows), merged in rank order on every
 //      rank (merge_sparse_rows); no rank ever holds a (V, C) gradient for it.
-//   2. clip: each rank's squared-norm partial sums of its block (blocks of kNormBlock floats:
+//   2. grad_norm: each rank's squared-norm partial sums of its block (blocks of kNormBlock floats:
 //      split_blocks aligns every rank's block to them) are gathered to every rank and added in
 //      block order, plus the merged sparse rows' sum: the global norm, bit for bit what
-//      clip_grad_norm computes on the whole reduced gradient in one process; each rank scales its
-//      block (and the sparse rows).
+//      wte::grad_norm computes on the whole reduced gradient in one process.
 //   3. update: AdamW on the rank's block only (AdamW::update_part; the sparse rows on every rank,
-//      lazily, as one process would), then MPI_Allgatherv of the updated parameter blocks.
+//      lazily, as one process would), reading every gradient times the clipping factor
+//      (clip_scale of the norm: no pass rescales the gradients), then MPI_Allgatherv of the
+//      updated parameter blocks.
 // The bytes are those of an allreduce of the gradient (a reduce-scatter, then an all-gather, of
 // parameters instead of gradients), 2·(R-1)/R of the arena per rank; clip and AdamW cost 1/R of a
 // replicated step. Every number on every rank is bit for bit what the replicated scheme (all
@@ -54,21 +55,22 @@ class GradientSync {
   /// `local_rows`: this rank's row-sparse wte gradient when it is not the model's own (gradient
   /// accumulation's merged rows, src/model/grad_accum.h); nullptr: model.wte_grad_rows().
   float reduce_scatter(Model& model, float local_loss, const SparseRowGrad* local_rows = nullptr);
-  /// Step 2: the whole batch's gradient norm (before clipping; the same on every rank); if
-  /// max_norm > 0 and the norm exceeds it, scales this rank's block and the sparse rows by
-  /// max_norm / norm, as clip_grad_norm does.
-  double clip(Model& model, double max_norm);
-  /// Step 3: optimizer.update_part on this rank's block and the sparse rows, then every rank's
-  /// updated parameters to every rank (all_gather_params).
-  void update(Model& model, AdamW& optimizer, float lr, const OptimConfig& hp);
+  /// Step 2: the whole batch's gradient norm (before clipping; the same on every rank, and bit for
+  /// bit wte::grad_norm of the whole reduced gradient in one process). Reads this rank's block
+  /// and the sparse rows; writes no gradient.
+  double grad_norm(Model& model);
+  /// Step 3: optimizer.update_part on this rank's block and the sparse rows with every gradient
+  /// read as g * grad_scale (the clipping factor, wte::clip_scale of grad_norm()), then every
+  /// rank's updated parameters to every rank (all_gather_params).
+  void update(Model& model, AdamW& optimizer, float lr, const OptimConfig& hp,
+              float grad_scale = 1.0f);
   /// The parameter all-gather of update() alone (`wte profile comm` times it).
   void all_gather_params(Model& model);
   /// Completes AdamW's m and v on every rank (each rank's block to all): call on every rank before
   /// rank 0 writes a checkpoint. Nothing for one rank.
   void gather_optimizer_state(AdamW& optimizer);
 
-  /// The whole batch's row-sparse wte gradient of the last reduce_scatter() (untied models),
-  /// writable (clipping scales it).
+  /// The whole batch's row-sparse wte gradient of the last reduce_scatter() (untied models).
   SparseRowGrad wte_rows(Model& model);
 
   /// A reduce-scatter + all-gather of n floats of g in place, as training does (`wte profile

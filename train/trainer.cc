@@ -556,12 +556,12 @@ StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, GradAc
   }
   // The step's row-sparse wte gradient (untied): the model's own, or the micro-batches' merged.
   const SparseRowGrad wte_rows = accum.wte_rows(model);
-  if (parallel) {
-    r.loss = sync.reduce_scatter(model, r.loss, &wte_rows);
-    r.grad_norm = sync.clip(model, cfg.optim.grad_clip);
-  } else {
-    r.grad_norm = clip_grad_norm(model, cfg.optim.grad_clip, wte_rows);
-  }
+  if (parallel) r.loss = sync.reduce_scatter(model, r.loss, &wte_rows);
+  // Global-norm clipping without a pass of its own: the norm is one vectorized read of the
+  // gradients (wte::sum_of_squares; with several ranks, each rank's block, combined in block
+  // order), and AdamW applies the clipping factor as it reads each gradient (bit-identical to
+  // scaling them in place first, as clip_grad_norm does).
+  r.grad_norm = parallel ? sync.grad_norm(model) : grad_norm(model, wte_rows);
   r.lr = learning_rate(step, cfg.train.steps, cfg.optim);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     char msg[320];
@@ -572,10 +572,11 @@ StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, GradAc
                   step + 1, static_cast<double>(r.loss), r.grad_norm, static_cast<double>(r.lr));
     throw Error(msg);
   }
+  const float scale = clip_scale(r.grad_norm, cfg.optim.grad_clip);
   if (parallel)
-    sync.update(model, optimizer, r.lr, cfg.optim);
+    sync.update(model, optimizer, r.lr, cfg.optim, scale);
   else
-    optimizer.update(model, r.lr, cfg.optim, wte_rows);
+    optimizer.update(model, r.lr, cfg.optim, wte_rows, scale);
   return r;
 }
 

@@ -27,9 +27,33 @@ void embedding_forward(float* hidden_states, const int32_t* ids, const float* wt
 // Embedding gather, the lookup without positions (torch.nn.functional.embedding's forward):
 //   out[n,:] = wte[ids[n],:]   for n in [0, N)
 // out (N,C) written; ids (N), each in [0, V) (not re-checked, as embedding_forward); wte (V,C).
-// out may not overlap wte. Exact copies (bit patterns kept, -0.0 and NaN included). Parallel over
-// rows with OpenMP, prefetching table rows ahead. (simd/gather.cc)
-void embedding_gather(float* out, const int32_t* ids, const float* wte, size_t N, size_t C);
+// out may not overlap wte. Exact copies (bit patterns kept, -0.0 and NaN included) on every target
+// and for any thread count. Parallel over rows with OpenMP (static split), prefetching table rows
+// ahead. `stores`: kCached writes out with ordinary stores (it stays in the cache for the next
+// layer); kStreaming with non-temporal stores (no read of the destination lines, the cache keeps
+// other data; out is in memory afterwards); kAuto streams when gather_streams(N, C). (simd/gather.cc)
+enum class GatherStores { kAuto, kCached, kStreaming };
+void embedding_gather(float* out, const int32_t* ids, const float* wte, size_t N, size_t C,
+                      GatherStores stores = GatherStores::kAuto);
+/// True if embedding_gather's kAuto streams: the output (N·C·4 bytes) exceeds a quarter of
+/// last_level_cache_bytes().
+bool gather_streams(size_t N, size_t C);
+/// The last-level cache's size in bytes: sysconf(_SC_LEVEL3_CACHE_SIZE) capped at 32 MiB (glibc
+/// may report a whole package's L3, not what one core complex shares); 32 MiB if unknown.
+size_t last_level_cache_bytes();
+
+// Memory probes of `wte profile`: the machine's limits measured with the same vector loads and
+// stores as the kernels, not libc's memcpy. (simd/gather.cc)
+//   stream_copy  dst[0, n) = src[0, n) exactly, non-temporal stores, parallel over 1 MiB chunks;
+//                dst and src may not overlap.
+//   stream_read  Σ src[0, n): every float loaded once; the sum's order depends on the target and
+//                the thread count (a probe: exact only when every partial sum is).
+//   gather_read  Σ over n < N of the elements of wte[ids[n], :], rows prefetched as in
+//                embedding_gather: the random-row read at the bandwidth the hardware allows.
+//                ids in [0, V) (not checked); same order caveat as stream_read.
+void stream_copy(float* dst, const float* src, size_t n);
+float stream_read(const float* src, size_t n);
+float gather_read(const int32_t* ids, const float* wte, size_t N, size_t C);
 
 // ------------------------------------------------------------------------------------------------
 // Lookup backward of the token table: a sparse-row scatter-add.
@@ -103,8 +127,10 @@ void embedding_backward_rows(float* grad_rows, int32_t* touched, size_t* num_tou
 // not shrink them that step (semantics of PyTorch's SparseAdam, plus AdamW's decoupled decay on
 // touched rows only). Bias correction uses the global step hp.step, not a per-row count.
 // params, m, v (V,C); grad_rows (num_touched, C); touched distinct ids in [0, V). Parallel over rows.
+// Each gradient is multiplied by grad_scale as it is read (the clipping factor, as adamw_update).
 void adamw_update_rows(float* params, float* m, float* v, const float* grad_rows,
-                       const int32_t* touched, size_t num_touched, size_t C, const AdamWParams& hp);
+                       const int32_t* touched, size_t num_touched, size_t C, const AdamWParams& hp,
+                       float grad_scale = 1.0f);
 
 // The two above fused: each touched row's gradient is summed into a per-thread C-float scratch and
 // the row is updated at once, so the gradient is never stored. Same bits as embedding_backward_rows
@@ -170,6 +196,9 @@ void cross_entropy_tile_grad(float* tile, size_t R, size_t W, size_t ld, size_t 
 //   m_hat = m / (1 - beta1^step);  v_hat = v / (1 - beta2^step)
 //   param -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * param)
 // step counts from 1. params, grads, m, v: (n). Parallel over elements.
+// grad_scale: every g is read as grads[i] * grad_scale (one float multiply), the factor of global-norm
+// clipping, so clipping needs no pass that rescales the gradients in memory; with the default 1 the
+// bits are those of no scaling (x * 1.0f is exact). grads is not modified.
 // Bit-identical to ref::adamw_update<float> on every target (same operations in the same order).
 struct AdamWParams {
   float lr;
@@ -180,7 +209,22 @@ struct AdamWParams {
   int64_t step;  // 1-based
 };
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
-                  const AdamWParams& hp);
+                  const AdamWParams& hp, float grad_scale = 1.0f);
+
+// Σ_i x[i]² over x (n), in double (each square exact): the squared L2 norm gradient clipping needs.
+// The summation order is fixed (ref::sum_of_squares states it: blocks of 65536 floats, 16 partial
+// sums per block, blocks added in order), so the result is bit-identical on every Highway target
+// and for any thread count. Parallel over blocks with OpenMP when n > 65536. Relative error below
+// n·2^-52 (a sum of non-negative doubles).
+double sum_of_squares(const float* x, size_t n);
+// Floats per block of sum_of_squares' fixed order.
+constexpr size_t kSumOfSquaresBlock = size_t{1} << 16;
+// The block sums of sum_of_squares: partials[b] = Σ x[i]² over [b·65536, min(n, (b+1)·65536)),
+// each in sum_of_squares' order within the block, ceil(n / 65536) values (nothing for n = 0).
+// Added in block order from 0.0 they are sum_of_squares(x, n), bit for bit, so blocks computed on
+// different ranks (each starting at a multiple of 65536) combine to one process's result.
+// Parallel over blocks with OpenMP; bit-identical for any thread count and target.
+void sum_of_squares_partials(const float* x, size_t n, double* partials);
 
 // ================================================================================================
 // Transformer block kernels (GPT-2's block: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))).

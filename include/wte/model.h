@@ -255,7 +255,9 @@ class Model {
   MatmulPrecision gemm_precision_ = MatmulPrecision::f32;
 };
 
-/// Allocates n floats, 64-byte aligned, zeroed.
+/// Allocates n floats, 64-byte aligned, zeroed. Buffers of 16 MiB or more are 2 MiB aligned and
+/// advised as transparent huge pages (madvise(MADV_HUGEPAGE)): fewer TLB misses for random rows.
+/// Throws wte::Error if memory runs out.
 Model::Buffer allocate_floats(size_t n);
 
 }  // namespace wte

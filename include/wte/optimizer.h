@@ -24,15 +24,20 @@ class AdamW {
   /// One update with learning rate `lr`; increments step() first (bias correction uses 1, 2, ...).
   void update(Model& model, float lr, const OptimConfig& hp);
   /// The same with an untied wte's row-sparse gradient given explicitly (data-parallel training:
-  /// the ranks' merged rows) instead of model.wte_grad_rows().
-  void update(Model& model, float lr, const OptimConfig& hp, const SparseRowGrad& wte_rows);
+  /// the ranks' merged rows) instead of model.wte_grad_rows(), and every gradient read as
+  /// g * grad_scale: the clipping factor (clip_scale) applied inside the update, so clipping makes
+  /// no pass of its own over the gradients. Gradients are not modified. With the scale that
+  /// clip_grad_norm would apply, the result is bit-identical to clip_grad_norm followed by update
+  /// (the same float multiply; x * 1.0f is exact).
+  void update(Model& model, float lr, const OptimConfig& hp, const SparseRowGrad& wte_rows,
+              float grad_scale = 1.0f);
   /// One update of part of the model (ZeRO-1 data-parallel training: each rank updates its block
   /// of the arena): the dense tensors' elements in arena floats [begin, end) and the row-sparse
-  /// wte_rows (an untied wte; count 0: none). Increments step() first. Element for element the
-  /// same operations as update(), so the ranks' parts together give update()'s bits.
-  /// Throws wte::Error if begin > end or end > size().
+  /// wte_rows (an untied wte; count 0: none), every gradient read as g * grad_scale. Increments
+  /// step() first. Element for element the same operations as update(), so the ranks' parts
+  /// together give update()'s bits. Throws wte::Error if begin > end or end > size().
   void update_part(Model& model, float lr, const OptimConfig& hp, size_t begin, size_t end,
-                   const SparseRowGrad& wte_rows);
+                   const SparseRowGrad& wte_rows, float grad_scale = 1.0f);
   int64_t step() const { return step_; }
   void set_step(int64_t s) { step_ = s; }
   float* m() { return m_.get(); }
@@ -47,21 +52,32 @@ class AdamW {
   int64_t step_ = 0;
 };
 
-/// L2 norm of the whole gradient (the arena, with a row-sparse tensor's rows in place of its slot), summed in double in fixed blocks (bit-identical for any
-/// thread count). If max_norm > 0 and the norm exceeds it, scales every gradient by max_norm / norm.
-/// Returns the norm before clipping.
+/// L2 norm of the whole gradient (the arena, with a row-sparse tensor's rows in place of its
+/// slot): sqrt of wte::sum_of_squares over the dense part plus that of the rows, in double, in a
+/// fixed order (bit-identical on every target and for any thread count). Reads each gradient once;
+/// writes nothing.
+double grad_norm(const Model& model, const SparseRowGrad& wte_rows);
+/// The factor global-norm clipping multiplies every gradient by (Pascanu et al. 2013; PyTorch's
+/// clip_grad_norm_ without its 1e-6): float(max_norm / norm) if max_norm > 0 and norm > max_norm,
+/// else exactly 1. Pass it to AdamW::update.
+float clip_scale(double norm, double max_norm);
+/// grad_norm, then (if clip_scale < 1) every gradient scaled in place by clip_scale: a second pass.
+/// Training uses grad_norm + AdamW::update(..., clip_scale) instead; this stays for callers that
+/// need the clipped gradients themselves. Returns the norm before clipping.
 double clip_grad_norm(Model& model, double max_norm);
 /// The same with an untied wte's row-sparse gradient given explicitly (scaled in place).
 double clip_grad_norm(Model& model, double max_norm, const SparseRowGrad& wte_rows);
 
-/// Floats per partial sum of the gradient's squared norm in clip_grad_norm: sums of g² in double
-/// over consecutive blocks of this many floats (from the start of the dense gradient), each summed
-/// in element order, then the block sums added in block order.
+/// Floats per partial sum of the gradient's squared norm (grad_norm, clip_grad_norm, and the
+/// ranks' blocks in ZeRO-1 training): sums of g² in double over consecutive blocks of this many
+/// floats (from the start of the dense gradient), each in wte::sum_of_squares's fixed order, then
+/// the block sums added in block order. Equal to wte::kSumOfSquaresBlock.
 constexpr size_t kNormBlock = 65536;
 
 /// partials[b] = Σ g[i]² over block b = [b·kNormBlock, min(n, (b+1)·kNormBlock)) of g[0, n), in
-/// double, in element order: ceil(n / kNormBlock) values, clip_grad_norm's partial sums (OpenMP
-/// over blocks; bit-identical for any thread count).
+/// double, in wte::sum_of_squares's order within the block (wte::sum_of_squares_partials):
+/// ceil(n / kNormBlock) values; added in block order they give sum_of_squares(g, n) bit for bit
+/// (OpenMP over blocks; bit-identical for any thread count and Highway target).
 void squared_norm_partials(const float* g, size_t n, double* partials);
 
 /// g[0, n) *= scale (clipping's scaling, OpenMP).

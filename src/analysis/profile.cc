@@ -12,7 +12,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 
+#include "hwy/targets.h"
 #include "wte/data.h"
+#include "wte/kernels.h"
 #include "wte/error.h"
 #include "wte/kernels.h"
 
@@ -139,17 +141,25 @@ std::pair<double, double> paired_median_seconds(const std::function<void()>& a,
   return {median(ta), median(tb)};
 }
 
-CopyProbe::CopyProbe(size_t b) : bytes(b), src(b, 1), dst(b, 0) {}
+CopyProbe::CopyProbe(size_t b)
+    : bytes(b / sizeof(float) * sizeof(float)), src(allocate_floats(b / sizeof(float))),
+      dst(allocate_floats(b / sizeof(float))) {
+  std::fill(src.get(), src.get() + bytes / sizeof(float), 1.0f);
+}
 
-void CopyProbe::run() {
-  char* d = dst.data();
-  const char* s = src.data();
+void CopyProbe::run() { stream_copy(dst.get(), src.get(), bytes / sizeof(float)); }
+
+void CopyProbe::run_memcpy() {
+  char* d = reinterpret_cast<char*>(dst.get());
+  const char* s = reinterpret_cast<const char*>(src.get());
   const size_t chunk = 1u << 20;
   const size_t chunks = (bytes + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static)
   for (size_t k = 0; k < chunks; ++k)
     std::memcpy(d + k * chunk, s + k * chunk, std::min(chunk, bytes - k * chunk));
 }
+
+float CopyProbe::run_read() { return stream_read(src.get(), bytes / sizeof(float)); }
 
 struct GemmProbe::Impl {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -209,25 +219,109 @@ double gemm_peak_gflops(size_t M, size_t K, size_t N, size_t repeat) {
   return probe.gflop() / median_seconds([&] { probe.run(); }, repeat, false);
 }
 
+float read_rows(const float* table, const int32_t* ids, size_t N, size_t C) {
+  return gather_read(ids, table, N, C);
+}
+
 void copy_rows(float* dst, const float* table, const int32_t* ids, size_t N, size_t C) {
 #pragma omp parallel for schedule(static)
   for (size_t n = 0; n < N; ++n)
     std::memcpy(dst + n * C, table + static_cast<size_t>(ids[n]) * C, C * sizeof(float));
 }
 
+namespace {
+
+// "48K" / "1024K" / "32M" (sysfs cache sizes) in bytes; 0 if it does not parse.
+size_t parse_cache_size(const std::string& text) {
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str()) return 0;
+  const char unit = *end;
+  return static_cast<size_t>(v) * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
+}
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+const char* onednn_isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::all: return "all";
+  }
+  return "unknown";
+}
+
+std::string kib(size_t bytes) {
+  if (bytes == 0) return "?";
+  if (bytes >= (size_t{4} << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes >> 10) + " KiB";
+}
+
+}  // namespace
+
+std::string MachineState::describe() const {
+  return "L1d " + kib(l1d_bytes) + ", L2 " + kib(l2_bytes) + ", L3 " + kib(l3_bytes) + " (" +
+         cache_source + "); Highway " + highway_target + ", oneDNN " + onednn_isa +
+         "; transparent huge pages " +
+         (transparent_hugepages.empty() ? "?" : transparent_hugepages);
+}
+
 MachineState read_machine_state() {
   MachineState m;
   m.cpu_model = "unknown";
   std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
+  std::string line, family, model;
+  auto value = [](const std::string& l) {
+    const size_t colon = l.find(':');
+    const size_t start = colon == std::string::npos ? std::string::npos : l.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : l.substr(start);
+  };
   while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
-    const size_t colon = line.find(':');
-    if (colon != std::string::npos) m.cpu_model = line.substr(line.find_first_not_of(" \t", colon + 1));
-    break;
+    if (line.empty()) break;  // the first processor's block only
+    if (line.rfind("model name", 0) == 0) m.cpu_model = value(line);
+    else if (line.rfind("cpu family", 0) == 0) family = value(line);
+    else if (line.rfind("model", 0) == 0 && line.rfind("model name", 0) != 0) model = value(line);
   }
+  if (!family.empty()) m.cpu_family = "family " + family + " model " + model;
   m.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   if (getloadavg(m.load_average, 3) != 3) m.load_average[0] = m.load_average[1] = m.load_average[2] = 0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    const std::string level = read_first_line(dir + "level"), type = read_first_line(dir + "type");
+    if (level.empty()) continue;
+    const size_t size = parse_cache_size(read_first_line(dir + "size"));
+    if (level == "1" && type == "Data") m.l1d_bytes = size;
+    if (level == "2") m.l2_bytes = size;
+    if (level == "3") m.l3_bytes = size;
+  }
+  const auto from_sysconf = [](int name) {
+    const long v = sysconf(name);
+    return v > 0 ? static_cast<size_t>(v) : size_t{0};
+  };
+  m.cache_source = m.l1d_bytes != 0 || m.l2_bytes != 0 || m.l3_bytes != 0 ? "sysfs" : "sysconf";
+  if (m.l1d_bytes == 0) m.l1d_bytes = from_sysconf(_SC_LEVEL1_DCACHE_SIZE);
+  if (m.l2_bytes == 0) m.l2_bytes = from_sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (m.l3_bytes == 0) m.l3_bytes = from_sysconf(_SC_LEVEL3_CACHE_SIZE);
+  m.highway_target = hwy::TargetName(simd_dispatch_target());
+  m.onednn_isa = onednn_isa_name(dnnl::get_effective_cpu_isa());
+  // "always [madvise] never": the bracketed word is the mode in force.
+  const std::string thp = read_first_line("/sys/kernel/mm/transparent_hugepage/enabled");
+  const size_t open = thp.find('['), close = thp.find(']');
+  if (open != std::string::npos && close != std::string::npos && close > open)
+    m.transparent_hugepages = thp.substr(open + 1, close - open - 1);
   return m;
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "wte/model.h"
+
 namespace wte::profile {
 
 /// A token id distribution, parsed from `uniform`, `zipf:S` (S > 0), `same`, `sequential` or
@@ -51,14 +53,20 @@ std::pair<double, double> paired_median_seconds(const std::function<void()>& a,
 /// Writes 64 MiB (more than the 32 MiB L3), evicting earlier data from every cache level.
 void flush_caches();
 
-/// Streaming copy of `bytes` bytes (src and dst each that large, parallel over the OpenMP threads in
-/// contiguous chunks). Returns the buffers' owner so a caller can time copy_run repeatedly.
+/// The machine's streaming limits on `bytes`-byte arrays (src and dst each that large, allocated
+/// like a table: allocate_floats), parallel over the OpenMP threads in contiguous chunks:
+///   run()         dst = src with wte::stream_copy: vector loads, non-temporal stores (no read of
+///                 the destination lines): the copy bandwidth the hardware allows
+///   run_memcpy()  the same with libc's memcpy per 1 MiB chunk (what most code gets)
+///   run_read()    wte::stream_read of src: the read bandwidth
 struct CopyProbe {
   explicit CopyProbe(size_t bytes);
-  void run();                 // dst = src
-  size_t bytes_moved() const { return 2 * bytes; }  // read + written
+  void run();
+  void run_memcpy();
+  float run_read();
+  size_t bytes_moved() const { return 2 * bytes; }  // copy: read + written
   size_t bytes;
-  std::vector<char> src, dst;
+  Model::Buffer src, dst;
 };
 
 /// The machine's GEMM peak (f32, or bf16 inputs) as oneDNN reaches it: one row-major (M,K)·(K,N) oneDNN matmul
@@ -84,6 +92,10 @@ class GemmProbe {
 /// GFLOP/s of GemmProbe(M, K, N): median of `repeat` runs after a warm-up.
 double gemm_peak_gflops(size_t M, size_t K, size_t N, size_t repeat);
 
+/// The random-row read: wte::gather_read of the rows ids[0, N) (the same rows the gather copies, read
+/// at the bandwidth the hardware allows, nothing written). Returns the sum (keep it).
+float read_rows(const float* table, const int32_t* ids, size_t N, size_t C);
+
 /// memcpy of the rows ids[0, N) of a (V, C) float table into an (N, C) buffer: the gather's bound
 /// (no arithmetic, same rows, same order, same parallel split as wte::embedding_forward).
 void copy_rows(float* dst, const float* table, const int32_t* ids, size_t N, size_t C);
@@ -92,7 +104,18 @@ void copy_rows(float* dst, const float* table, const int32_t* ids, size_t N, siz
 /// the machine's own. Read from /proc/cpuinfo ("model name"), sysconf and getloadavg(3).
 struct MachineState {
   std::string cpu_model;          // e.g. "AMD EPYC 9B45"; "unknown" if /proc/cpuinfo has none
+  std::string cpu_family;         // "family 26 model 2" from /proc/cpuinfo ("" if absent)
   int cpus = 0;                   // online logical CPUs
+  // Cache sizes in bytes from /sys/devices/system/cpu/cpu0/cache (sysconf if absent; 0: unknown):
+  // L1 data and L2 of one core, L3 as seen by cpu0 (shared by the cores of its complex).
+  size_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
+  std::string cache_source;       // "sysfs" or "sysconf" (which may report a whole package's L3)
+  std::string highway_target;     // the target Highway's dynamic dispatch chose, e.g. "AVX3"
+  std::string onednn_isa;         // oneDNN's dnnl::get_effective_cpu_isa(), e.g. "avx512_core_bf16"
+  std::string transparent_hugepages;  // the selected mode of /sys/kernel/mm/transparent_hugepage
+  /// One line: caches and ISAs, e.g. "L1d 48 KiB, L2 1024 KiB, L3 32 MiB; Highway AVX3, oneDNN
+  /// avx512_core_bf16; THP madvise".
+  std::string describe() const;
   double load_average[3] = {0, 0, 0};  // 1, 5 and 15 minutes (runnable + waiting processes)
   /// Busy: the 1-minute load average is at least half a process per CPU, i.e. other work holds
   /// about half a core or more on average.

@@ -17,12 +17,13 @@ void AdamW::update(Model& model, float lr, const OptimConfig& hp) {
   update(model, lr, hp, model.wte_grad_rows());
 }
 
-void AdamW::update(Model& model, float lr, const OptimConfig& hp, const SparseRowGrad& g) {
-  update_part(model, lr, hp, 0, n_, g);
+void AdamW::update(Model& model, float lr, const OptimConfig& hp, const SparseRowGrad& g,
+                   float grad_scale) {
+  update_part(model, lr, hp, 0, n_, g, grad_scale);
 }
 
 void AdamW::update_part(Model& model, float lr, const OptimConfig& hp, size_t begin, size_t end,
-                        const SparseRowGrad& g) {
+                        const SparseRowGrad& g, float grad_scale) {
   if (begin > end || end > n_)
     throw Error("AdamW::update_part: floats [" + std::to_string(begin) + ", " +
                 std::to_string(end) + ") are not a range of the " + std::to_string(n_) +
@@ -33,39 +34,21 @@ void AdamW::update_part(Model& model, float lr, const OptimConfig& hp, size_t be
                         step_};
     if (t.sparse_grad) {  // untied wte: lazy AdamW on the rows the step touched
       adamw_update_rows(model.param_data() + t.offset, m_.get() + t.offset, v_.get() + t.offset,
-                        g.rows, g.ids, g.count, g.C, p);
+                        g.rows, g.ids, g.count, g.C, p, grad_scale);
       continue;
     }
     // The tensor's elements inside [begin, end) (all of them for update()).
     const size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.size);
     if (lo >= hi) continue;
     adamw_update(model.param_data() + lo, model.grad_data() + lo, m_.get() + lo, v_.get() + lo,
-                 hi - lo, p);
+                 hi - lo, p, grad_scale);
   }
 }
 
-namespace {
-
-// Sum of squares of g[0, n) in double: squared_norm_partials' block sums added in block order.
-double sum_of_squares(const float* g, size_t n) {
-  std::vector<double> partial((n + kNormBlock - 1) / kNormBlock, 0.0);
-  squared_norm_partials(g, n, partial.data());
-  double total = 0.0;
-  for (double s : partial) total += s;
-  return total;
-}
-
-}  // namespace
+static_assert(kNormBlock == kSumOfSquaresBlock, "the norm's blocks are sum_of_squares' blocks");
 
 void squared_norm_partials(const float* g, size_t n, double* partial) {
-  const size_t blocks = (n + kNormBlock - 1) / kNormBlock;
-#pragma omp parallel for schedule(static)
-  for (size_t b = 0; b < blocks; ++b) {
-    double s = 0.0;
-    const size_t end = std::min(n, (b + 1) * kNormBlock);
-    for (size_t i = b * kNormBlock; i < end; ++i) s += static_cast<double>(g[i]) * g[i];
-    partial[b] = s;
-  }
+  sum_of_squares_partials(g, n, partial);
 }
 
 void scale_gradient(float* g, size_t n, float scale) {
@@ -73,11 +56,7 @@ void scale_gradient(float* g, size_t n, float scale) {
   for (size_t i = 0; i < n; ++i) g[i] *= scale;
 }
 
-double clip_grad_norm(Model& model, double max_norm) {
-  return clip_grad_norm(model, max_norm, model.wte_grad_rows());
-}
-
-double clip_grad_norm(Model& model, double max_norm, const SparseRowGrad& sparse) {
+double grad_norm(const Model& model, const SparseRowGrad& sparse) {
   // The gradient is the arena, minus a row-sparse tensor's (unused) slot, plus its rows. Only an
   // untied wte is sparse, and it is tensor 0: the dense part is then [wte's end, n).
   const size_t n = model.num_parameters();
@@ -85,9 +64,24 @@ double clip_grad_norm(Model& model, double max_norm, const SparseRowGrad& sparse
   const size_t dense_begin = first.sparse_grad ? first.offset + first.size : 0;
   double total = sum_of_squares(model.grad_data() + dense_begin, n - dense_begin);
   if (sparse.count > 0) total += sum_of_squares(sparse.rows, sparse.count * sparse.C);
-  const double norm = std::sqrt(total);
-  if (max_norm > 0.0 && norm > max_norm) {
-    const float scale = static_cast<float>(max_norm / norm);
+  return std::sqrt(total);
+}
+
+float clip_scale(double norm, double max_norm) {
+  return max_norm > 0.0 && norm > max_norm ? static_cast<float>(max_norm / norm) : 1.0f;
+}
+
+double clip_grad_norm(Model& model, double max_norm) {
+  return clip_grad_norm(model, max_norm, model.wte_grad_rows());
+}
+
+double clip_grad_norm(Model& model, double max_norm, const SparseRowGrad& sparse) {
+  const double norm = grad_norm(model, sparse);
+  const float scale = clip_scale(norm, max_norm);
+  if (scale != 1.0f) {
+    const size_t n = model.num_parameters();
+    const TensorSpec& first = model.tensors().front();
+    const size_t dense_begin = first.sparse_grad ? first.offset + first.size : 0;
     scale_gradient(model.grad_data() + dense_begin, n - dense_begin, scale);
     if (sparse.count > 0) scale_gradient(sparse.rows, sparse.count * sparse.C, scale);
   }
