@@ -382,10 +382,9 @@ py::tuple load_checkpoint_raw(const std::string& path) {
   std::unique_ptr<wte::Model> model;
   {
     py::gil_scoped_release release;
-    info = wte::read_checkpoint_info(path);
-    const wte::Config config = wte::parse_config(info.config_ini, path);
-    model = std::make_unique<wte::Model>(config.model);
-    wte::load_checkpoint(path, *model, nullptr);
+    wte::CheckpointModel ck = wte::load_checkpoint_model(path);
+    info = std::move(ck.info);
+    model = std::move(ck.model);
   }
   py::dict tensors;
   for (const wte::TensorSpec& t : model->tensors()) {

@@ -299,6 +299,14 @@ TEST(Checkpoint, RoundTripsParametersOptimizerTokenizerAndConfig) {
   EXPECT_EQ(0, std::memcmp(loaded_opt.m(), opt.m(), opt.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(loaded_opt.v(), opt.v(), opt.size() * sizeof(float)));
   EXPECT_EQ(loaded_opt.step(), 7);
+
+  // The model alone, built from the stored config, in the same single pass over the file.
+  const wte::CheckpointModel ck = wte::load_checkpoint_model(path);
+  EXPECT_EQ(ck.info.step, 42);
+  EXPECT_EQ(ck.config.to_ini(), cfg.to_ini());
+  ASSERT_EQ(ck.model->num_parameters(), model.num_parameters());
+  EXPECT_EQ(0, std::memcmp(ck.model->param_data(), model.param_data(),
+                           model.num_parameters() * sizeof(float)));
 }
 
 TEST(Checkpoint, NonFiniteParametersAreRejectedWithTheirIndex) {
@@ -340,6 +348,8 @@ TEST(Checkpoint, BadFilesFailLoudlyAndLeaveTheModelUntouched) {
     EXPECT_NE(msg.find(path), std::string::npos) << name << ": " << msg;
     EXPECT_EQ(0, std::memcmp(before.data(), other.param_data(), before.size() * sizeof(float)))
         << name;
+    const std::string model_msg = error_of([&] { wte::load_checkpoint_model(path); });
+    EXPECT_NE(model_msg.find(path), std::string::npos) << name << ": " << model_msg;
   }
   // A model of another shape: the error names the tensor and both shapes.
   Config wide = cfg;

@@ -64,8 +64,9 @@ WteSeries read_wte_series(const std::vector<std::string>& paths) {
   WteSeries ws;
   std::string encoder_json;
   for (const std::string& path : paths) {
-    const CheckpointInfo info = read_checkpoint_info(path);
-    const Config cfg = parse_config(info.config_ini, path + " /config/ini");
+    const CheckpointModel ck = load_checkpoint_model(path);
+    const CheckpointInfo& info = ck.info;
+    const Config& cfg = ck.config;
     if (ws.snaps.empty()) {
       ws.tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe, path + " /tokenizer");
       encoder_json = info.encoder_json;
@@ -77,12 +78,10 @@ WteSeries read_wte_series(const std::vector<std::string>& paths) {
                   ws.snaps[0].path + " has (" + std::to_string(ws.V) + ", " +
                   std::to_string(ws.C) + "); a series must come from one run");
     }
-    Model model(cfg.model);
-    load_checkpoint(path, model, nullptr);
     WteSnapshot s;
     s.path = path;
     s.step = info.step;
-    s.wte.assign(model.params().wte, model.params().wte + ws.V * ws.C);
+    s.wte.assign(ck.model->params().wte, ck.model->params().wte + ws.V * ws.C);
     ws.snaps.push_back(std::move(s));
   }
   std::stable_sort(ws.snaps.begin(), ws.snaps.end(),
@@ -226,12 +225,9 @@ int cmd_geometry(int argc, char** argv) {
                    ? vm["context-data"].as<std::string>()
                    : (fs::path(ctx.checkpoint).parent_path() / "val.bin").string();
     if (fs::is_regular_file(ctx.data)) {
-      const CheckpointInfo info = read_checkpoint_info(ctx.checkpoint);
-      const Config cfg = parse_config(info.config_ini, ctx.checkpoint + " /config/ini");
-      Model model(cfg.model);
-      load_checkpoint(ctx.checkpoint, model, nullptr);
-      sample = sample_hidden_states(model, read_token_file(ctx.data), context_rows,
-                                    cfg.model.n_ctx, ctx.data);
+      const CheckpointModel ck = load_checkpoint_model(ctx.checkpoint);
+      sample = sample_hidden_states(*ck.model, read_token_file(ctx.data), context_rows,
+                                    ck.config.model.n_ctx, ctx.data);
       ctx.sample = &sample;
       ctx.layers = context_geometry(sample, ctx.min_position, ctx.min_count);
       const std::string text = "\n" + context_report(ctx);

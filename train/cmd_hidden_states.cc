@@ -206,8 +206,10 @@ int cmd_hidden_states(int argc, char** argv) {
     check_output_file("--out", out);
     check_output_not_input("--out", out, {{"--checkpoint", path}});
   }
-  const CheckpointInfo info = read_checkpoint_info(path);
-  const Config cfg = parse_config(info.config_ini, path + " /config/ini");
+  const CheckpointModel ck = load_checkpoint_model(path);
+  const CheckpointInfo& info = ck.info;
+  const Config& cfg = ck.config;
+  const Model& model = *ck.model;
   const Tokenizer tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe, path + " /tokenizer");
   const size_t C = cfg.model.d_model;
   const size_t dims = dims_arg == 0 ? C : std::min(C, dims_arg);
@@ -235,8 +237,6 @@ int cmd_hidden_states(int argc, char** argv) {
                     "--text \"" + t + "\" (encoded with the checkpoint's tokenizer)");
     texts.push_back(std::move(e));
   }
-  Model model(cfg.model);
-  load_checkpoint(path, model, nullptr);
   Decoder dec(model);
   const size_t n_layer = dec.n_layer(), L = hidden_state_layers(n_layer);
   const auto t_forward = std::chrono::steady_clock::now();

@@ -112,8 +112,9 @@ int cmd_sample(int argc, char** argv) {
   const size_t n_samples = whole_number_option(vm, "samples", 1, 1000);
 
   const std::string path = resolve_checkpoint(vm["checkpoint"].as<std::string>());
-  const CheckpointInfo info = read_checkpoint_info(path);
-  const Config cfg = parse_config(info.config_ini, path + " /config/ini");
+  const CheckpointModel ck = load_checkpoint_model(path);
+  const CheckpointInfo& info = ck.info;
+  const Config& cfg = ck.config;
   const Tokenizer tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe, path + " /tokenizer");
   const std::string prompt = vm["prompt"].as<std::string>();
   const std::vector<int32_t> ids = tok.encode(prompt);
@@ -125,9 +126,7 @@ int cmd_sample(int argc, char** argv) {
                 std::to_string(cfg.model.n_ctx) + " positions; shorten it");
   check_token_ids(ids.data(), ids.size(), cfg.model.vocab_size,
                   "--prompt (encoded with the checkpoint's tokenizer)");
-  Model model(cfg.model);
-  load_checkpoint(path, model, nullptr);
-  Decoder dec(model);
+  Decoder dec(*ck.model);
   std::fprintf(stderr, "wte sample: %s (step %lld): vocab_size %zu, d_model %zu, n_layer %zu, n_ctx %zu; "
                "prompt %zu tokens; temperature %g, top-k %zu, seed %llu\n",
                path.c_str(), static_cast<long long>(info.step), cfg.model.vocab_size,

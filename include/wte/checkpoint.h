@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -87,11 +88,26 @@ struct CheckpointInfo {
 /// result. Every HDF5 handle is closed on return and on every error path.
 CheckpointInfo read_checkpoint_info(const std::string& path);
 
-/// Validates the file (read_checkpoint_info), then copies the stored parameters (and the optimizer
-/// state, if `optimizer` is not null and the file has it) into `model`, whose config must match the
-/// file's shapes (else wte::Error naming the tensor and both shapes). Everything is read into
-/// temporaries first: on error nothing changes. Returns the info.
+/// Validates the file as read_checkpoint_info does and copies the stored parameters (and the
+/// optimizer state, if `optimizer` is not null and the file has it) into `model`, whose tensors
+/// must be the file's by name and shape (else wte::Error naming the first that differs). One pass
+/// over the file: the validating read is the load. Everything is read into temporaries first: on
+/// error nothing changes. Returns the info.
 CheckpointInfo load_checkpoint(const std::string& path, Model& model, AdamW* optimizer);
+
+/// A checkpoint's model: its info, its stored config and a Model of that config holding the
+/// stored parameters.
+struct CheckpointModel {
+  CheckpointInfo info;
+  Config config;
+  std::unique_ptr<Model> model;
+};
+
+/// Reads, validates (as read_checkpoint_info) and loads a checkpoint's model in one pass over the
+/// file, for commands that take the model's shapes from the checkpoint (sample, hidden-states,
+/// geometry, export, the Python module). Not the optimizer state. Throws wte::Error as
+/// read_checkpoint_info.
+CheckpointModel load_checkpoint_model(const std::string& path);
 
 /// Path of the trainer's checkpoint for `step` in `dir`: DIR/checkpoint_XXXXXXXX.h5 (8 digits).
 std::string checkpoint_path(const std::string& dir, uint64_t step);

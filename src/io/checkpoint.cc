@@ -267,7 +267,13 @@ void check_datasets_explained(hid_t root, const std::vector<TensorSpec>& tensors
   }
 }
 
-CheckpointInfo read_checkpoint_info(const std::string& path) {
+namespace {
+
+// read_checkpoint_info's validation, reading every parameter (and, if present, optimizer moment)
+// once: into `params` (and `m`, `v`) when not null, each resized to the arena's floats and every
+// tensor at its TensorSpec offset; else into a scratch buffer, only to check it.
+CheckpointInfo read_checkpoint(const std::string& path, std::vector<float>* params,
+                               std::vector<float>* m, std::vector<float>* v) {
   const std::string what = ckpt_what(path);
   hdf5::Id file = hdf5::open_readonly(path, what);
   hdf5::Id root_id = hdf5::open_group(file.get(), "/", what);
@@ -334,19 +340,26 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   // file whose datasets are cut off.
   Model probe_shapes_only(cfg.model);  // cheap next to the read; gives the canonical layout
   info.tensors = probe_shapes_only.tensors();
+  const size_t n_floats = probe_shapes_only.num_parameters();
   std::vector<float> scratch;
-  for (const TensorSpec& t : info.tensors) {
+  // Where tensor t goes: its offset in `out` (sized to the arena), or the start of `scratch`.
+  auto destination = [&](std::vector<float>* out, const TensorSpec& t) {
+    if (out != nullptr) return out->data() + t.offset;
     scratch.resize(t.size);
-    read_tensor(root, t.name, t.shape, scratch.data(), path);
-  }
+    return scratch.data();
+  };
+  if (params != nullptr) params->assign(n_floats, 0.0f);
+  for (const TensorSpec& t : info.tensors)
+    read_tensor(root, t.name, t.shape, destination(params, t), path);
   info.has_optimizer = hdf5::exists(root, "optimizer", what);
   if (info.has_optimizer) {
     hdf5::Id opt = hdf5::open_group(root, "optimizer", what);
     info.optimizer_step = read_int_attr(opt.get(), "/optimizer", "step", path);
+    if (m != nullptr) m->assign(n_floats, 0.0f);
+    if (v != nullptr) v->assign(n_floats, 0.0f);
     for (const TensorSpec& t : info.tensors) {
-      scratch.resize(t.size);
-      read_tensor(opt.get(), "m/" + t.name, t.shape, scratch.data(), path);
-      read_tensor(opt.get(), "v/" + t.name, t.shape, scratch.data(), path, /*nonnegative=*/true);
+      read_tensor(opt.get(), "m/" + t.name, t.shape, destination(m, t), path);
+      read_tensor(opt.get(), "v/" + t.name, t.shape, destination(v, t), path, /*nonnegative=*/true);
     }
   }
   const bool has_schedule = hdf5::exists(root, "schedule", what),
@@ -401,36 +414,53 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   return info;
 }
 
+// Copies tensor by tensor from `from` (laid out as `stored`) into `to` (laid out as `model`):
+// the model must have the stored tensors, by name and shape, in any layout. Throws wte::Error
+// naming the first difference, before anything is copied.
+void copy_tensors(const std::vector<TensorSpec>& stored, const float* from, const Model& model,
+                  float* to, const std::string& path) {
+  const std::vector<TensorSpec>& want = model.tensors();
+  if (want.size() != stored.size())
+    throw Error("checkpoint '" + path + "' holds " + std::to_string(stored.size()) +
+                " tensors but the model has " + std::to_string(want.size()));
+  for (size_t i = 0; i < want.size(); ++i)
+    if (want[i].name != stored[i].name || want[i].shape != stored[i].shape)
+      throw Error("checkpoint '" + path + "': tensor " + std::to_string(i) + " is '" +
+                  stored[i].name + "' " + hdf5::shape_str(stored[i].shape) +
+                  " but the model's is '" + want[i].name + "' " + hdf5::shape_str(want[i].shape));
+  for (size_t i = 0; i < want.size(); ++i)
+    std::copy(from + stored[i].offset, from + stored[i].offset + stored[i].size, to + want[i].offset);
+}
+
+}  // namespace
+
+CheckpointInfo read_checkpoint_info(const std::string& path) {
+  return read_checkpoint(path, nullptr, nullptr, nullptr);
+}
+
 CheckpointInfo load_checkpoint(const std::string& path, Model& model, AdamW* optimizer) {
-  CheckpointInfo info = read_checkpoint_info(path);
-  const std::string what = ckpt_what(path);
-  if (model.tensors().size() != info.tensors.size())
-    throw Error("checkpoint '" + path + "' holds " + std::to_string(info.tensors.size()) +
-                " tensors but the model has " + std::to_string(model.tensors().size()));
-  hdf5::Id file = hdf5::open_readonly(path, what);
-  hdf5::Id root = hdf5::open_group(file.get(), "/", what);
-  const size_t n = model.num_parameters();
-  std::vector<float> params(n), m, v;
-  for (const TensorSpec& t : model.tensors())
-    read_tensor(root.get(), t.name, t.shape, params.data() + t.offset, path);
-  const bool with_opt = optimizer != nullptr && info.has_optimizer;
-  if (with_opt) {
-    m.resize(n);
-    v.resize(n);
-    hdf5::Id opt = hdf5::open_group(root.get(), "optimizer", what);
-    for (const TensorSpec& t : model.tensors()) {
-      read_tensor(opt.get(), "m/" + t.name, t.shape, m.data() + t.offset, path);
-      read_tensor(opt.get(), "v/" + t.name, t.shape, v.data() + t.offset, path, true);
-    }
-  }
-  // All reads succeeded: commit.
-  std::copy(params.begin(), params.end(), model.param_data());
-  if (with_opt) {
-    std::copy(m.begin(), m.end(), optimizer->m());
-    std::copy(v.begin(), v.end(), optimizer->v());
+  std::vector<float> params, m, v;
+  const bool want_opt = optimizer != nullptr;
+  CheckpointInfo info =
+      read_checkpoint(path, &params, want_opt ? &m : nullptr, want_opt ? &v : nullptr);
+  // Every check before the first copy: on error the model and optimizer are unchanged.
+  copy_tensors(info.tensors, params.data(), model, model.param_data(), path);  // checks, then copies
+  if (want_opt && info.has_optimizer) {
+    copy_tensors(info.tensors, m.data(), model, optimizer->m(), path);
+    copy_tensors(info.tensors, v.data(), model, optimizer->v(), path);
     optimizer->set_step(info.optimizer_step);
   }
   return info;
+}
+
+CheckpointModel load_checkpoint_model(const std::string& path) {
+  std::vector<float> params;
+  CheckpointModel out;
+  out.info = read_checkpoint(path, &params, nullptr, nullptr);
+  out.config = parse_config(out.info.config_ini, "the config stored in '" + path + "'");
+  out.model = std::make_unique<Model>(out.config.model);
+  copy_tensors(out.info.tensors, params.data(), *out.model, out.model->param_data(), path);
+  return out;
 }
 
 std::string checkpoint_path(const std::string& dir, uint64_t step) {

@@ -164,8 +164,10 @@ HfImportSummary import_hf_gpt2(const HfImportSource& source, const std::string& 
 
 ExportSummary export_hf_gpt2(const std::string& checkpoint, ExportFormat format,
                              const std::string& out_dir) {
-  const CheckpointInfo info = read_checkpoint_info(checkpoint);
-  const Config cfg = parse_config(info.config_ini, "the config stored in '" + checkpoint + "'");
+  const CheckpointModel ck = load_checkpoint_model(checkpoint);
+  const CheckpointInfo& info = ck.info;
+  const Config& cfg = ck.config;
+  const Model& model = *ck.model;
   const Tokenizer tokenizer = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe,
                                                       "the tokenizer stored in '" + checkpoint + "'");
   std::string config_json;
@@ -174,8 +176,6 @@ ExportSummary export_hf_gpt2(const std::string& checkpoint, ExportFormat format,
   } catch (const Error& e) {
     throw Error("checkpoint '" + checkpoint + "': " + e.what());
   }
-  Model model(cfg.model);
-  load_checkpoint(checkpoint, model, /*optimizer=*/nullptr);
 
   std::error_code ec;
   fs::create_directories(out_dir, ec);
