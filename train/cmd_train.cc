@@ -9,7 +9,9 @@
 #include <iostream>
 #include <sstream>
 #include <optional>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "wte/checkpoint.h"
@@ -91,6 +93,11 @@ int cmd_train(int argc, char** argv) {
     }
     std::fprintf(stderr, "wte train: error on rank %d of %d: %s\n", comm.rank(), comm.size(),
                  e.what());
+    // Most start-up errors (a config every rank reads, train.batch_size < ranks) reach every rank.
+    // Rank 0 has then already unwound (removing a run directory it created, train/run_guard.h)
+    // when it aborts; another rank that aborted first would kill it mid-way and leave the
+    // directory behind. So the other ranks give rank 0 a moment to end the job itself.
+    if (comm.rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
     comm.abort(dynamic_cast<const UsageError*>(&e) != nullptr ? 2 : 1);  // 2: bad usage
   }
   if (comm.size() > 1 && rc != 0) comm.abort(rc);
