@@ -1,8 +1,13 @@
 # Sanitizer and fuzzing builds of wte, each in a build directory of its own.
 #   -DWTE_SANITIZE=ON  (g++): every target built with -fsanitize=address,undefined; the whole test
-#                      suite runs in it (scripts/quickstart.sh test, build directory build-asan).
+#                      suite runs in it (scripts/quickstart.sh test, build directory build-asan,
+#                      configured there with -O1 to keep CI's build short).
 #   -DWTE_FUZZ=ON      (clang 14, -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14):
 #                      libFuzzer targets in fuzz/ with ASan+UBSan (scripts/fuzz.sh, build-fuzz).
+#                      Highway's kernels are compiled for the static target only
+#                      (HWY_COMPILE_ONLY_STATIC), a shorter build: the targets fuzz parsers and
+#                      loaders, and the kernels on every SIMD target run under ASan+UBSan in the
+#                      WTE_SANITIZE build's tests.
 # OpenMP under clang: clang's -fopenmp would load LLVM's libomp beside oneDNN's GNU libgomp (two
 # OpenMP runtimes in one process, PLATFORM.md). The fuzz build therefore compiles without
 # -fopenmp (wte's own `#pragma omp` loops run on one thread, which is all a parser fuzzer needs)
@@ -24,6 +29,7 @@ if(WTE_FUZZ)
     message(FATAL_ERROR "WTE_FUZZ needs clang (libFuzzer): -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14")
   endif()
   add_compile_options(-fsanitize=fuzzer-no-link -Wno-unknown-pragmas -gline-tables-only)
+  add_compile_definitions(HWY_COMPILE_ONLY_STATIC=1)
   execute_process(COMMAND g++ -print-file-name=libgomp.so OUTPUT_VARIABLE WTE_LIBGOMP
                   OUTPUT_STRIP_TRAILING_WHITESPACE)
   add_library(OpenMP::OpenMP_CXX INTERFACE IMPORTED)

@@ -8,17 +8,28 @@
 # final stats (runs, cov, ft). Extra arguments after SECONDS go to libFuzzer (e.g. -jobs=2).
 # A unit slower than FUZZ_TIMEOUT seconds (default 30, wall clock: generous for shared machines)
 # counts as a hang.
+# scripts/fuzz.sh --build-only: configure build-fuzz and build every target, run none (so that
+# several targets can then run at once with FUZZ_NO_BUILD=1, as scripts/quickstart.sh test does).
+# The build is -O1 (libFuzzer's recommended level: quick to compile, fast enough to fuzz) and
+# compiles Highway's kernels for the static target only (HWY_COMPILE_ONLY_STATIC, see
+# cmake/sanitize.cmake): the targets are parsers and loaders, and the kernels on every SIMD target
+# run under ASan+UBSan in build-asan's test suite.
 set -euo pipefail
-if [ $# -lt 2 ]; then
+build_only=0
+[ "${1:-}" = --build-only ] && build_only=1
+if [ "$build_only" = 0 ] && [ $# -lt 2 ]; then
   echo "usage: $0 config|checkpoint|token_file|tokenizer|safetensors SECONDS [libFuzzer options]" >&2
+  echo "       $0 --build-only" >&2
   exit 2
 fi
-target="${1#fuzz_}"
-seconds="$2"
-shift 2
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-if [ ! -f "fuzz/fuzz_${target}.cc" ]; then
+if [ "$build_only" = 0 ]; then
+  target="${1#fuzz_}"
+  seconds="$2"
+  shift 2
+fi
+if [ "$build_only" = 0 ] && [ ! -f "fuzz/fuzz_${target}.cc" ]; then
   echo "$0: no target '$target'; allowed: $(ls fuzz/fuzz_*.cc | sed 's#fuzz/fuzz_##; s#\.cc##' | tr '\n' ' ')" >&2
   exit 2
 fi
@@ -29,7 +40,15 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   fi
   cmake -S . -B "$build" -DWTE_FUZZ=ON -DCMAKE_BUILD_TYPE=Release \
+    "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELEASE=-O1 -DNDEBUG" \
     -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 "${launcher[@]}" >/dev/null
+fi
+if [ "$build_only" = 1 ]; then
+  # Only the fuzz targets (the build's `wte` and Python module are not needed).
+  all_targets=()
+  for src in fuzz/fuzz_*.cc; do all_targets+=("$(basename "$src" .cc)"); done
+  cmake --build "$build" -j "${JOBS:-$(nproc)}" --target "${all_targets[@]}"
+  exit 0
 fi
 # FUZZ_NO_BUILD=1: run the binary as it is (e.g. while another build uses the machine).
 [ -n "${FUZZ_NO_BUILD:-}" ] || cmake --build "$build" --target "fuzz_${target}" -j "${JOBS:-$(nproc)}" >/dev/null
