@@ -14,8 +14,14 @@ and the CPU.
 PyTorch parts, each the median of --repeat runs after a warm-up:
   forward        F.embedding(ids, weight), warm and cold (64 MiB written before each run, as
                  wte profile's flush)                                      vs wte gather (auto)
-  dense-bwd      nn.Embedding backward, grad set to None each step (fresh V x C gradient)
-                                                                           vs wte scatter (auto)
+  dense-bwd      nn.Embedding backward, grad set to None each step (fresh V x C gradient, almost all
+                 zeros)                                     vs wte scatter (auto: dwte (V, C) += the
+                 lookup's rows, the tied model's case, where lm_head's GEMM has written dwte) and
+                 vs wte scatter-rows (the lookup's gradient as its U distinct ids and their U summed
+                 rows, what untied training hands to the lazy AdamW)
+  zeros          torch.zeros(V, C) alone: the zero-fill the dense backward pays
+  sparse-coalesce  nn.Embedding(sparse=True) backward + grad.coalesce(): the same content as wte's
+                 scatter-rows (distinct ids, summed rows)               vs wte scatter-rows
   dense-adamw    the same backward + torch.optim.AdamW.step()              vs wte untied fused
   sparse-adam    nn.Embedding(sparse=True) backward + SparseAdam.step()       scatter + lazy AdamW
 The gather table also gives wte's GB/s (rows read + written) as a fraction of the streaming copy
@@ -88,11 +94,17 @@ def torch_worker(args):
                 state["out"].backward(grad)
                 opt.step()
 
+            def backward_coalesce():
+                state["out"].backward(grad)
+                state["coalesced"] = emb.weight.grad.coalesce()
+
             if not sparse:
                 res["dense-bwd"] = median(backward, setup)
                 res["dense-adamw"] = median(backward_step, setup)
             else:
+                res["sparse-coalesce"] = median(backward_coalesce, setup)
                 res["sparse-adam"] = median(backward_step, setup)
+        res["zeros"] = median(lambda: torch.zeros(V, C))
         out[name] = res
     json.dump(out, sys.stdout)
 
@@ -189,7 +201,7 @@ def main():
         for rnd in range(args.rounds):
             rows = []
             if "scatter" in parts:
-                rows += [r for r in run_wte("scatter") if r["kernel"] in ("scatter", "lazy-adamw")]
+                rows += [r for r in run_wte("scatter") if r["kernel"] in ("scatter", "scatter-rows", "lazy-adamw")]
             if "gather" in parts:
                 rows += run_wte("gather")
             for r in rows:
@@ -240,28 +252,53 @@ def main():
                                     100 * median([x / y for x, y in zip(gbs, copy)]), stores))
         lines.append("")
     if "scatter" in parts:
-        lines += ["| threads | ids | wte scatter ms | torch dense bwd ms | ratio | wte untied bwd + lazy AdamW ms "
-                  "| torch dense bwd + AdamW ms | ratio | torch sparse + SparseAdam ms | ratio | "
+        lines += ["Lookup backward. wte scatter: dwte (V, C) += the lookup's rows (the tied model: lm_head's GEMM "
+                  "wrote dwte, the scatter adds to U rows). wte rows: the gradient as U distinct ids + U summed "
+                  "rows (the untied model's, consumed by the lazy AdamW). torch dense: nn.Embedding backward into "
+                  "a fresh (V, C) gradient (its zero-fill alone: torch zeros). torch coalesced: sparse=True backward "
+                  "+ coalesce(), the same content as wte rows.",
+                  "",
+                  "| threads | ids | wte scatter ms | wte rows ms | torch dense bwd ms | torch zeros ms | "
+                  "dense / scatter | dense / rows | torch coalesced ms | coalesced / rows | "
                   "wte scatter bits vs %dt |" % threads[0],
-                  "|---:|---|---:|---:|---|---:|---:|---|---:|---|---|"]
+                  "|---:|---|---:|---:|---:|---:|---|---|---:|---|---|"]
         for t in threads:
             for name in dists:
-                sc, dn, sp = [], [], []
+                sc, rw, co, zeros = [], [], [], []
                 note = "-"
                 for rows, tr in zip(wte_runs, torch_runs):
                     s_row = wte_ms(rows, t, name, "scatter")
-                    lz = wte_ms(rows, t, name, "lazy-adamw")["ms"]
+                    r_row = wte_ms(rows, t, name, "scatter-rows")
                     note = s_row.get("note") or note
                     res = tr[t][names[name]]
                     sc.append((s_row["ms"], res["dense-bwd"]))
+                    rw.append((r_row["ms"], res["dense-bwd"]))
+                    co.append((r_row["ms"], res["sparse-coalesce"]))
+                    zeros.append(res["zeros"])
+                a, b, r, lo, hi = stat(sc)
+                a2, _, r2, lo2, hi2 = stat(rw)
+                _, b3, r3, lo3, hi3 = stat(co)
+                lines.append("| %d | %s | %.3f | %.3f | %.3f | %.3f | %.2fx (%.2f-%.2f) | %.2fx (%.2f-%.2f) | "
+                             "%.3f | %.2fx (%.2f-%.2f) | %s |"
+                             % (t, name, a, a2, b, median(zeros), r, lo, hi, r2, lo2, hi2, b3, r3, lo3, hi3,
+                                note))
+        lines += ["", "Lookup backward + optimizer step (untied). wte: the fused scatter + lazy AdamW.",
+                  "",
+                  "| threads | ids | wte fused ms | torch dense bwd + AdamW ms | ratio | "
+                  "torch sparse + SparseAdam ms | ratio |",
+                  "|---:|---|---:|---:|---|---:|---|"]
+        for t in threads:
+            for name in dists:
+                dn, sp = [], []
+                for rows, tr in zip(wte_runs, torch_runs):
+                    lz = wte_ms(rows, t, name, "lazy-adamw")["ms"]
+                    res = tr[t][names[name]]
                     dn.append((lz, res["dense-adamw"]))
                     sp.append((lz, res["sparse-adam"]))
-                a, b, r, lo, hi = stat(sc)
                 a2, b2, r2, lo2, hi2 = stat(dn)
                 _, b3, r3, lo3, hi3 = stat(sp)
-                lines.append("| %d | %s | %.3f | %.3f | %.2fx (%.2f-%.2f) | %.3f | %.3f | %.1fx (%.1f-%.1f) | "
-                             "%.3f | %.1fx (%.1f-%.1f) | %s |"
-                             % (t, name, a, b, r, lo, hi, a2, b2, r2, lo2, hi2, b3, r3, lo3, hi3, note))
+                lines.append("| %d | %s | %.3f | %.3f | %.1fx (%.1f-%.1f) | %.3f | %.1fx (%.1f-%.1f) |"
+                             % (t, name, a2, b2, r2, lo2, hi2, b3, r3, lo3, hi3))
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -35,6 +35,7 @@
 #define HWY_TARGET_INCLUDE "simd/cross_entropy.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "simd/bf16-inl.h"  // ConvertRowToBf16
@@ -70,13 +71,17 @@ HWY_INLINE hn::Vec<D> ExpShifted(D d, const float* x, float* out, float maxval) 
 }
 
 // S = sum_v exp(row[v] - maxval). If kStore, also writes each term to out[v] (out may be row).
+// If `ahead` is not null, prefetches ahead[0, V) along the way (the next row: its memory latency
+// then overlaps this row's exponentials instead of stalling the next row's max pass).
 template <bool kStore>
-HWY_INLINE float SumExpShifted(const float* row, float* out, size_t V, float maxval) {
+HWY_INLINE float SumExpShifted(const float* row, float* out, size_t V, float maxval,
+                               const float* ahead = nullptr) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
   auto vsum = hn::Zero(d);
   size_t v = 0;
   for (; v + L <= V; v += L) {
+    if (ahead != nullptr && v % (64 / sizeof(float)) < L) hwy::Prefetch(ahead + v);
     vsum = hn::Add(vsum,
                    ExpShifted<decltype(d), kStore>(d, row + v, kStore ? out + v : nullptr, maxval));
   }
@@ -90,7 +95,8 @@ HWY_INLINE float SumExpShifted(const float* row, float* out, size_t V, float max
   return sum;
 }
 
-// dst[v] = grad_scale * (e[v] / S) for v in [0, V), in place (e = dst).
+// dst[v] = grad_scale * (e[v] / S) for v in [0, V), in place (e = dst). A division, not a multiply
+// by grad_scale / S: the dlogits' bits (and the zero-block model's pinned losses, issue 9) stay.
 template <class D>
 HWY_INLINE void ScaleTerms(D d, float* HWY_RESTRICT e, float sum, float grad_scale) {
   hn::StoreU(hn::Mul(hn::Set(d, grad_scale), hn::Div(hn::LoadU(d, e), hn::Set(d, sum))), d, e);
@@ -107,7 +113,8 @@ void SoftmaxCrossEntropy(float* HWY_RESTRICT logits, float* HWY_RESTRICT losses,
     const float maxval = RowMax(row, V);
     const float x_target = row[target];
     // Pass 2 overwrites the row with the terms exp(x - m) so pass 3 need not recompute them.
-    const float sum = SumExpShifted</*kStore=*/true>(row, row, V, maxval);
+    const float sum =
+        SumExpShifted</*kStore=*/true>(row, row, V, maxval, n + 1 < N ? row + V : nullptr);
     losses[n] = (maxval - x_target) + std::log(sum);
     const float p_target = row[target] / sum;
 
@@ -132,7 +139,8 @@ void CrossEntropyLoss(float* HWY_RESTRICT losses, const float* HWY_RESTRICT logi
   for (size_t n = 0; n < N; ++n) {
     const float* row = logits + n * V;
     const float maxval = RowMax(row, V);
-    const float sum = SumExpShifted</*kStore=*/false>(row, nullptr, V, maxval);
+    const float sum =
+        SumExpShifted</*kStore=*/false>(row, nullptr, V, maxval, n + 1 < N ? row + V : nullptr);
     losses[n] = (maxval - row[static_cast<size_t>(targets[n])]) + std::log(sum);
   }
 }

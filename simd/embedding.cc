@@ -350,6 +350,15 @@ void EmbeddingBackwardRows(float* HWY_RESTRICT grad_rows, int32_t* HWY_RESTRICT 
   const int32_t* HWY_RESTRICT row_start = ws->row_start.data();
 #pragma omp parallel for schedule(dynamic, 8)
   for (size_t k = 0; k < num_touched; ++k) {
+    // The upstream rows of the row kScatterPrefetchRows ahead: random rows of dhidden (positions
+    // sorted by id), a cache miss each for spread ids. A hint only; no result depends on it.
+    if (k + kScatterPrefetchRows < num_touched) {
+      const size_t ahead = static_cast<size_t>(touched[k + kScatterPrefetchRows]);
+      const size_t end = std::min(static_cast<size_t>(row_start[ahead + 1]),
+                                  static_cast<size_t>(row_start[ahead]) + 2);
+      for (size_t j = static_cast<size_t>(row_start[ahead]); j < end; ++j)
+        PrefetchFloats(dhidden + static_cast<size_t>(order[j]) * C, C);
+    }
     const size_t v = static_cast<size_t>(touched[k]);
     const int32_t* segment = order + row_start[v];
     const size_t count = static_cast<size_t>(row_start[v + 1] - row_start[v]);

@@ -13,6 +13,7 @@ printf '\x05\x00\x00\x00\x07\x00\x00\x00\x05\x00\x00\x00' > "$dir/ids.bin"   # i
   --chart "$dir/p.svg" > "$dir/out.txt" 2> "$dir/err.txt" || fail "profile scatter exited $?"
 grep -q "scatter     sorted" "$dir/out.txt" || fail "no sorted row in the table"
 grep -q "lazy-adamw" "$dir/out.txt" || fail "no lazy-adamw row"
+grep -qE "scatter-rows +sorted .* rows out" "$dir/out.txt" || fail "no scatter-rows row"
 grep -q "row-memcpy" "$dir/out.txt" || fail "no row-memcpy limit"
 # stderr is a file here, not a terminal: no "\r\e[K profile: ..." progress lines in it.
 if grep -q $'\r' "$dir/err.txt"; then fail "progress lines written to a non-terminal stderr"; fi
@@ -27,7 +28,7 @@ j = json.load(open(sys.argv[1]))
 assert j["vocab"] == 1000 and j["d_model"] == 40 and j["tokens"] == 512, j
 ks = j["kernels"]
 assert {k["kernel"] for k in ks} == {"copy", "read", "row-read", "row-memcpy", "scatter",
-                                     "lazy-adamw"}, ks
+                                     "scatter-rows", "lazy-adamw"}, ks
 assert {k["strategy"] for k in ks if k["kernel"] == "copy"} == {"vector-nt", "memcpy"}, ks
 assert all(k["ms"] > 0 and k["gbs"] > 0 for k in ks)
 assert {k["cache"] for k in ks} == {"warm", "cold"}
@@ -120,6 +121,8 @@ for part in "qkv GEMM (c_attn) forward" "attention QKᵀ forward" "causal softma
 done
 grep -q "model FLOPs utilisation: .* of that peak" "$dir/blocks.txt" || fail "no MFU line"
 grep -q "oneDNN f32 GEMM peak" "$dir/blocks.txt" || fail "no GEMM peak line"
+grep -qE "softmax cross-entropy = [0-9.]+ x a streaming read \+ write of its [0-9.]+ MB of logits" \
+  "$dir/blocks.txt" || fail "no cross-entropy vs streaming line"
 /usr/bin/python3 - "$dir/step.json" <<'PY' || fail "step json"
 import json, sys
 steps = json.load(open(sys.argv[1]))["step"]
@@ -135,6 +138,8 @@ for s in steps:
     parts = {p["part"]: p for p in s["parts"]}
     assert parts["qkv GEMM (c_attn) forward"]["gemm"] and parts["GELU forward"]["gemm"] is False
     assert abs(parts["qkv GEMM (c_attn) forward"]["gflop"] - 2 * B * T * C * 3 * C * L / 1e9) < 1e-12
+    # unfused loss (V 300): the streaming read + write of its B*T x V logits was timed
+    assert s["logits_bytes"] == B * T * V * 4 and s["logits_copy_ms"] > 0, s
 PY
 
 # wte profile loss: fused (two block heights, V not a multiple of the tile) and unfused at a small

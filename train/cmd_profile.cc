@@ -163,6 +163,12 @@ void print_step_profile(const profile::StepProfile& p, const ModelConfig& m,
               gemm_gflop / (gemm_ms * 1e-3));
   std::printf("  %-32s %9.3f %6.1f%%  (the parts' medians sum to %.2f ms)\n", "all but the GEMMs",
               sum - gemm_ms, 100.0 * (sum - gemm_ms) / sum, sum);
+  for (const profile::StepPartTime& part : p.parts)
+    if (part.name == "softmax cross-entropy" && p.logits_copy_ms > 0)
+      std::printf("  softmax cross-entropy = %.2f x a streaming read + write of its %.1f MB of logits "
+                  "(%.3f ms: vector loads, non-temporal stores; timed between these steps)\n",
+                  part.ms / p.logits_copy_ms, static_cast<double>(p.logits_bytes) / 1e6,
+                  p.logits_copy_ms);
   std::printf("  model FLOPs per step: %.2f GFLOP = 6 x %zu parameters x %zu tokens + attention "
               "12 x n_layer x T x C x tokens\n",
               p.model_flops / 1e9, p.parameters, p.B * p.T);
@@ -183,6 +189,7 @@ nlohmann::json step_profile_json(const profile::StepProfile& p, const ModelConfi
           {"tokens_per_s", p.tokens_per_s}, {"model_flops", p.model_flops},
           {"gemm_peak_gflops", p.gemm_peak_gflops}, {"gemm_peak_size", p.peak_size}, {"mfu", p.mfu},
           {"matmul_precision", p.bf16 ? "bf16" : "f32"}, {"gemm_precision", p.gemm_precision},
+          {"logits_copy_ms", p.logits_copy_ms}, {"logits_bytes", p.logits_bytes},
           {"parts", parts}};
 }
 
@@ -328,7 +335,8 @@ int cmd_profile(int argc, char** argv) {
     Model::Buffer table = allocate_floats(V * C), dwte = allocate_floats(V * C),
                   m = allocate_floats(V * C), v = allocate_floats(V * C);
     Model::Buffer dhidden = allocate_floats(N * C), hidden = allocate_floats(N * C),
-                  out_rows = allocate_floats(N * C);
+                  out_rows = allocate_floats(N * C), grad_rows = allocate_floats(std::min(N, V) * C);
+    std::vector<int32_t> grad_ids(std::min(N, V));
     const size_t T = N % 128 == 0 ? 128 : 1, B = N / T;  // wpe (T, C) stays in L2 like in training
     Model::Buffer wpe = allocate_floats(T * C);
     std::mt19937 rng(static_cast<uint32_t>(seed));
@@ -435,6 +443,19 @@ int cmd_profile(int argc, char** argv) {
               }
               add("scatter", name, s, scatter_bytes, copy_gbs, rows_gbs, note);
             }
+            // The lookup's gradient in its row-sparse form (U distinct ids + U summed rows, what
+            // untied training hands to the lazy AdamW): no (V, C) buffer is read or written.
+            progress("profile: %d thread(s), %s, %s: scatter rows...", threads, label.c_str(), cache);
+            size_t num_rows = 0;
+            const double rows_s = median_seconds(
+                [&] {
+                  embedding_backward_rows(grad_rows.get(), grad_ids.data(), &num_rows, dhidden.get(),
+                                          ids.data(), N, C, V, &ws);
+                },
+                repeat, flush);
+            add("scatter-rows", "sorted", rows_s,
+                (static_cast<double>(N) + static_cast<double>(U)) * C * 4 + 4.0 * N, copy_gbs,
+                rows_gbs, "U=" + std::to_string(U) + " rows out");
             progress("profile: %d thread(s), %s, %s: untied scatter + lazy AdamW...", threads,
                      label.c_str(), cache);
             const double s = median_seconds(

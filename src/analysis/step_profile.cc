@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "src/analysis/profile.h"
 #include "src/model/unembedding.h"
@@ -114,6 +115,12 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   // load changes by the second).
   GemmProbe probe(peak_size, peak_size, peak_size, bf16);
   probe.run();  // warm-up
+  // Unfused loss: a streaming read + write of the logits, the cross-entropy's memory limit.
+  const bool fused = resolve_loss_tiles(config.model, N).fused();
+  std::unique_ptr<CopyProbe> logits_copy =
+      fused ? nullptr : std::make_unique<CopyProbe>(N * config.model.vocab_size * sizeof(float));
+  std::vector<double> copy_s;
+  if (logits_copy) logits_copy->run();  // pages touched
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
@@ -132,6 +139,11 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
     const auto t3 = Clock::now();
     if (k == 0) continue;  // warm-up: primitives created, pages touched
     peak.push_back(probe.run());
+    if (logits_copy) {
+      const auto c0 = Clock::now();
+      logits_copy->run();
+      copy_s.push_back(seconds(c0, Clock::now()));
+    }
     for (size_t i = 0; i < specs.size(); ++i) samples[i].push_back(times.*specs[i].field);
     clip.push_back(seconds(t1, t2));
     adamw.push_back(seconds(t2, t3));
@@ -163,6 +175,8 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   p.tokens_per_s = static_cast<double>(N) / (p.step_ms * 1e-3);
   p.model_flops = model_flops_per_step(config.model, p.parameters, B, T);
   p.gemm_peak_gflops = probe.gflop() / (median_ms(peak) * 1e-3);
+  p.logits_copy_ms = median_ms(copy_s);
+  p.logits_bytes = logits_copy ? logits_copy->bytes : 0;
   p.mfu = p.model_flops / (p.step_ms * 1e-3) / (p.gemm_peak_gflops * 1e9);
   return p;
 }

@@ -34,6 +34,11 @@ struct StepProfile {
   std::string gemm_precision;   // Model::gemm_precision_note(): bf16 or f32, and oneDNN's kernel
   bool bf16 = false;            // the GEMMs read bf16 (the peak probe then does too)
   std::vector<StepPartTime> parts;
+  // The unfused loss's limit: a streaming copy of N·V floats (CopyProbe: vector loads,
+  // non-temporal stores), i.e. one read and one write of the logits the softmax cross-entropy
+  // must touch, timed between the steps (median). 0 under the fused loss (no (N, V) logits).
+  double logits_copy_ms = 0;
+  size_t logits_bytes = 0;  // N·V·4
 };
 
 /// Model FLOPs of one training step (forward + backward), PaLM's convention (Chowdhery et al. 2022,
