@@ -183,7 +183,7 @@ case "$mode" in
         for k in "${!pids[@]}"; do
           t="${names[$k]}"
           if wait "${pids[$k]}"; then
-            echo "   fuzz_$t: $(grep -E '#[0-9]+ *DONE' "$fuzz_dir/logs/$t.log" | tail -1)"
+            echo "   fuzz_$t: $(grep -E '#[0-9]+[[:space:]]+DONE' "$fuzz_dir/logs/$t.log" | tail -1)"
           else
             tail -60 "$fuzz_dir/logs/$t.log"
             echo "error: fuzz target $t failed (log $fuzz_dir/logs/$t.log; its input is in $fuzz_dir/crashes/$t)" >&2
