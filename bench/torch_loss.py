@@ -132,8 +132,8 @@ def main():
 
     model = cpu_model()
     load_before = load_average()
-    print("CPU: %s; load average %.2f; N %d, V %d, C %d, float32, %d thread(s)" %
-          (model, load_before, N, V, C, threads), flush=True)
+    print("CPU: %s; load average %.2f; N %d, V %d, C %d, float32, %d thread(s); OMP_WAIT_POLICY=%s" %
+          (model, load_before, N, V, C, threads, env["OMP_WAIT_POLICY"]), flush=True)
     torch_out = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--worker", "--vocab", str(V), "--d-model", str(C),
          "--tokens", str(N), "--threads", str(threads), "--repeat", str(args.repeat)],
@@ -165,8 +165,9 @@ def main():
                       x["ms"] / unfused["ms"]))
     table = "\n".join(lines)
     print(table)
-    print("\nCPU: %s; load average %.2f before, %.2f after; %d thread(s); median of %d runs after the "
-          "first" % (model, load_before, load_after, threads, args.repeat))
+    print("\nCPU: %s; load average %.2f before, %.2f after; %d thread(s); OMP_WAIT_POLICY=%s; median of "
+          "%d runs after the first" % (model, load_before, load_after, threads, env["OMP_WAIT_POLICY"],
+                                       args.repeat))
     for x in w["paths"]:
         if x["fused"]:
             print("%s: PyTorch peak / fused peak = %.1f (issue: >= 20), fused time / unfused time = "

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "src/model/unembedding.h"
 #include "train/cli_util.h"
 #include "train/commands.h"
+#include "train/omp_env.h"
 #include "wte/data.h"
 #include "wte/error.h"
 #include "wte/kernels.h"
@@ -179,9 +181,19 @@ int cmd_profile_loss(int argc, char** argv) {
   std::printf("machine: %s, %d CPUs; load average %.2f %.2f %.2f (1, 5, 15 min); %d thread(s)\n",
               machine.cpu_model.c_str(), machine.cpus, machine.load_average[0],
               machine.load_average[1], machine.load_average[2], threads);
-  if (machine.busy())
+  // The wait policy matters here: the fused path runs thousands of short GEMMs, and libgomp's
+  // spinning threads wait at each one's barriers for a partner the busy machine has descheduled
+  // (measured on the loaded 2-core Zen 5 at N 800: fused 3.7-4.9x the unfused time spinning,
+  // 0.75-1.10x with OMP_WAIT_POLICY=passive, wte train's default).
+  std::printf("OpenMP: %s\n", cli::wait_policy_description());
+  if (machine.busy()) {
     std::printf("warning: the machine is busy (load average %.2f on %d CPUs): compare the paths' "
                 "ratio, not their times\n", machine.load_average[0], machine.cpus);
+    if (std::getenv("OMP_WAIT_POLICY") == nullptr)
+      std::printf("warning: OMP_WAIT_POLICY is unset: spinning threads slow the fused path's short "
+                  "GEMMs on a busy machine; OMP_WAIT_POLICY=passive (as wte train) compares them "
+                  "fairly\n");
+  }
   std::fflush(stdout);
 
   // Inputs, allocated and touched before any measurement: h ~ N(0, 1) (an ln_f output), W ~

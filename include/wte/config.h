@@ -31,7 +31,7 @@ struct ModelConfig {
   MatmulPrecision matmul_precision = MatmulPrecision::f32;  // the GEMMs' inputs: f32 or bf16
   // The loss (unembedding + cross-entropy, src/model/unembedding.h): rows of h' per block of the
   // fused, chunked path that never stores the (N, V) logits. 0: automatic (fused with an automatic
-  // block height when vocab_size > 16384, else the unfused path with its (N, V) logits buffer).
+  // block height (256 rows, fewer past 64 MiB of logits) when vocab_size > 16384, else the unfused path with its (N, V) logits buffer).
   size_t loss_chunk = 0;
   size_t loss_vocab_tile = 0;   // vocabulary ids per tile of the fused path (0: automatic)
 };

@@ -188,7 +188,7 @@ const std::vector<Key>& keys() {
       WTE_UINT(model, loss_chunk, 0, 1u << 20,
                "rows per block of the fused unembedding + cross-entropy, which never stores the "
                "(tokens, vocab_size) logits (memory: rows x vocab_size floats); 0: automatic (fused "
-               "with about 16 MiB of logits per block when vocab_size > 16384, else the unfused "
+               "with 256 rows per block, fewer if their logits pass 64 MiB, when vocab_size > 16384, else the unfused "
                "path with its logits buffer of train.batch_size x data.seq_len x vocab_size floats)"),
       WTE_UINT(model, loss_vocab_tile, 0, 1u << 24,
                "vocabulary ids per tile of the fused loss (0: automatic, a tile of about 512 KiB)"),

@@ -57,8 +57,8 @@ void finish_losses(float* losses, const RowStats& s, size_t R) {
 }  // namespace
 
 size_t auto_loss_rows(size_t V) {
-  const size_t budget = (size_t{16} << 20) / sizeof(float);  // 16 MiB of logits per block
-  return std::clamp<size_t>(round_down16(budget / std::max<size_t>(V, 1)), 32, 512);
+  const size_t budget = (size_t{64} << 20) / sizeof(float);  // at most 64 MiB of logits per block
+  return std::clamp<size_t>(round_down16(budget / std::max<size_t>(V, 1)), 32, 256);
 }
 
 size_t auto_loss_tile(size_t rows, size_t V) {
