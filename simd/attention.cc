@@ -10,7 +10,7 @@
 //
 // Forward, per row (its t + 1 scores stay in L1 across the passes):
 //   mx   = max_{j<=t} scale·p[j]                            exact (any order)
-//   a[j] = exp(scale·p[j] - mx), S = Σ_{j<=t} a[j]          hn::Exp (1 ulp), lane-wise sum
+//   a[j] = exp(scale·p[j] - mx), S = Σ_{j<=t} a[j]          hn::Exp (1 ulp; simd/exp-inl.h), lane-wise sum
 //   a[j] = a[j] / S;  a[j] = 0 for j > t
 // Backward, per row:
 //   dot   = Σ_{j<=t} a[j]·da[j]                              lane-wise sum
@@ -33,6 +33,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "simd/bf16-inl.h"   // StoreBf16, ConvertRowToBf16 (optional bf16 copies)
+#include "simd/exp-inl.h"    // ExpNonPositive (hn::Exp's bits, fewer instructions)
 #include "simd/loops-inl.h"  // ForEachVector, SumOver, kParallelMinFloats
 // clang-format on
 
@@ -85,18 +86,18 @@ void AttentionSoftmaxForward(float* att, const float* preatt, size_t Z, size_t T
     const auto vmx = hn::Set(d, mx);
     auto vsum = hn::Zero(d);
     for (size_t j = 0; j < row.body; j += L) {
-      const auto e = hn::Exp(d, hn::Sub(hn::Mul(vscale, hn::LoadU(d, p + j)), vmx));
+      const auto e = ExpNonPositive(d, hn::Sub(hn::Mul(vscale, hn::LoadU(d, p + j)), vmx));
       hn::StoreU(e, d, a + j);
       vsum = hn::Add(vsum, e);
     }
     float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
     if (row.vector_tail) {
       const auto live = hn::FirstN(d, row.len - row.body);
-      const auto e = hn::Exp(d, hn::Sub(hn::Mul(vscale, hn::LoadU(d, p + row.body)), vmx));
+      const auto e = ExpNonPositive(d, hn::Sub(hn::Mul(vscale, hn::LoadU(d, p + row.body)), vmx));
       hn::StoreU(hn::IfThenElseZero(live, e), d, a + row.body);
     } else {
       for (size_t j = row.body; j < row.len; ++j)
-        a[j] = hn::GetLane(hn::Exp(d1, hn::Set(d1, scale * p[j] - mx)));
+        a[j] = hn::GetLane(ExpNonPositive(d1, hn::Set(d1, scale * p[j] - mx)));
     }
     for (size_t j = row.body; j < row.len; ++j) sum += a[j];
     // a[j] /= sum (the vector tail's zeros stay zeros), then the rest of the row's zeros

@@ -3,10 +3,11 @@
 // simd/reference.h (ref::softmax_cross_entropy, ref::cross_entropy_loss).
 //
 // Per row of V logits:
-//   m   = max_v x_v                                  (exact, any order)
-//   S   = sum_v exp(x_v - m)                         (hn::Exp, max error 1 ulp; every term in (0,
-//   1]) loss = (m - x_target) + log(S)                   (std::log on the scalar sum) dlogit_v =
-//   grad_scale * (exp(x_v - m) / S - [v == target])
+//   m        = max_v x_v                        (exact, any order)
+//   S        = sum_v exp(x_v - m)               (every term in (0, 1]; hn::Exp, max error 1 ulp,
+//                                                computed by simd/exp-inl.h's ExpNonPositive)
+//   loss     = (m - x_target) + log(S)          (std::log on the scalar sum)
+//   dlogit_v = grad_scale * (exp(x_v - m) / S - [v == target])
 //
 // Not bit-identical to the references: hn::Exp differs from std::exp by up to 1 ulp, and S is
 // summed lane-wise (each lane in increasing v, then the lanes) instead of strictly left to right.
@@ -39,6 +40,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "simd/bf16-inl.h"  // ConvertRowToBf16
+#include "simd/exp-inl.h"   // ExpNonPositive
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -65,7 +67,7 @@ HWY_INLINE float RowMax(const float* HWY_RESTRICT row, size_t V) {
 // to out (which may equal x: no restrict here).
 template <class D, bool kStore>
 HWY_INLINE hn::Vec<D> ExpShifted(D d, const float* x, float* out, float maxval) {
-  const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, x), hn::Set(d, maxval)));
+  const auto e = ExpNonPositive(d, hn::Sub(hn::LoadU(d, x), hn::Set(d, maxval)));
   if (kStore) hn::StoreU(e, d, out);
   return e;
 }

@@ -4,7 +4,8 @@
 // references: simd/reference.h (ref::cross_entropy_tile_stats, ref::cross_entropy_tile_grad).
 //
 // The operations are those of simd/cross_entropy.cc (the unfused kernel): the max is exact, each
-// term is hn::Exp(x - m) (within 1 ulp of exp), a tile's terms are summed lane-wise (each lane in
+// term is hn::Exp(x - m) (within 1 ulp of exp; computed by simd/exp-inl.h's ExpNonPositive, which
+// gives hn::Exp's bits in fewer instructions), a tile's terms are summed lane-wise (each lane in
 // increasing w, then across lanes, then a one-lane tail), and the gradient is
 // grad_scale · (e / S) with the target entry grad_scale · (e_t / S - 1). What differs from the
 // unfused kernel is only how S is accumulated: tile by tile, each tile's partial sum taken at the
@@ -27,6 +28,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "simd/exp-inl.h"  // ExpNonPositive
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -53,10 +55,10 @@ HWY_INLINE float TileRowMax(const float* HWY_RESTRICT row, size_t W) {
   return maxval;
 }
 
-// exp(x) for one float through hn::Exp on a one-lane vector (the same function as the terms).
+// exp(x), x <= 0, for one float on a one-lane vector (the same function as the terms).
 HWY_INLINE float ExpOne(float x) {
   const hn::CappedTag<float, 1> d1;
-  return hn::GetLane(hn::Exp(d1, hn::Set(d1, x)));
+  return hn::GetLane(ExpNonPositive(d1, hn::Set(d1, x)));
 }
 
 // Σ_w exp(row[w] - m): lanes in increasing w, then across lanes, then the one-lane tail in order.
@@ -66,10 +68,12 @@ HWY_INLINE float TileSumExp(const float* HWY_RESTRICT row, size_t W, float m) {
   const auto vm = hn::Set(d, m);
   auto vsum = hn::Zero(d);
   size_t w = 0;
-  for (; w + L <= W; w += L) vsum = hn::Add(vsum, hn::Exp(d, hn::Sub(hn::LoadU(d, row + w), vm)));
+  for (; w + L <= W; w += L)
+    vsum = hn::Add(vsum, ExpNonPositive(d, hn::Sub(hn::LoadU(d, row + w), vm)));
   float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
   const hn::CappedTag<float, 1> d1;
-  for (; w < W; ++w) sum += hn::GetLane(hn::Exp(d1, hn::Sub(hn::LoadU(d1, row + w), hn::Set(d1, m))));
+  for (; w < W; ++w)
+    sum += hn::GetLane(ExpNonPositive(d1, hn::Sub(hn::LoadU(d1, row + w), hn::Set(d1, m))));
   return sum;
 }
 
@@ -102,7 +106,7 @@ void CrossEntropyTileStats(const float* HWY_RESTRICT tile, size_t R, size_t W, s
 // dst = grad_scale · (exp(x - m) / S) for one vector (or one lane).
 template <class D>
 HWY_INLINE void GradVector(D d, float* p, float m, float sum, float grad_scale) {
-  const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, p), hn::Set(d, m)));
+  const auto e = ExpNonPositive(d, hn::Sub(hn::LoadU(d, p), hn::Set(d, m)));
   hn::StoreU(hn::Mul(hn::Set(d, grad_scale), hn::Div(e, hn::Set(d, sum))), d, p);
 }
 
