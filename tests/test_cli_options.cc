@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,28 @@ TEST(CliOptions, ParseCommandLineExactNamesAliasesOverridesAndHelp) {
   cl = parse({"--train.steps=3", "--steps", "2", "--model.d_model=8"}, with_overrides);
   EXPECT_EQ(cl.overrides, (std::vector<std::string>{"--train.steps=3", "--model.d_model=8"}));
   EXPECT_EQ(cl.vm["steps"].as<std::string>(), "2");
+  // Config keys with an empty value reach the config loader (Boost rejects "--key="); an option
+  // without a '.' is no config key, and a lone word is no option ("--train.steps 5" leaves "5").
+  cl = parse({"--train.snapshot_steps=", "--steps", "2"}, with_overrides);
+  EXPECT_EQ(cl.overrides, (std::vector<std::string>{"--train.snapshot_steps="}));
+  EXPECT_EQ(error_of([&] { parse({"--no-such-option=3"}, with_overrides); }),
+            "unrecognised option '--no-such-option=3'");
+  EXPECT_EQ(error_of([&] { parse({"--train.steps", "5"}, with_overrides); }),
+            "unexpected argument '5'; config keys are written --section.key=value, with '='");
+  // With positional options the words are theirs, the config keys still collected.
+  cli::CommandSpec positional_and_overrides = spec;
+  positional_and_overrides.config_overrides = true;
+  cl = parse({"a", "--train.steps=3", "b"}, positional_and_overrides);
+  EXPECT_EQ(cl.vm["texts"].as<std::vector<std::string>>(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(cl.overrides, (std::vector<std::string>{"--train.steps=3"}));
+  // --help is printed to spec.help_out before the command checks any value.
+  std::ostringstream help_text;
+  cli::CommandSpec to_string_stream = spec;
+  to_string_stream.help_out = &help_text;
+  cl = parse({"--steps", "-3", "--help"}, to_string_stream);
+  EXPECT_TRUE(cl.help);
+  EXPECT_EQ(help_text.str().rfind("Usage: wte x\nOptions:\n", 0), 0u) << help_text.str();
+  EXPECT_NE(help_text.str().find("Example: wte x --steps 3"), std::string::npos);
   cl = parse({"--help"}, spec);
   EXPECT_TRUE(cl.help);
   EXPECT_THROW(cli::require_options(parse({"--steps", "1"}, spec).vm, {"steps", "out"}),

@@ -31,6 +31,34 @@ for c in $commands; do
   expect 2 "--no-such-option" -- "$c" --no-such-option
   expect 2 "--no-such-option" -- "$c" --no-such-option=3
 done
+# The commands with subcommands or config keys (train, profile and its parts) read their options
+# with the one parser of the others (train/cli_util.h): the same message, the same exit status,
+# and --help before any value is checked.
+for c in "train" "profile" "profile step" "profile loss" "profile comm"; do
+  name=${c% step}   # `profile step` is `wte profile`'s step part
+  for opt in --no-such-option --no-such-option=3; do
+    "$WTE_CLI" $c $opt > "$dir/out" 2> "$dir/err"; rc=$?
+    want="wte $name: error: unrecognised option '$opt' (see wte $name --help)"
+    if [ $rc = 2 ] && [ "$(cat "$dir/err")" = "$want" ] && [ ! -s "$dir/out" ]; then
+      echo "ok   exit 2  wte $c $opt"
+    else
+      fail "wte $c $opt: exit $rc, stderr '$(head -c 400 "$dir/err")', expected '$want'"
+    fi
+  done
+done
+expect 2 "wte train: error: unexpected argument '5'; config keys are written --section.key=value, with '=' (see wte train --help)" \
+  -- train --train.steps 5
+expect 2 "wte profile comm: error: unexpected argument 'x'" -- profile comm x
+expect 2 "wte profile comm: error: --net item '1:x'" -- profile comm --net 1:x
+expect 2 "wte profile loss: error: --paths item 'sideways'" -- profile loss --paths sideways
+expect 2 "wte train: error: --resume auto needs the run directory" -- train --resume auto
+for args in "train --stop-at x --help" "profile --repeat 0 --help" "profile loss --paths x --help" \
+            "profile comm --repeat 1 --help"; do
+  "$WTE_CLI" $args > "$dir/out" 2> "$dir/err"; rc=$?
+  [ $rc = 0 ] && grep -q "^Usage: " "$dir/out" && [ ! -s "$dir/err" ] \
+    || fail "wte $args: exit $rc, expected the help and 0 before the value is checked"
+done
+
 # A bad value for each command (each names its option).
 expect 2 "--stop-at"     -- train --stop-at x
 expect 2 "train.steps"   -- train --train.steps=-5

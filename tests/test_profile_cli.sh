@@ -142,6 +142,32 @@ for s in steps:
     assert s["logits_bytes"] == B * T * V * 4 and s["logits_copy_ms"] > 0, s
 PY
 
+# Config keys on the command line change --config's keys for step (as wte train takes them): the
+# same block config with the fused loss and another batch size, without writing a new file.
+"$WTE_CLI" profile step --quick --threads 1 --config "$dir/blocks.ini" --model.loss_chunk=8 \
+  --train.batch_size=3 --json "$dir/over.json" > "$dir/over.txt" 2>/dev/null \
+  || fail "profile step with config keys exited $?"
+grep -qF "step: $dir/blocks.ini --model.loss_chunk=8 --train.batch_size=3: V 300, C 32, n_layer 2" \
+  "$dir/over.txt" || fail "the step line does not name the config keys: $(grep '^step' "$dir/over.txt")"
+/usr/bin/python3 - "$dir/over.json" <<'PY' || fail "step json with config keys"
+import json, sys
+s = json.load(open(sys.argv[1]))["step"][0]
+assert (s["B"], s["T"], s["n_layer"], s["V"]) == (3, 16, 2, 300), s
+parts = [p["part"] for p in s["parts"]]
+assert "fused logits + cross-entropy + dh + dlm_head" in parts, parts   # model.loss_chunk=8
+assert "softmax cross-entropy" not in parts and s["logits_bytes"] == 0, parts
+PY
+# A bad key or value is bad usage (2), named, before anything is measured; keys with scatter or
+# gather (which take no config) are refused rather than ignored.
+for args in "step --model.loss_chunk=-1|model.loss_chunk" "step --model.no_such_key=1|--model.no_such_key" \
+            "scatter --model.loss_chunk=8|change the config of \`step\` only" \
+            "step --no-such-option|unrecognised option '--no-such-option'"; do
+  rc=0
+  "$WTE_CLI" profile ${args%%|*} --quick --config "$dir/blocks.ini" > "$dir/e.out" 2> "$dir/e.err" || rc=$?
+  [ $rc = 2 ] && grep -qF -- "${args#*|}" "$dir/e.err" && ! grep -q "machine:" "$dir/e.out" \
+    || fail "wte profile ${args%%|*}: rc $rc, stdout $(head -c 200 "$dir/e.out"), stderr $(cat "$dir/e.err")"
+done
+
 # wte profile loss: fused (two block heights, V not a multiple of the tile) and unfused at a small
 # shape; both agree, every path reports a time and a peak-memory growth.
 "$WTE_CLI" profile loss --vocab-size 300 --d-model 16 --n-tokens 100 --loss-chunk 7,64 \

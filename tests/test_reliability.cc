@@ -164,8 +164,9 @@ TEST_F(Reliability, Finding4_AbbreviatedOptionsAreUnknown) {
     std::string out;
     EXPECT_NE(run(kCli + " train --config " + q(cfg) + " --out " + q(dir_ / "o") + " " + opt, &out), 0)
         << opt << "\n" << out;
-    EXPECT_NE(out.find("unknown option '" + opt.substr(0, opt.find('=')) + "'"), std::string::npos)
-        << out;
+    // "unknown option '--train.step'" (a config key: the config loader) or "unrecognised option
+    // '--res=auto'" (any other option: Boost's words, as in every command).
+    EXPECT_NE(out.find("option '" + opt.substr(0, opt.find('='))), std::string::npos) << out;
     EXPECT_FALSE(fs::exists(dir_ / "o")) << opt;
   }
   // The same rule in every command.

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -28,6 +29,36 @@ class UsageError : public Error {
  public:
   explicit UsageError(const std::string& what) : Error(what) {}
 };
+
+/// Runs `run`, the body of the command `name` ("train", "profile loss"), and turns what it throws
+/// into the message on stderr and the exit status every `wte` command shares:
+///   UsageError         "wte NAME: error: MSG (see wte NAME --help)", 2 (no hint if MSG has one)
+///   wte::Error, std::filesystem::filesystem_error   "wte NAME: error: MSG", 1
+///   any other std::exception                        "wte NAME: internal error: MSG", 1
+/// Otherwise returns what `run` returns.
+template <typename Run>
+int run_reporting_errors(const std::string& name, Run&& run) {
+  try {
+    return run();
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    if (m.find("--help") != std::string::npos)
+      std::fprintf(stderr, "wte %s: error: %s\n", name.c_str(), m.c_str());
+    else
+      std::fprintf(stderr, "wte %s: error: %s (see wte %s --help)\n", name.c_str(), m.c_str(),
+                   name.c_str());
+    return 2;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "wte %s: error: %s\n", name.c_str(), e.what());
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "wte %s: error: %s\n", name.c_str(), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "wte %s: internal error: %s\n", name.c_str(), e.what());
+    return 1;
+  }
+}
 
 /// Runs `load`, a config loader given command-line overrides, and rethrows the errors that are
 /// about the command line (an unknown --section.key, a value typed there that does not parse or is
@@ -96,10 +127,13 @@ struct CommandSpec {
   const boost::program_options::options_description* hidden = nullptr;
   /// Positional arguments, or nullptr if the command takes none.
   const boost::program_options::positional_options_description* positional = nullptr;
-  /// If true, options the command does not declare are returned in CommandLine::overrides (the
-  /// config overrides "--section.key=value" that wte's config loader checks) instead of being an
-  /// error.
+  /// If true, options the command does not declare and whose name holds a '.' are returned in
+  /// CommandLine::overrides (the config overrides "--section.key=value" that wte's config loader
+  /// checks) instead of being an error; any other undeclared option or argument still is one.
   bool config_overrides = false;
+  /// Where --help prints; nullptr: nowhere (the command prints it with print_help itself, e.g.
+  /// on MPI rank 0 only).
+  std::ostream* help_out = &std::cout;
 };
 
 /// A parsed command line.
@@ -111,11 +145,20 @@ struct CommandLine {
   bool help = false;
 };
 
+/// A command's --help: spec.usage, `options` (not spec.hidden) and spec.example.
+inline void print_help(std::ostream& out, const boost::program_options::options_description& options,
+                       const CommandSpec& spec) {
+  out << spec.usage << options;
+  if (!spec.example.empty()) out << "\n" << spec.example;
+}
+
 /// Parses argv[1..argc) (argv[0] is the command's name) for the options `options` and `spec`,
-/// with exact option names only (exact_style). With --help, prints spec.usage, `options` and
-/// spec.example to stdout and returns with `help` set, before any value is checked.
+/// with exact option names only (exact_style). With --help, prints the help (print_help) to
+/// *spec.help_out and returns with `help` set, before any value is checked.
 /// Throws UsageError (exit status 2) with Boost's message, which names the option, for an unknown
-/// option, a missing value or a value that does not parse.
+/// option, a missing value or a value that does not parse. With spec.config_overrides, an
+/// undeclared option without a '.' is "unrecognised" as in any other command, and an argument
+/// that is no option ("--train.steps 5" leaves "5") is "unexpected": config keys take '='.
 inline CommandLine parse_command_line(int argc, char** argv,
                                       const boost::program_options::options_description& options,
                                       const CommandSpec& spec) {
@@ -125,23 +168,46 @@ inline CommandLine parse_command_line(int argc, char** argv,
   all.add(options);
   if (spec.hidden) all.add(*spec.hidden);
   try {
-    po::command_line_parser parser(with_aliases(argc, argv, spec.aliases));
+    std::vector<std::string> args = with_aliases(argc, argv, spec.aliases), empty_keys;
+    if (spec.config_overrides) {
+      // Config keys with an empty value ("--train.snapshot_steps=") go straight to the config
+      // loader: Boost's parser rejects an empty value after '='.
+      std::vector<std::string> rest;
+      for (const std::string& a : args) {
+        const bool empty_key = a.rfind("--", 0) == 0 && a.size() > 3 && a.back() == '=' &&
+                               a.find('=') == a.size() - 1 && a.find('.') != std::string::npos;
+        (empty_key ? empty_keys : rest).push_back(a);
+      }
+      args = std::move(rest);
+    }
+    po::command_line_parser parser(args);
     parser.style(exact_style()).options(all);
     if (spec.positional) parser.positional(*spec.positional);
     if (spec.config_overrides) parser.allow_unregistered();
     const po::parsed_options parsed = parser.run();
-    if (spec.config_overrides)
-      cl.overrides = po::collect_unrecognized(parsed.options, po::include_positional);
+    if (spec.config_overrides) {
+      // Arguments that are no option are the positional options' (too many is an error), or,
+      // for a command without them, collected here to be rejected below.
+      cl.overrides = po::collect_unrecognized(
+          parsed.options, spec.positional ? po::exclude_positional : po::include_positional);
+      cl.overrides.insert(cl.overrides.end(), empty_keys.begin(), empty_keys.end());
+    }
     po::store(parsed, cl.vm);
     if (cl.vm.count("help")) {
-      std::cout << spec.usage << options;
-      if (!spec.example.empty()) std::cout << "\n" << spec.example;
+      if (spec.help_out) print_help(*spec.help_out, options, spec);
       cl.help = true;
       return cl;
     }
     po::notify(cl.vm);
   } catch (const po::error& e) {
     throw UsageError(e.what());
+  }
+  for (const std::string& o : cl.overrides) {
+    if (o.rfind("-", 0) != 0)
+      throw UsageError("unexpected argument '" + o + "'; config keys are written "
+                       "--section.key=value, with '='");
+    if (o.rfind("--", 0) != 0 || o.substr(0, o.find('=')).find('.') == std::string::npos)
+      throw UsageError("unrecognised option '" + o + "'");
   }
   return cl;
 }

@@ -107,9 +107,6 @@ int cmd_gradcheck(int argc, char** argv) {
   if (cl.help) return 0;
   const po::variables_map& vm = cl.vm;
   const std::vector<std::string>& overrides = cl.overrides;
-  for (const std::string& o : overrides) {
-    if (o.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + o + "'");
-  }
   auto positive = [](const char* name, double v) {
     if (!(v > 0))
       throw UsageError(std::string("--") + name + " = " + std::to_string(v) +

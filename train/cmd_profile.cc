@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -196,8 +195,11 @@ nlohmann::json step_profile_json(const profile::StepProfile& p, const ModelConfi
 }  // namespace
 
 int cmd_profile(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "comm") return cmd_profile_comm(argc - 1, argv + 1);
-  if (argc >= 2 && std::string(argv[1]) == "loss") return cmd_profile_loss(argc - 1, argv + 1);
+  // The subcommands report their own errors, so they read "wte profile comm: error: ...".
+  if (argc >= 2 && std::string(argv[1]) == "comm")
+    return run_reporting_errors("profile comm", [&] { return cmd_profile_comm(argc - 1, argv + 1); });
+  if (argc >= 2 && std::string(argv[1]) == "loss")
+    return run_reporting_errors("profile loss", [&] { return cmd_profile_loss(argc - 1, argv + 1); });
   po::options_description desc("Options");
   desc.add_options()("help,h", "print this help")(
       "vocab-size", po::value<std::string>()->default_value("50257"),
@@ -212,7 +214,8 @@ int cmd_profile(int argc, char** argv) {
       "scatter strategy: all, auto, serial, sorted, row-range, private-hot")(
       "repeat", po::value<std::string>()->default_value("15"),
       "timed repeats per measurement (median), in [1, 100000]")(
-      "config,c", po::value<std::string>(), "config for `step` (default: the built-in defaults)")(
+      "config,c", po::value<std::string>(),
+      "config for `step` (default: the built-in defaults); --section.key=value changes its keys")(
       "matmul-precision", po::value<std::string>(),
       "step: comma-separated GEMM input precisions to profile, each f32 or bf16, e.g. f32,bf16 "
       "(default: the config's model.matmul_precision)")(
@@ -222,63 +225,60 @@ int cmd_profile(int argc, char** argv) {
       "seed", po::value<std::string>()->default_value("1234"), "seed of the generated ids, in [0, 2^64)");
   po::positional_options_description pos;
   pos.add("what", 1);
-  po::options_description all(desc);
-  all.add_options()("what", po::value<std::string>()->default_value("all"));
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(with_aliases(argc, argv, {{"--vocab", "--vocab-size"},
-                                                                 {"--tokens", "--n-tokens"}}))
-                  .style(exact_style())
-                  .options(all)
-                  .positional(pos)
-                  .run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "wte profile: %s (see wte profile --help)\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << "Usage: wte profile [scatter|gather|step|all] [options]\n"
-                 "       mpirun -np 2 wte profile comm [--config FILE] (see wte profile comm --help)\n"
-                 "       wte profile loss [--vocab-size V --d-model C --n-tokens N --loss-chunk R]\n"
-                 "         (fused vs unfused loss, see wte profile loss --help)\n\n"
-                 "Times the embedding gather (wte[ids]; with + wpe, the lookup), every scatter\n"
-                 "strategy of its backward, the untied backward fused with lazy AdamW, and (step)\n"
-                 "one whole training step split into its parts, beside this machine's memory limits\n"
-                 "measured in the same run: streaming copy (vector loads and non-temporal stores;\n"
-                 "and libc's memcpy), streaming read, a read and a memcpy of the same random rows.\n"
-                 "Names the CPU, its cache sizes, the ISAs Highway and oneDNN chose, and the load\n"
-                 "average, and warns when the machine is busy.\n"
-                 "Each kernel is reported warm and with caches flushed (64 MiB written first), as\n"
-                 "median time, GB/s of the bytes it must move, and fractions of those limits.\n\n"
-              << desc
-              << "\nBytes each kernel must move (f32): gather and lookup 2*N*C*4 (rows read + out\n"
-                 "written; the lookup also adds wpe, which stays in cache); copy 2*bytes; read and\n"
-                 "row-read the bytes read (row-read: N*C*4, the gather's rows without the writes);\n"
-                 "scatter (N + 2U)*C*4 + 4N (dhidden read, U touched rows read and written, ids);\n"
-                 "lazy-adamw (N + 6U)*C*4 + 4N (dhidden; param, m, v of U rows read and written).\n"
-                 "\nstep: one training step of --config (forward, backward, clip, AdamW) on ids of the\n"
-                 "first --dist, split into every layer kind (lookup, each GEMM family, attention's\n"
-                 "QKᵀ, softmax and ·V, LayerNorms, GELU, residual adds, cross-entropy, scatter,\n"
-                 "optimizer; block parts summed over the layers) with ms, share and GEMM GFLOP/s;\n"
-                 "then the model FLOPs per step (6 x parameters x tokens + 12 x n_layer x T x d_model\n"
-                 "x tokens for attention) per second as a fraction of the oneDNN GEMM peak: a\n"
-                 "2048^3 matmul (bf16 inputs for bf16 GEMMs) timed between the same steps (MFU).\n"
-                 "Each GEMM part names oneDNN's kernel (its ISA: brg:avx512_core is float32 on\n"
-                 "AVX-512, brg:avx512_core_bf16 AVX512_BF16, ..._amx AMX); --matmul-precision\n"
-                 "f32,bf16 profiles both, one after the other per thread count.\n"
-                 "\nExamples:\n  wte profile scatter --dist zipf:1.1,uniform --threads 1,2 --chart s.svg\n"
-                 "  wte profile step --config configs/default.ini --threads 1,2\n"
-                 "  wte profile step --config configs/default.ini --matmul-precision f32,bf16\n";
-    return 0;
-  }
+  po::options_description hidden;
+  hidden.add_options()("what", po::value<std::string>()->default_value("all"));
+  CommandSpec spec;
+  spec.usage =
+      "Usage: wte profile [scatter|gather|step|all] [options]\n"
+      "       wte profile step [--config FILE] [--section.key=value ...] [options]\n"
+      "       mpirun -np 2 wte profile comm [--config FILE] (see wte profile comm --help)\n"
+      "       wte profile loss [--vocab-size V --d-model C --n-tokens N --loss-chunk R]\n"
+      "         (fused vs unfused loss, see wte profile loss --help)\n\n"
+      "Times the embedding gather (wte[ids]; with + wpe, the lookup), every scatter\n"
+      "strategy of its backward, the untied backward fused with lazy AdamW, and (step)\n"
+      "one whole training step split into its parts, beside this machine's memory limits\n"
+      "measured in the same run: streaming copy (vector loads and non-temporal stores;\n"
+      "and libc's memcpy), streaming read, a read and a memcpy of the same random rows.\n"
+      "Names the CPU, its cache sizes, the ISAs Highway and oneDNN chose, and the load\n"
+      "average, and warns when the machine is busy.\n"
+      "Each kernel is reported warm and with caches flushed (64 MiB written first), as\n"
+      "median time, GB/s of the bytes it must move, and fractions of those limits.\n\n";
+  spec.example =
+      "Bytes each kernel must move (f32): gather and lookup 2*N*C*4 (rows read + out\n"
+      "written; the lookup also adds wpe, which stays in cache); copy 2*bytes; read and\n"
+      "row-read the bytes read (row-read: N*C*4, the gather's rows without the writes);\n"
+      "scatter (N + 2U)*C*4 + 4N (dhidden read, U touched rows read and written, ids);\n"
+      "lazy-adamw (N + 6U)*C*4 + 4N (dhidden; param, m, v of U rows read and written).\n"
+      "\nstep: one training step of --config (forward, backward, clip, AdamW) on ids of the\n"
+      "first --dist, split into every layer kind (lookup, each GEMM family, attention's\n"
+      "QKᵀ, softmax and ·V, LayerNorms, GELU, residual adds, cross-entropy, scatter,\n"
+      "optimizer; block parts summed over the layers) with ms, share and GEMM GFLOP/s;\n"
+      "then the model FLOPs per step (6 x parameters x tokens + 12 x n_layer x T x d_model\n"
+      "x tokens for attention) per second as a fraction of the oneDNN GEMM peak: a\n"
+      "2048^3 matmul (bf16 inputs for bf16 GEMMs) timed between the same steps (MFU).\n"
+      "Each GEMM part names oneDNN's kernel (its ISA: brg:avx512_core is float32 on\n"
+      "AVX-512, brg:avx512_core_bf16 AVX512_BF16, ..._amx AMX); --matmul-precision\n"
+      "f32,bf16 profiles both, one after the other per thread count. Config keys given as\n"
+      "--section.key=value (as for wte train) change --config's keys for step, so a variant\n"
+      "of a config is profiled without writing a new file.\n"
+      "\nExamples:\n  wte profile scatter --dist zipf:1.1,uniform --threads 1,2 --chart s.svg\n"
+      "  wte profile step --config configs/default.ini --threads 1,2\n"
+      "  wte profile step --config configs/default.ini --matmul-precision f32,bf16\n"
+      "  wte profile step --config configs/embedding_only.ini --model.loss_chunk=128\n";
+  spec.aliases = {{"--vocab", "--vocab-size"}, {"--tokens", "--n-tokens"}};
+  spec.hidden = &hidden;
+  spec.positional = &pos;
+  spec.config_overrides = true;
+  const CommandLine cl = parse_command_line(argc, argv, desc, spec);
+  if (cl.help) return 0;
+  const po::variables_map& vm = cl.vm;
   const std::string what = vm["what"].as<std::string>();
-  if (what != "scatter" && what != "gather" && what != "step" && what != "all") {
-    std::fprintf(stderr, "wte profile: error: unknown part '%s'; allowed: scatter, gather, step, "
-                 "all, comm, loss (see wte profile --help)\n", what.c_str());
-    return 2;
-  }
+  if (what != "scatter" && what != "gather" && what != "step" && what != "all")
+    throw UsageError("unknown part '" + what + "'; allowed: scatter, gather, step, all, comm, loss");
+  const bool with_step = what == "step" || what == "all";
+  if (!with_step && !cl.overrides.empty())
+    throw UsageError("config keys (" + cl.overrides.front() + ") change the config of `step` only; "
+                     "allowed with wte profile step or all");
   const bool quick = vm.count("quick") > 0;
   // Every option checked, and the output files probed, before any measurement.
   const size_t V = whole_number_option(vm, "vocab-size", 1, (size_t{1} << 31) - 1),
@@ -323,6 +323,18 @@ int cmd_profile(int argc, char** argv) {
   }
   if (vm.count("json")) check_output_file("--json", vm["json"].as<std::string>());
   if (vm.count("chart")) check_output_file("--chart", vm["chart"].as<std::string>());
+  // step's config: --config (or the built-in defaults) with the command line's keys, read before
+  // any measurement.
+  std::string config_name =
+      vm.count("config") ? vm["config"].as<std::string>() : std::string("the built-in defaults");
+  for (const std::string& o : cl.overrides) config_name += " " + o;
+  const Config file_cfg =
+      !with_step ? Config()
+                 : usage_errors_of_overrides([&] {
+                     return vm.count("config")
+                                ? load_config(vm["config"].as<std::string>(), cl.overrides)
+                                : parse_config("", "the built-in defaults", cl.overrides);
+                   });
   std::vector<Row> rows;
   nlohmann::json step_json = nlohmann::json::array();
   const profile::MachineState machine_before = profile::read_machine_state();
@@ -474,11 +486,7 @@ int cmd_profile(int argc, char** argv) {
   }
 
   // --- step: one whole training step of a config, split into its layer kinds, with its MFU.
-  if (what == "step" || what == "all") {
-    const std::string config_name =
-        vm.count("config") ? vm["config"].as<std::string>() : std::string("the built-in defaults");
-    const Config file_cfg = vm.count("config") ? load_config(vm["config"].as<std::string>(), {})
-                                               : parse_config("", "the built-in defaults");
+  if (with_step) {
     if (precisions.empty()) precisions.push_back(to_string(file_cfg.model.matmul_precision));
     Config cfg = file_cfg;
     const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;

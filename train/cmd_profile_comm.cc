@@ -64,17 +64,17 @@ std::vector<Network> parse_networks(const std::string& text) {
   for (const std::string& item : split_list("--net", text)) {
     const size_t colon = item.find(':');
     if (colon == std::string::npos)
-      throw Error("--net item '" + item + "': allowed GBITS:LATENCY_US, e.g. 10:30 (10 Gbit/s, "
+      throw UsageError("--net item '" + item + "': allowed GBITS:LATENCY_US, e.g. 10:30 (10 Gbit/s, "
                   "30 µs per message)");
     Network n{};
     try {
       n.gbits = std::stod(item.substr(0, colon));
       n.latency_us = std::stod(item.substr(colon + 1));
     } catch (const std::exception&) {
-      throw Error("--net item '" + item + "': GBITS and LATENCY_US must be numbers");
+      throw UsageError("--net item '" + item + "': GBITS and LATENCY_US must be numbers");
     }
     if (!(n.gbits > 0) || !(n.latency_us >= 0))
-      throw Error("--net item '" + item + "': GBITS must be > 0 and LATENCY_US >= 0");
+      throw UsageError("--net item '" + item + "': GBITS must be > 0 and LATENCY_US >= 0");
     out.push_back(n);
   }
   return out;
@@ -93,51 +93,46 @@ int cmd_profile_comm(int argc, char** argv) {
       "30 µs; 100 Gbit/s InfiniBand/RoCE, 3 µs)")(
       "ranks", po::value<std::string>()->default_value("2,4,8,16,32,64"),
       "machine counts R to project to");
-  po::variables_map vm;
-  std::vector<std::string> overrides;
-  try {
-    po::parsed_options parsed =
-        po::command_line_parser(argc, argv).style(exact_style()).options(desc).allow_unregistered().run();
-    overrides = po::collect_unrecognized(parsed.options, po::include_positional);
-    po::store(parsed, vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "wte profile comm: %s (see wte profile comm --help)\n", e.what());
-    return 2;
-  }
-  Comm& comm = Comm::world();
-  if (vm.count("help")) {
-    if (comm.rank() == 0)
-      std::cout << "Usage: mpirun -np 2 [--bind-to none] wte profile comm [--config FILE] "
-                   "[--section.key=value ...] [options]\n\n"
-                   "Measures what data-parallel `wte train` pays to exchange gradients: the compute\n"
-                   "of one step of the config's global batch on rank 0, the per-step exchange of its\n"
-                   "gradients between the ranks (median), this transport's latency and bandwidth,\n"
-                   "and projects step time, speed-up and efficiency for R machines like this one on\n"
-                   "the given networks, the global batch fixed. --bind-to none lets rank 0 use every\n"
-                   "core for the compute measurement (mpirun binds each rank to one core otherwise).\n"
-                   "Keep Open MPI on loopback when testing on one machine: --mca oob_tcp_if_include lo\n"
-                   "--mca btl_tcp_if_include lo.\n\n"
-                << desc << "\nExample (README: Data-parallel training):\n"
-                << "  mpirun --allow-run-as-root --oversubscribe --bind-to none --mca oob_tcp_if_include lo \\\n"
-                   "    --mca btl_tcp_if_include lo -np 2 build/wte profile comm --config configs/default.ini\n";
+  CommandSpec spec;
+  spec.usage =
+      "Usage: mpirun -np 2 [--bind-to none] wte profile comm [--config FILE] "
+      "[--section.key=value ...] [options]\n\n"
+      "Measures what data-parallel `wte train` pays to exchange gradients: the compute\n"
+      "of one step of the config's global batch on rank 0, the per-step exchange of its\n"
+      "gradients between the ranks (median), this transport's latency and bandwidth,\n"
+      "and projects step time, speed-up and efficiency for R machines like this one on\n"
+      "the given networks, the global batch fixed. --bind-to none lets rank 0 use every\n"
+      "core for the compute measurement (mpirun binds each rank to one core otherwise).\n"
+      "Keep Open MPI on loopback when testing on one machine: --mca oob_tcp_if_include lo\n"
+      "--mca btl_tcp_if_include lo.\n\n";
+  spec.example =
+      "Example (README: Data-parallel training):\n"
+      "  mpirun --allow-run-as-root --oversubscribe --bind-to none --mca oob_tcp_if_include lo \\\n"
+      "    --mca btl_tcp_if_include lo -np 2 build/wte profile comm --config configs/default.ini\n";
+  spec.config_overrides = true;
+  spec.help_out = nullptr;  // printed below by rank 0 alone
+  const CommandLine cl = parse_command_line(argc, argv, desc, spec);
+  if (cl.help) {
+    Comm& comm = Comm::world();
+    if (comm.rank() == 0) print_help(std::cout, desc, spec);
     comm.finalize();
     return 0;
   }
-  for (const std::string& o : overrides)
-    if (o.rfind("--", 0) != 0 || o.find('.') == std::string::npos)
-      throw Error("wte profile comm: unexpected argument '" + o + "' (config keys are written "
-                  "--section.key=value; see wte profile comm --help)");
-  if (comm.size() < 2)
-    throw Error("wte profile comm measures the exchange between ranks, and this process is the only "
-                "one (" + comm.describe() + "): run it under mpirun -np 2 (see wte profile comm "
-                "--help)");
+  const po::variables_map& vm = cl.vm;
+  // Every option and config key checked before MPI is asked for its ranks.
+  const Config cfg = usage_errors_of_overrides([&] {
+    return load_config(vm.count("config") ? vm["config"].as<std::string>() : "", cl.overrides);
+  });
   const size_t repeat = whole_number_option(vm, "repeat", 3, 10000);
   const std::vector<Network> nets = parse_networks(vm["net"].as<std::string>());
   std::vector<size_t> machine_counts;
   for (const std::string& r : split_list("--ranks", vm["ranks"].as<std::string>()))
     machine_counts.push_back(parse_whole_number("--ranks", r, 1, 1 << 20));
-  const Config cfg = load_config(vm.count("config") ? vm["config"].as<std::string>() : "", overrides);
+  Comm& comm = Comm::world();
+  if (comm.size() < 2)
+    throw Error("wte profile comm measures the exchange between ranks, and this process is the only "
+                "one (" + comm.describe() + "): run it under mpirun -np 2 (see wte profile comm "
+                "--help)");
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
   const bool root = comm.rank() == 0;
   const size_t B = cfg.train.batch_size, T = cfg.data.seq_len, V = cfg.model.vocab_size,

@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -132,32 +131,25 @@ int cmd_profile_loss(int argc, char** argv) {
       "timed runs of each path (median, after the first run), in [1, 10000]")(
       "json", po::value<std::string>(), "also write the results to this JSON file")(
       "seed", po::value<std::string>()->default_value("1234"), "seed of h, W and the targets, in [0, 2^32)");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).style(exact_style()).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "wte profile loss: %s (see wte profile loss --help)\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout
-        << "Usage: wte profile loss [--vocab-size V --d-model C --n-tokens N --loss-chunk R,...]\n\n"
-           "Times the loss of one training step, forward and backward (losses, dh = dL/dh and the\n"
-           "dense dW = dL/dW of h (N, C) · Wᵀ with W (V, C), mean cross-entropy against random\n"
-           "targets), on the fused chunked path (src/model/unembedding.h: rows of h in blocks, the\n"
-           "vocabulary in tiles, no (N, V) buffer) and on the unfused path (the (N, V) logits and\n"
-           "dlogits in one buffer, as model.loss_chunk = 0 runs small vocabularies). Each path's\n"
-           "first run allocates its buffers (outputs dh, dW, losses; the logits or the workspace)\n"
-           "and reports the growth of the process's peak resident memory (VmHWM, reset first through\n"
-           "/proc/self/clear_refs); then --repeat runs of all paths interleaved give median times.\n"
-           "The last column compares each fused run with the unfused one: max |difference| of\n"
-           "the losses, dh and dW relative to the largest unfused value.\n\n"
-        << desc
-        << "\nExample (README: Loss at GPT-2's vocabulary):\n"
-           "  wte profile loss --vocab-size 50257 --d-model 768 --n-tokens 8192 --loss-chunk 64,128,256\n";
-    return 0;
-  }
+  CommandSpec spec;
+  spec.usage =
+      "Usage: wte profile loss [--vocab-size V --d-model C --n-tokens N --loss-chunk R,...]\n\n"
+      "Times the loss of one training step, forward and backward (losses, dh = dL/dh and the\n"
+      "dense dW = dL/dW of h (N, C) · Wᵀ with W (V, C), mean cross-entropy against random\n"
+      "targets), on the fused chunked path (src/model/unembedding.h: rows of h in blocks, the\n"
+      "vocabulary in tiles, no (N, V) buffer) and on the unfused path (the (N, V) logits and\n"
+      "dlogits in one buffer, as model.loss_chunk = 0 runs small vocabularies). Each path's\n"
+      "first run allocates its buffers (outputs dh, dW, losses; the logits or the workspace)\n"
+      "and reports the growth of the process's peak resident memory (VmHWM, reset first through\n"
+      "/proc/self/clear_refs); then --repeat runs of all paths interleaved give median times.\n"
+      "The last column compares each fused run with the unfused one: max |difference| of\n"
+      "the losses, dh and dW relative to the largest unfused value.\n\n";
+  spec.example =
+      "Example (README: Loss at GPT-2's vocabulary):\n"
+      "  wte profile loss --vocab-size 50257 --d-model 768 --n-tokens 8192 --loss-chunk 64,128,256\n";
+  const CommandLine cl = parse_command_line(argc, argv, desc, spec);
+  if (cl.help) return 0;
+  const po::variables_map& vm = cl.vm;
   const size_t V = whole_number_option(vm, "vocab-size", 1, size_t{1} << 24),
                C = whole_number_option(vm, "d-model", 1, size_t{1} << 16),
                N = whole_number_option(vm, "n-tokens", 1, size_t{1} << 24);

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
 #include <sstream>
 #include <optional>
 #include <chrono>
@@ -132,79 +131,52 @@ int train_main(int argc, char** argv) {
       "overwrite", "start afresh in a run directory that holds an earlier run's checkpoints and "
       "snapshots, deleting them (only after every check passed); without it that is an error")(
       "quiet,q", "no progress lines");
-  po::variables_map vm;
-  std::vector<std::string> overrides;
-  try {
-    // Config keys with an empty value ("--train.snapshot_steps=") go straight to the config
-    // loader: Boost's parser rejects an empty value after '='.
-    std::vector<std::string> args, empty_keys;
-    for (int i = 1; i < argc; ++i) {  // argv[0] is "train"
-      const std::string a = argv[i];
-      const bool empty_key = a.rfind("--", 0) == 0 && a.size() > 3 && a.back() == '=' &&
-                             a.find('=') == a.size() - 1 && a.find('.') != std::string::npos;
-      (empty_key ? empty_keys : args).push_back(a);
-    }
-    po::parsed_options parsed =
-        po::command_line_parser(args).style(exact_style()).options(desc).allow_unregistered().run();
-    overrides = po::collect_unrecognized(parsed.options, po::include_positional);
-    overrides.insert(overrides.end(), empty_keys.begin(), empty_keys.end());
-    po::store(parsed, vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "wte train: %s (see wte train --help)\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << "Usage: wte train --config FILE [--out DIR] [--section.key=value ...]\n"
-                 "       wte train --init-from CHECKPOINT [--config FILE] [--out DIR] "
-                 "[--section.key=value ...]\n"
-                 "       wte train --resume PATH|auto [--config FILE] [--out DIR] "
-                 "[--section.key=value ...]\n\n"
-                 "Trains a GPT-2-style model (wte + wpe -> transformer blocks -> ln_f -> lm_head,\n"
-                 "tied to wte unless model.tie_embeddings = false) on a text corpus, on the CPU.\n"
-                 "Prints a progress line (step, loss, tokens/s, ETA including the evaluations) and\n"
-                 "says when it evaluates; writes DIR/metrics.csv, DIR/loss.svg (the loss curve),\n"
-                 "DIR/config.ini (resolved), DIR/tokenizer/, int32 token files DIR/{train,val}.bin\n"
-                 "and HDF5 checkpoints DIR/checkpoint_<step>.h5, and ends with the final validation\n"
-                 "loss beside the unigram baseline.\n\n"
-                 "metrics.csv columns: step, train_loss (this step's batch), val_loss (empty between\n"
-                 "evaluations), lr, grad_norm (before clipping), tokens_per_s_avg (a running average:\n"
-                 "tokens trained since the run or resume began over the time of those steps, without\n"
-                 "evaluations and checkpoints), elapsed_s (wall time since the run or resume began).\n\n"
-                 "Data-parallel: mpirun -np R wte train ... runs R ranks (processes, one or more\n"
-                 "machines); each trains on its slice of every batch of train.batch_size samples\n"
-                 "and the gradients are summed in rank order, so the loss curve is that of one\n"
-                 "process up to rounding. Rank 0 prints and writes the run directory; set\n"
-                 "train.threads per rank. README: Data-parallel training.\n\n"
-                 "Memory: at start-up wte train prints the bytes of the parameters, gradients, AdamW\n"
-                 "moments, the gradient accumulator, the activations and the loss workspace, and\n"
-                 "refuses, before reading data or writing any file, a run that needs more than the\n"
-                 "memory available (MemAvailable, or the cgroup's limit), naming the largest part and\n"
-                 "the setting to change. Large vocabularies: model.loss_chunk (the fused loss, no\n"
-                 "(tokens, vocab_size) logits) and train.grad_accum_steps (micro-batches). README:\n"
-                 "GPT-2's vocabulary at full batch.\n\n"
-              << desc
-              << "\nConfig keys: INI sections [model] [data] [train] [optim] [checkpoint]; any key\n"
+  CommandSpec spec;
+  spec.usage =
+      "Usage: wte train --config FILE [--out DIR] [--section.key=value ...]\n"
+      "       wte train --init-from CHECKPOINT [--config FILE] [--out DIR] "
+      "[--section.key=value ...]\n"
+      "       wte train --resume PATH|auto [--config FILE] [--out DIR] "
+      "[--section.key=value ...]\n\n"
+      "Trains a GPT-2-style model (wte + wpe -> transformer blocks -> ln_f -> lm_head,\n"
+      "tied to wte unless model.tie_embeddings = false) on a text corpus, on the CPU.\n"
+      "Prints a progress line (step, loss, tokens/s, ETA including the evaluations) and\n"
+      "says when it evaluates; writes DIR/metrics.csv, DIR/loss.svg (the loss curve),\n"
+      "DIR/config.ini (resolved), DIR/tokenizer/, int32 token files DIR/{train,val}.bin\n"
+      "and HDF5 checkpoints DIR/checkpoint_<step>.h5, and ends with the final validation\n"
+      "loss beside the unigram baseline.\n\n"
+      "metrics.csv columns: step, train_loss (this step's batch), val_loss (empty between\n"
+      "evaluations), lr, grad_norm (before clipping), tokens_per_s_avg (a running average:\n"
+      "tokens trained since the run or resume began over the time of those steps, without\n"
+      "evaluations and checkpoints), elapsed_s (wall time since the run or resume began).\n\n"
+      "Data-parallel: mpirun -np R wte train ... runs R ranks (processes, one or more\n"
+      "machines); each trains on its slice of every batch of train.batch_size samples\n"
+      "and the gradients are summed in rank order, so the loss curve is that of one\n"
+      "process up to rounding. Rank 0 prints and writes the run directory; set\n"
+      "train.threads per rank. README: Data-parallel training.\n\n"
+      "Memory: at start-up wte train prints the bytes of the parameters, gradients, AdamW\n"
+      "moments, the gradient accumulator, the activations and the loss workspace, and\n"
+      "refuses, before reading data or writing any file, a run that needs more than the\n"
+      "memory available (MemAvailable, or the cgroup's limit), naming the largest part and\n"
+      "the setting to change. Large vocabularies: model.loss_chunk (the fused loss, no\n"
+      "(tokens, vocab_size) logits) and train.grad_accum_steps (micro-batches). README:\n"
+      "GPT-2's vocabulary at full batch.\n\n";
+  // After the options: every config key, and where configs/default.ini differs from the defaults.
+  spec.example = "Config keys: INI sections [model] [data] [train] [optim] [checkpoint]; any key\n"
                  "can be overridden on the command line as --section.key=value (the command line\n"
                  "wins). Keys, built-in defaults (used for keys a config file does not set) and\n"
-                 "allowed values:\n"
-              << config_help()
-              << "\nconfigs/default.ini (the Quick start's job) sets these keys to other values than\n"
-                 "the built-in defaults (corpus paths left out):\n"
-              << default_ini_differences()
-              << "\nExample:\n  wte train --config configs/default.ini --train.steps=200 "
+                 "allowed values:\n" +
+                 config_help() +
+                 "\nconfigs/default.ini (the Quick start's job) sets these keys to other values than\n"
+                 "the built-in defaults (corpus paths left out):\n" +
+                 default_ini_differences() +
+                 "\nExample:\n  wte train --config configs/default.ini --train.steps=200 "
                  "--out runs/short\n";
-    return 0;
-  }
-  for (const std::string& o : overrides) {
-    if (o.rfind("--", 0) != 0) {
-      std::fprintf(stderr,
-                   "wte train: unexpected argument '%s'; config keys are written "
-                   "--section.key=value, with '=' (see wte train --help)\n",
-                   o.c_str());
-      return 2;
-    }
-  }
+  spec.config_overrides = true;
+  const CommandLine cl = parse_command_line(argc, argv, desc, spec);
+  if (cl.help) return 0;
+  const po::variables_map& vm = cl.vm;
+  const std::vector<std::string>& overrides = cl.overrides;
   std::string config_path = vm.count("config") ? vm["config"].as<std::string>() : "";
   const std::string resume = vm.count("resume") ? vm["resume"].as<std::string>() : "";
   const std::string init_from = vm.count("init-from") ? vm["init-from"].as<std::string>() : "";
@@ -231,9 +203,8 @@ int train_main(int argc, char** argv) {
     opts.out_dir = fs::path(resume).parent_path().string();  // continue in the checkpoint's run
     if (opts.out_dir.empty()) opts.out_dir = ".";
   } else if (resume == "auto" && config_path.empty()) {
-    std::fprintf(stderr, "wte train: --resume auto needs the run directory: give --out DIR (or "
-                         "--config FILE, whose run directory is runs/<config name>)\n");
-    return 2;
+    throw UsageError("--resume auto needs the run directory: give --out DIR (or --config FILE, "
+                     "whose run directory is runs/<config name>)");
   } else {
     opts.out_dir = (fs::path("runs") / (config_path.empty()
                                             ? (init_from.empty()

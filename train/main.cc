@@ -4,8 +4,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <exception>
-#include <filesystem>
 #include <string>
 
 #include "wte/error.h"
@@ -93,25 +91,7 @@ const Command* find_command(const std::string& name) {
 }
 
 int run_command(const Command& c, int argc, char** argv) {
-  try {
-    return c.run(argc, argv);
-  } catch (const wte::cli::UsageError& e) {
-    const std::string m = e.what();
-    if (m.find("--help") != std::string::npos)
-      std::fprintf(stderr, "wte %s: error: %s\n", c.name, m.c_str());
-    else
-      std::fprintf(stderr, "wte %s: error: %s (see wte %s --help)\n", c.name, m.c_str(), c.name);
-    return 2;
-  } catch (const wte::Error& e) {
-    std::fprintf(stderr, "wte %s: error: %s\n", c.name, e.what());
-    return 1;
-  } catch (const std::filesystem::filesystem_error& e) {
-    std::fprintf(stderr, "wte %s: error: %s\n", c.name, e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "wte %s: internal error: %s\n", c.name, e.what());
-    return 1;
-  }
+  return wte::cli::run_reporting_errors(c.name, [&] { return c.run(argc, argv); });
 }
 
 }  // namespace
