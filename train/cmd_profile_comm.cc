@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "src/clock.h"
 #include "wte/config.h"
 #include "wte/error.h"
 #include "wte/model.h"
@@ -42,11 +43,6 @@ namespace po = boost::program_options;
 
 namespace wte::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -166,12 +162,12 @@ int cmd_profile_comm(int argc, char** argv) {
       auto t0 = Clock::now();
       model.forward(inputs.data(), targets.data(), B, T);
       model.backward();
-      const double a = since(t0);
+      const double a = seconds_since(t0);
       t0 = Clock::now();
       const double norm = grad_norm(model, model.wte_grad_rows());  // as train_step
       optimizer.update(model, 1e-5f, cfg.optim, model.wte_grad_rows(),
                        clip_scale(norm, cfg.optim.grad_clip));
-      const double b = since(t0);
+      const double b = seconds_since(t0);
       if (i > 0) fb.push_back(a), opt.push_back(b);  // the first builds oneDNN's primitives
     }
     t_fb = median(fb);
@@ -197,7 +193,7 @@ int cmd_profile_comm(int argc, char** argv) {
     const auto t0 = Clock::now();
     sync.reduce_scatter(model, 1.0f);
     sync.all_gather_params(model);
-    if (i > 0) ex.push_back(since(t0));
+    if (i > 0) ex.push_back(seconds_since(t0));
   }
   const double t_exchange = median(ex);
   const size_t bytes_sent = sync.bytes_sent_last();
@@ -214,7 +210,7 @@ int cmd_profile_comm(int argc, char** argv) {
       comm.barrier();
       const auto t0 = Clock::now();
       sync.reduce_floats(buf.data(), n);
-      if (i > 0) ts.push_back(since(t0));
+      if (i > 0) ts.push_back(seconds_since(t0));
     }
     sweep.push_back({n, median(ts), sync.bytes_sent_last()});
     if (n == dense) break;

@@ -4,16 +4,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "src/clock.h"
 #include "wte/error.h"
 
 namespace wte {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // Σ partials in order from 0.0: clip_grad_norm's combination of its block sums.
 double sum_in_order(const std::vector<double>& partials) {
@@ -59,7 +54,7 @@ float GradientSync::reduce_scatter(Model& model, float local_loss,
   std::vector<Small> all(R);
   auto t0 = Clock::now();
   comm_.allgather(&mine, sizeof mine, all.data());
-  t_.small += since(t0);
+  t_.small += seconds_since(t0);
   double loss = 0.0;  // Σ_r w_r·L_r in rank order, in double, rounded once
   for (size_t r = 0; r < R; ++r) loss += static_cast<double>(w_[r]) * all[r].loss;
 
@@ -77,10 +72,10 @@ float GradientSync::reduce_scatter(Model& model, float local_loss,
     all_rows_.resize(total * C);
     comm_.allgatherv(local.ids, all_ids_.data(), counts, sizeof(int32_t));
     comm_.allgatherv(local.rows, all_rows_.data(), row_counts, sizeof(float));
-    t_.sparse += since(t0);
+    t_.sparse += seconds_since(t0);
     t0 = Clock::now();
     merge_sparse_rows(all_ids_.data(), all_rows_.data(), counts, C, w_, &ids_, &rows_);
-    t_.sum += since(t0);
+    t_.sum += seconds_since(t0);
     bytes_sent_ += (R - 1) * local.count * (C * sizeof(float) + sizeof(int32_t));
     have_rows_ = true;
   }
@@ -105,10 +100,10 @@ void GradientSync::reduce_scatter_dense(float* g, size_t n, const std::vector<si
   }
   auto t0 = Clock::now();
   comm_.alltoallv(g, send_counts, displs, recv_.data(), recv_counts, recv_displs);
-  t_.reduce_scatter += since(t0);
+  t_.reduce_scatter += seconds_since(t0);
   t0 = Clock::now();
   ordered_weighted_sum(g + displs[me], parts, mine, w_);  // in place on this rank's block
-  t_.sum += since(t0);
+  t_.sum += seconds_since(t0);
   bytes_sent_ += (n - mine) * sizeof(float);
 }
 
@@ -120,14 +115,14 @@ double GradientSync::grad_norm(Model& model) {
   // in block order (the blocks start at multiples of kNormBlock).
   std::vector<double> mine(norm_blocks(counts_[me]));
   squared_norm_partials(block, counts_[me], mine.data());
-  t_.optimizer += since(t0);
+  t_.optimizer += seconds_since(t0);
   std::vector<size_t> partial_counts(R);
   size_t total_blocks = 0;
   for (size_t r = 0; r < R; ++r) partial_counts[r] = norm_blocks(counts_[r]), total_blocks += partial_counts[r];
   std::vector<double> partials(total_blocks);
   t0 = Clock::now();
   comm_.allgatherv(mine.data(), partials.data(), partial_counts, sizeof(double));
-  t_.small += since(t0);
+  t_.small += seconds_since(t0);
   t0 = Clock::now();
   double total = sum_in_order(partials);
   const SparseRowGrad sparse = wte_rows(model);
@@ -136,7 +131,7 @@ double GradientSync::grad_norm(Model& model) {
     squared_norm_partials(sparse.rows, sparse.count * sparse.C, sp.data());
     total += sum_in_order(sp);
   }
-  t_.optimizer += since(t0);
+  t_.optimizer += seconds_since(t0);
   return std::sqrt(total);
 }
 
@@ -147,7 +142,7 @@ void GradientSync::update(Model& model, AdamW& optimizer, float lr, const OptimC
   const auto t0 = Clock::now();
   optimizer.update_part(model, lr, hp, begin, begin + counts_[me], wte_rows(model),
                         grad_scale);
-  t_.optimizer += since(t0);
+  t_.optimizer += seconds_since(t0);
   all_gather_params(model);
 }
 
@@ -155,7 +150,7 @@ void GradientSync::all_gather_params(Model& model) {
   layout(dense_begin_of(model), model.num_parameters());
   const auto t0 = Clock::now();
   comm_.allgatherv_inplace(model.param_data() + dense_begin_, counts_, displs_);
-  t_.all_gather += since(t0);
+  t_.all_gather += seconds_since(t0);
   bytes_sent_ += (n_ - dense_begin_ - counts_[static_cast<size_t>(comm_.rank())]) * sizeof(float);
 }
 
@@ -173,7 +168,7 @@ void GradientSync::reduce_floats(float* g, size_t n) {
   reduce_scatter_dense(g, n, counts, displs);
   const auto t0 = Clock::now();
   comm_.allgatherv_inplace(g, counts, displs);
-  t_.all_gather += since(t0);
+  t_.all_gather += seconds_since(t0);
   bytes_sent_ += (n - counts[static_cast<size_t>(comm_.rank())]) * sizeof(float);
 }
 
@@ -218,12 +213,7 @@ void GradientSync::print_share(double step_seconds, size_t steps) const {
 
 SparseRowGrad GradientSync::wte_rows(Model& model) {
   if (!have_rows_) return model.wte_grad_rows();
-  SparseRowGrad g;
-  g.rows = rows_.data();
-  g.ids = ids_.data();
-  g.count = ids_.size();
-  g.C = model.config().d_model;
-  return g;
+  return sparse_row_grad_view(rows_, ids_, model.config().d_model);
 }
 
 }  // namespace wte

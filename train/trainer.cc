@@ -21,6 +21,7 @@
 #include "wte/error.h"
 #include "wte/model.h"
 #include "wte/optimizer.h"
+#include "src/clock.h"
 #include "src/analysis/loss_curve.h"
 #include "src/model/grad_accum.h"
 #include "src/io/snapshot.h"
@@ -34,12 +35,6 @@ namespace fs = std::filesystem;
 
 namespace wte {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 std::string format_duration(double s) {
   char buf[32];

@@ -68,6 +68,14 @@ struct SparseRowGrad {
   size_t C = 0;
 };
 
+/// The SparseRowGrad view of rows kept in vectors, e.g. merged by merge_sparse_rows
+/// (src/model/data_parallel.h): `ids` (count) distinct and increasing, `rows` (count, C). The view
+/// points into the vectors: valid while they are not resized or freed.
+inline SparseRowGrad sparse_row_grad_view(std::vector<float>& rows, const std::vector<int32_t>& ids,
+                                          size_t C) {
+  return SparseRowGrad{rows.data(), ids.data(), ids.size(), C};
+}
+
 /// Wall-clock seconds of each part of forward()/backward(), when a StepTimes is attached with
 /// Model::set_step_times (each part then ends with a stream wait, so parts do not overlap). Every
 /// part adds (+=) its time: the block parts sum over the layers; reset the struct between steps.

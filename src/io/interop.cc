@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "src/clock.h"
 #include "src/io/hf_gpt2.h"
 #include "src/io/safetensors.h"
 #include "wte/checkpoint.h"
@@ -23,11 +24,6 @@ namespace fs = std::filesystem;
 
 namespace wte {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // The tokenizer of a Hugging Face model directory: vocab.json + merges.txt, or GPT-2's own names
 // for the same files, encoder.json + vocab.bpe.

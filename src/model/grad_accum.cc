@@ -51,12 +51,7 @@ void GradAccumulator::add(Model& model, bool first, bool last) {
 
 SparseRowGrad GradAccumulator::wte_rows(Model& model) {
   if (!merged_) return model.wte_grad_rows();
-  SparseRowGrad g;
-  g.rows = rows_.data();
-  g.ids = ids_.data();
-  g.count = ids_.size();
-  g.C = model.config().d_model;
-  return g;
+  return sparse_row_grad_view(rows_, ids_, model.config().d_model);
 }
 
 }  // namespace wte
