@@ -115,6 +115,19 @@ def median(xs):
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
+PARTS = ("gather", "scatter")
+
+
+def parts_list(text):
+    """--parts: gather, scatter or both, comma-separated; anything else is refused by argparse."""
+    items = text.split(",")
+    bad = [item for item in items if item not in PARTS]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            "%r is not a part; allowed: gather, scatter or gather,scatter" % (bad[0],))
+    return set(items)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--wte", default="build/wte", help="the built wte binary")
@@ -124,7 +137,8 @@ def main():
     p.add_argument("--threads", default="1,2")
     p.add_argument("--repeat", type=int, default=15)
     p.add_argument("--rounds", type=int, default=3, help="interleaved wte/PyTorch rounds")
-    p.add_argument("--parts", default="gather,scatter", help="gather, scatter or both")
+    p.add_argument("--parts", type=parts_list, default="gather,scatter",
+                   help="gather, scatter or both (gather,scatter)")
     p.add_argument("--zipf", type=float, default=1.1)
     p.add_argument("--corpus-ids", help="int32 token ids of a corpus tokenized with a vocab of --vocab "
                    "(e.g. a run's train.bin); adds the distribution 'corpus'")
@@ -144,7 +158,7 @@ def main():
               "(apt-get install python3-torch libopenblas0-pthread libtcmalloc-minimal4)")
         return 77
 
-    parts = set(args.parts.split(","))
+    parts = args.parts
     V, C, N = args.vocab, args.d_model, args.tokens
     rng = np.random.default_rng(1234)
     dists = {"uniform": rng.integers(0, V, N, dtype=np.int64)}
