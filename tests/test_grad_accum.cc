@@ -6,7 +6,8 @@
 //    resumes bit for bit;
 //  - the memory line names parameters, optimizer state, activations and the loss workspace; an
 //    impossible configuration is refused before anything is written, naming the largest part and
-//    the setting to change.
+//    the setting to change; under model.matmul_precision = bf16 the estimate adds the bf16 copies
+//    of the parameters and of one step's GEMM inputs, by the bytes derived from the layout.
 //
 // Bound for the accumulated gradient: every entry is a sum of the same terms (per target token) as
 // the one-batch entry, grouped per micro-batch (and, for the loss's scale 1/tokens, the same float
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "src/model/grad_accum.h"
+#include "src/model/matmul.h"
 #include "tests/test_util.h"
 #include "wte/checkpoint.h"
 #include "wte/config.h"
@@ -250,6 +253,92 @@ TEST_F(GradAccumCli, ImpossibleMemoryIsRefusedNamingThePartAndTheSetting) {
   EXPECT_NE(out.find("data: "), std::string::npos) << out;
   EXPECT_NE(out.find("fewer than data.seq_len + 1 = 1025"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(dir_ / "o"));
+}
+
+// The estimate counts the bf16 copies the GEMMs read under model.matmul_precision = bf16 (the
+// loss's were counted before): the parameters' mirror and one step's GEMM inputs, 2 bytes an
+// element, as src/model/model.cc lays them out (carve16). Both runs are refused (the (B, NH, T, T)
+// attention probabilities of 2^20 sequences of 1024), and the refusal lists every part.
+TEST_F(GradAccumCli, Bf16EstimateAddsTheBf16CopiesOfParametersAndGemmInputs) {
+  const double V = 300, C = 64, P = 1024, L = 1, NH = 4, B = 1048576, T = 1024, N = B * T;
+  const std::string huge =
+      "--train.batch_size=1048576 --data.seq_len=1024 --model.n_ctx=1024 --model.d_model=64 "
+      "--model.n_layer=1 --model.n_head=4 --model.loss_chunk=64";
+  // Parts by name, and the total, of a refusal: "this run needs about X of memory ... Estimate by
+  // part:\n  NAME: X\n  ...".
+  auto estimate = [&](const std::string& extra, std::string* total) {
+    std::string out;
+    EXPECT_EQ(train("o", huge + extra, &out), 1) << out;
+    EXPECT_FALSE(fs::exists(dir_ / "o"));
+    const size_t at = out.find("this run needs about "), of = out.find(" of memory", at);
+    EXPECT_NE(at, std::string::npos) << out;
+    *total = out.substr(at + 21, of - at - 21);
+    std::map<std::string, std::string> parts;
+    std::istringstream in(out.substr(out.find("Estimate by part:")));
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t colon = line.rfind(": ");
+      if (line.rfind("  ", 0) == 0 && colon != std::string::npos)
+        parts[line.substr(2, colon - 2)] = line.substr(colon + 2);
+    }
+    return parts;
+  };
+  auto gib = [](double bytes) {  // as train/run_guard.cc prints them
+    char buf[32];
+    if (bytes >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+    else std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024));
+    return std::string(buf);
+  };
+  std::string total32, total16;
+  const auto f32 = estimate("", &total32);
+  const auto b16 = estimate(" --model.matmul_precision=bf16", &total16);
+  // Derived: tied parameters V C + n_ctx C + 2 C + L (12 C^2 + 13 C); GEMM inputs h' (N C), per
+  // block ln_1, attention output, ln_2 (N C each), GELU (4 N C), qkv (3 N C), probabilities
+  // (B NH T^2), and the backward's scratch once (5 N C + B NH T^2).
+  const double params = V * C + P * C + 2 * C + L * (12 * C * C + 13 * C);
+  const double params16 = 2 * params;
+  const double inputs16 = 2 * (N * C + L * (10 * N * C + B * NH * T * T) + 5 * N * C + B * NH * T * T);
+  auto part = [](const std::map<std::string, std::string>& parts, const std::string& name) {
+    const auto it = parts.find(name);
+    return it == parts.end() ? std::string("(no such part)") : it->second;
+  };
+  EXPECT_EQ(part(b16, "bf16 copy of the parameters"), gib(params16));
+  EXPECT_EQ(part(b16, "bf16 copies of one step's GEMM inputs"), gib(inputs16));
+  EXPECT_EQ(f32.count("bf16 copy of the parameters") + f32.count("bf16 copies of one step's GEMM inputs"), 0u);
+  // Every float32 part is there unchanged (the loss workspace also holds its bf16 tile: not equal).
+  EXPECT_EQ(b16.size(), f32.size() + 2);
+  for (const auto& [name, value] : f32)
+    if (name.rfind("loss workspace", 0) != 0) EXPECT_EQ(part(b16, name), value) << name;
+  // The derivation is the model's own layout: at a small shape a bf16 model's activation bytes
+  // (its bf16 arena and parameter mirror included) exceed the float32 model's by it, plus the
+  // loss's bf16 copy and under 64 bytes of alignment per bf16 view (6 per block, 5 more).
+  if (bf16_gemm_support().native) {
+    // The runs' config (V 300, n_ctx 16, n_head 4) with blocks, at a batch of 3 x 16.
+    ModelConfig mc = parse_config(slurp(dir_ / "tiny.ini"), "tiny.ini",
+                                  {"--model.d_model=64", "--model.n_layer=2"})
+                         .model;
+    Model m32(mc);
+    mc.matmul_precision = MatmulPrecision::bf16;
+    Model m16(mc);
+    const double b = 3, t = 16, n = b * t, l = 2;
+    m32.reserve(3, 16);
+    m16.reserve(3, 16);
+    const double derived = 2 * (m16.num_parameters() + n * mc.d_model +
+                                l * (10 * n * mc.d_model + b * 4 * t * t) + 5 * n * mc.d_model +
+                                b * 4 * t * t);
+    const double loss16 = static_cast<double>(m16.loss_workspace_bytes()) -
+                          static_cast<double>(m32.loss_workspace_bytes());
+    const double extra = static_cast<double>(m16.activation_bytes()) -
+                         static_cast<double>(m32.activation_bytes()) - loss16;
+    EXPECT_GE(extra, derived);
+    EXPECT_LE(extra, derived + 64 * (6 * l + 5)) << "bf16 bytes " << extra << ", derived " << derived;
+  }
+  // The totals differ by the derived bytes, to the printed 0.1 GiB (the loss's bf16 tile is
+  // 64 rows x at most 300 ids: far below that).
+  const double gib_ = 1024.0 * 1024 * 1024;
+  ASSERT_NE(total32.find(" GiB"), std::string::npos);
+  EXPECT_NEAR(std::stod(total16) - std::stod(total32), (params16 + inputs16) / gib_, 0.1)
+      << total16 << " vs " << total32;
 }
 
 }  // namespace

@@ -99,6 +99,23 @@ std::vector<MemoryPart> estimate_training_memory(const Config& cfg) {
   parts.push_back({"block activations of one step", 4 * L * (16 * N * C + 2 * Bq * NH * Tq * Tq),
                    "model.n_layer x " + per_forward,
                    "model.n_layer, train.batch_size or data.seq_len, or raise train.grad_accum_steps"});
+  if (bf16) {
+    // bf16 GEMMs read bf16 copies (2 bytes an element; src/model/model.cc, carve16): of every
+    // parameter (the weights' mirror), and of the GEMM inputs of one step: per block ln_1's and
+    // ln_2's outputs, the attention output (N C each), the GELU output (4 N C), qkv (3 N C) and the
+    // attention probabilities (B NH T^2); once for all blocks the backward's scratch (dX 4 N C,
+    // the attention output's gradient N C, the probabilities' gradient B NH T^2); and h', the
+    // unembedding's input (N C). The loss's own copies are in its part above. Counted from the
+    // config: on a CPU without a native bf16 matmul the model runs float32 and allocates none.
+    const double blocks16 = L * (10 * N * C + Bq * NH * Tq * Tq) +
+                            (L > 0 ? 5 * N * C + Bq * NH * Tq * Tq : 0);
+    parts.push_back({"bf16 copy of the parameters", 2 * params, table,
+                     "model.vocab_size or model.d_model, or set model.matmul_precision = f32"});
+    parts.push_back({"bf16 copies of one step's GEMM inputs", 2 * (N * C + blocks16),
+                     "model.n_layer x " + per_forward + " x model.d_model",
+                     "model.n_layer, train.batch_size or data.seq_len, raise "
+                     "train.grad_accum_steps, or set model.matmul_precision = f32"});
+  }
   return parts;
 }
 

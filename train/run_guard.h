@@ -51,6 +51,9 @@ struct MemoryPart {
 /// activations of one forward of N = train.batch_size / train.grad_accum_steps * data.seq_len
 /// tokens: the loss (the unfused logits N*V, or the fused workspace rows*V, src/model/unembedding.h),
 /// hidden states and their gradients about 7*N*C, and per block about 16*N*C + 2*B*NH*T^2, float32.
+/// With model.matmul_precision = bf16 also the bf16 copies the GEMMs read, 2 bytes an element: of
+/// the parameters, of the loss's dlogits (in the loss part), and of one step's GEMM inputs:
+/// N*C + n_layer*(10*N*C + B*NH*T^2) + (n_layer > 0: 5*N*C + B*NH*T^2).
 /// Token streams are not counted (known only after reading).
 std::vector<MemoryPart> estimate_training_memory(const Config& cfg);
 
