@@ -145,7 +145,7 @@ int cmd_profile_loss(int argc, char** argv) {
       "The last column compares each fused run with the unfused one: max |difference| of\n"
       "the losses, dh and dW relative to the largest unfused value.\n\n";
   spec.example =
-      "Example (README: Loss at GPT-2's vocabulary):\n"
+      "Example (README: GPT-2's vocabulary at full batch):\n"
       "  wte profile loss --vocab-size 50257 --d-model 768 --n-tokens 8192 --loss-chunk 64,128,256\n";
   const CommandLine cl = parse_command_line(argc, argv, desc, spec);
   if (cl.help) return 0;
