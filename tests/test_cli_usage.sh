@@ -52,6 +52,22 @@ expect 2 "wte profile comm: error: unexpected argument 'x'" -- profile comm x
 expect 2 "wte profile comm: error: --net item '1:x'" -- profile comm --net 1:x
 expect 2 "wte profile loss: error: --paths item 'sideways'" -- profile loss --paths sideways
 expect 2 "wte train: error: --resume auto needs the run directory" -- train --resume auto
+# An empty --config (an unset shell variable) is an error, not the built-in defaults.
+for c in train gradcheck "profile step"; do
+  expect 2 "error: --config is empty: give a file, or leave --config out" -- $c --config ""
+done
+# --config belongs to `profile step`: with scatter or gather it is refused, not ignored.
+expect 2 "wte profile: error: --config is the config of \`step\` only" \
+  -- profile gather --config "$WTE_SOURCE_DIR/configs/default.ini"
+# A directory where a file is expected is named as such (it was libstdc++'s "basic_filebuf::
+# underflow" internal error).
+expect 1 "wte profile: error: '$dir' is a directory, not a file" -- profile gather --quick --dist "file:$dir"
+# gradcheck says what the finite differences would cost and refuses a model whose check would take
+# hours, before it starts (a trained checkpoint keeps its full size).
+expect 1 "wte gradcheck: error: the finite differences of this model would take about" \
+  -- gradcheck --vocab-size 4096 --d-model 512 --n-layer 4 --n-head 8 --batch-size 1 --seq-len 8
+grep -q "^finite differences: [0-9]* entries, 2 double-precision forwards each" "$dir/out" \
+  || fail "gradcheck printed no cost line: $(head -c 400 "$dir/out")"
 for args in "train --stop-at x --help" "profile --repeat 0 --help" "profile loss --paths x --help" \
             "profile comm --repeat 1 --help"; do
   "$WTE_CLI" $args > "$dir/out" 2> "$dir/err"; rc=$?

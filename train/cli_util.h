@@ -240,6 +240,17 @@ inline uint64_t parse_whole_number(const std::string& option, const std::string&
   return v;
 }
 
+/// The file option `name` (without "--") of `vm`, or "" if it was not given. Throws UsageError if
+/// it was given an empty value: `-c ""` (an unset shell variable) must not quietly mean "no file".
+inline std::string file_option(const boost::program_options::variables_map& vm, const char* name) {
+  if (!vm.count(name)) return "";
+  const std::string v = vm[name].as<std::string>();
+  if (v.empty())
+    throw UsageError(std::string("--") + name + " is empty: give a file, or leave --" + name +
+                     " out");
+  return v;
+}
+
 /// The whole-number option `name` (without "--") of `vm`, declared as po::value<std::string>
 /// (with a default, or checked with vm.count first), parsed by parse_whole_number in [lo, hi].
 inline uint64_t whole_number_option(const boost::program_options::variables_map& vm,

@@ -2,11 +2,13 @@
 #include <boost/program_options.hpp>
 #include <omp.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <numeric>
 #include <iostream>
 #include <memory>
+#include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -143,7 +145,7 @@ int cmd_gradcheck(int argc, char** argv) {
     model = load_model_file(path, &cfg);
     source = "checkpoint " + path;
   } else {
-    const std::string config_path = vm.count("config") ? vm["config"].as<std::string>() : "";
+    const std::string config_path = file_option(vm, "config");
     cfg = usage_errors_of_overrides([&] { return load_config(config_path, overrides); });
     auto pick = [](size_t arg, size_t config_value, size_t cap) {
       return arg != 0 ? arg : std::min(config_value, cap);
@@ -233,6 +235,35 @@ int cmd_gradcheck(int argc, char** argv) {
   std::fflush(stdout);
 
   const ref::ModelParams<double> params = reference_params(*model);
+  // What the finite differences will cost, said (and checked) before they start: two double
+  // reference forwards per checked entry (finite_difference_check: the wte rows the batch looks up
+  // plus the sampled others, three times when tied; every wpe, ln_f and lm_head-row entry; every
+  // entry of every block tensor). A checkpoint keeps its full size, so a trained model's check
+  // can take days: refused past kMaxFdHours with what to run instead.
+  {
+    const size_t V = mc.vocab_size, C = mc.d_model;
+    const std::set<int32_t> touched(batch.inputs.begin(), batch.inputs.end());
+    const size_t rows = touched.size() + std::min(opt.untouched_rows, V - touched.size());
+    size_t entries = rows * C * (mc.tie_embeddings ? 3 : 2) + mc.n_ctx * C + 2 * C;
+    for (const TensorSpec& t : model->tensors())
+      if (t.name.rfind("h", 0) == 0) entries += t.size;
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)ref::model_loss(params, batch.inputs.data(), batch.targets.data(), batch.B, batch.T);
+    const double forward_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double hours = 2.0 * static_cast<double>(entries) * forward_s / 3600.0;
+    std::printf("finite differences: %zu entries, 2 double-precision forwards each (%.3g s per "
+                "forward here): about %.2g hours\n",
+                entries, forward_s, hours);
+    std::fflush(stdout);
+    constexpr double kMaxFdHours = 2.0;
+    if (hours > kMaxFdHours)
+      throw Error("the finite differences of this model would take about " +
+                  std::to_string(static_cast<long>(hours + 0.5)) + " hours (" +
+                  std::to_string(entries) + " entries); gradcheck checks the code, not the " +
+                  "weights: check a small model of the same settings instead, e.g. wte gradcheck " +
+                  "--config runs/NAME/config.ini (the run's config; gradcheck caps its sizes)");
+  }
   std::vector<std::string> failed;
   std::printf("finite differences on the double reference (eps %g; pass |a - n| <= %g + %g*|n|):\n",
               opt.eps, opt.atol, opt.rtol);

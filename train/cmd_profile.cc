@@ -279,6 +279,9 @@ int cmd_profile(int argc, char** argv) {
   if (!with_step && !cl.overrides.empty())
     throw UsageError("config keys (" + cl.overrides.front() + ") change the config of `step` only; "
                      "allowed with wte profile step or all");
+  const std::string config_path = file_option(vm, "config");
+  if (!with_step && !config_path.empty())
+    throw UsageError("--config is the config of `step` only; allowed with wte profile step or all");
   const bool quick = vm.count("quick") > 0;
   // Every option checked, and the output files probed, before any measurement.
   const size_t V = whole_number_option(vm, "vocab-size", 1, (size_t{1} << 31) - 1),
@@ -326,13 +329,13 @@ int cmd_profile(int argc, char** argv) {
   // step's config: --config (or the built-in defaults) with the command line's keys, read before
   // any measurement.
   std::string config_name =
-      vm.count("config") ? vm["config"].as<std::string>() : std::string("the built-in defaults");
+      !config_path.empty() ? config_path : std::string("the built-in defaults");
   for (const std::string& o : cl.overrides) config_name += " " + o;
   const Config file_cfg =
       !with_step ? Config()
                  : usage_errors_of_overrides([&] {
-                     return vm.count("config")
-                                ? load_config(vm["config"].as<std::string>(), cl.overrides)
+                     return !config_path.empty()
+                                ? load_config(config_path, cl.overrides)
                                 : parse_config("", "the built-in defaults", cl.overrides);
                    });
   std::vector<Row> rows;
@@ -500,7 +503,7 @@ int cmd_profile(int argc, char** argv) {
             precision == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::f32;
         progress("profile: step, %d thread(s), %s GEMMs...", threads, precision.c_str());
         profile::StepProfile p = profile::profile_step(
-            cfg, ids, quick ? 4 : std::max<size_t>(repeat, 5), quick ? 512 : 2048);
+            cfg, ids, quick ? 4 : repeat, quick ? 512 : 2048);
         p.threads = threads;
         progress("%s", "");
         print_step_profile(p, cfg.model, config_name, dist.label);

@@ -117,7 +117,7 @@ int cmd_profile_comm(int argc, char** argv) {
   const po::variables_map& vm = cl.vm;
   // Every option and config key checked before MPI is asked for its ranks.
   const Config cfg = usage_errors_of_overrides([&] {
-    return load_config(vm.count("config") ? vm["config"].as<std::string>() : "", cl.overrides);
+    return load_config(file_option(vm, "config"), cl.overrides);
   });
   const size_t repeat = whole_number_option(vm, "repeat", 3, 10000);
   const std::vector<Network> nets = parse_networks(vm["net"].as<std::string>());

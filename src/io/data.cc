@@ -26,6 +26,11 @@ void check_token_ids(const int32_t* ids, size_t n, size_t vocab_size, const std:
 }
 
 std::string read_text_file(const std::string& path) {
+  // A directory opens as an ifstream on Linux and then fails inside the read with libstdc++'s
+  // "basic_filebuf::underflow" exception: name it first.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error("'" + path + "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open '" + path + "': " + std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
