@@ -117,8 +117,10 @@ int train_main(int argc, char** argv) {
       "continue a run from checkpoint PATH, or 'auto': from the newest valid checkpoint in the run "
       "directory (a fresh start if it has none). Without --config the checkpoint's own config is "
       "used; --section.key=value may change train.steps, the log/eval/checkpoint intervals, "
-      "train.eval_tokens, train.snapshot_steps, checkpoint.keep_last, train.threads (then not "
-      "bit-identical) and the data paths: nothing that alters what a step computes")(
+      "train.eval_tokens, train.snapshot_steps, checkpoint.keep_last and the data paths (nothing "
+      "that alters what a step computes), and how a step is cut into work: train.threads, "
+      "model.loss_chunk, model.loss_vocab_tile, train.grad_accum_steps (the same loss and "
+      "gradient up to float rounding, so then not bit-identical; memory differs)")(
       "init-from", po::value<std::string>(),
       "start a fresh run (step 0, new optimizer, new data order) from the weights of checkpoint "
       "PATH: a checkpoint or snapshot of wte train, or a model made by wte import. Its model keys "
@@ -177,7 +179,7 @@ int train_main(int argc, char** argv) {
   if (cl.help) return 0;
   const po::variables_map& vm = cl.vm;
   const std::vector<std::string>& overrides = cl.overrides;
-  std::string config_path = vm.count("config") ? vm["config"].as<std::string>() : "";
+  std::string config_path = file_option(vm, "config");
   const std::string resume = vm.count("resume") ? vm["resume"].as<std::string>() : "";
   const std::string init_from = vm.count("init-from") ? vm["init-from"].as<std::string>() : "";
   if (!init_from.empty() && !resume.empty())
