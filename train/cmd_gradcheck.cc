@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -251,10 +252,17 @@ int cmd_gradcheck(int argc, char** argv) {
     (void)ref::model_loss(params, batch.inputs.data(), batch.targets.data(), batch.B, batch.T);
     const double forward_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double hours = 2.0 * static_cast<double>(entries) * forward_s / 3600.0;
-    std::printf("finite differences: %zu entries, 2 double-precision forwards each (%.3g s per "
-                "forward here): about %.2g hours\n",
-                entries, forward_s, hours);
+    const double seconds = 2.0 * static_cast<double>(entries) * forward_s, hours = seconds / 3600;
+    char cost[64];
+    if (seconds < 120)
+      std::snprintf(cost, sizeof cost, "%.0f s", std::ceil(seconds));
+    else if (hours < 2)
+      std::snprintf(cost, sizeof cost, "%.0f min", std::ceil(seconds / 60));
+    else
+      std::snprintf(cost, sizeof cost, "%.0f hours", hours);
+    std::printf("finite differences: %zu entries, 2 double-precision forwards each (%.2g s per "
+                "forward here): about %s\n",
+                entries, forward_s, cost);
     std::fflush(stdout);
     constexpr double kMaxFdHours = 2.0;
     if (hours > kMaxFdHours)
