@@ -54,6 +54,21 @@ HWY_INLINE void PrefetchSpan(const float* ahead, size_t c0, size_t c1) {
   for (size_t c = c0; c < c1; c += 64 / sizeof(float)) hwy::Prefetch(ahead + c);
 }
 
+// After a row loop's whole 4-vector steps have prefetched ahead[0, c): the rest of ahead[0, C),
+// and its last line, which a row that does not start on a line leaves out.
+HWY_INLINE void PrefetchRest(const float* ahead, size_t c, size_t C) {
+  if (ahead == nullptr || C == 0) return;
+  PrefetchSpan(ahead, c, C);
+  hwy::Prefetch(ahead + C - 1);
+}
+
+// The table row kGatherPrefetchRows after row n of the gather, or null past the last one.
+HWY_INLINE const float* RowAhead(const float* wte, const int32_t* ids, size_t n, size_t N,
+                                 size_t C) {
+  return n + kGatherPrefetchRows < N ? wte + static_cast<size_t>(ids[n + kGatherPrefetchRows]) * C
+                                     : nullptr;
+}
+
 // dst[0, C) = src[0, C), prefetching the lines of ahead[0, C) as it goes (ahead may be null).
 // kStream: the part of dst aligned to whole vectors is written with non-temporal stores
 // (hn::Stream, which needs that alignment); the unaligned head and the tail shorter than a vector
@@ -87,10 +102,7 @@ HWY_INLINE void CopyRow(float* HWY_RESTRICT dst, const float* HWY_RESTRICT src, 
     }
   }
   // The rest of ahead's lines (the whole row when C < 4 vectors), then the rest of the copy.
-  if (ahead != nullptr && C > 0) {
-    PrefetchSpan(ahead, c, C);
-    hwy::Prefetch(ahead + C - 1);  // the last line when the row does not start on a line
-  }
+  PrefetchRest(ahead, c, C);
   for (; c + L <= C; c += L) {
     if (kStream)
       hn::Stream(hn::LoadU(d, src + c), d, dst + c);
@@ -109,10 +121,8 @@ void GatherRows(float* HWY_RESTRICT out, const int32_t* HWY_RESTRICT ids,
   {
 #pragma omp for schedule(static) nowait
     for (size_t n = 0; n < N; ++n) {
-      const float* ahead = n + kGatherPrefetchRows < N
-                               ? wte + static_cast<size_t>(ids[n + kGatherPrefetchRows]) * C
-                               : nullptr;
-      CopyRow<kStream>(out + n * C, wte + static_cast<size_t>(ids[n]) * C, C, ahead);
+      CopyRow<kStream>(out + n * C, wte + static_cast<size_t>(ids[n]) * C, C,
+                       RowAhead(wte, ids, n, N, C));
     }
     // Non-temporal stores are weakly ordered: fence them before the region's closing barrier,
     // after which any thread may read the output.
@@ -156,10 +166,7 @@ HWY_INLINE float SumRange(const float* HWY_RESTRICT src, size_t i0, size_t i1,
     a2 = hn::Add(a2, hn::LoadU(d, src + i + 2 * L));
     a3 = hn::Add(a3, hn::LoadU(d, src + i + 3 * L));
   }
-  if (ahead != nullptr && i1 > i0) {
-    PrefetchSpan(ahead, i, i1);
-    hwy::Prefetch(ahead + i1 - 1);
-  }
+  if (i1 > i0) PrefetchRest(ahead, i, i1);
   for (; i + L <= i1; i += L) a0 = hn::Add(a0, hn::LoadU(d, src + i));
   float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
   for (; i < i1; ++i) sum += src[i];
@@ -181,10 +188,7 @@ float GatherRead(const int32_t* HWY_RESTRICT ids, const float* HWY_RESTRICT wte,
   float total = 0.0f;
 #pragma omp parallel for schedule(static) reduction(+ : total)
   for (size_t n = 0; n < N; ++n) {
-    const float* ahead = n + kGatherPrefetchRows < N
-                             ? wte + static_cast<size_t>(ids[n + kGatherPrefetchRows]) * C
-                             : nullptr;
-    total += SumRange(wte + static_cast<size_t>(ids[n]) * C, 0, C, ahead);
+    total += SumRange(wte + static_cast<size_t>(ids[n]) * C, 0, C, RowAhead(wte, ids, n, N, C));
   }
   return total;
 }
