@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -236,14 +235,18 @@ void overwrite_values(hid_t f, const std::string& path, Input& in) {
     // The stored config: keep the root hash right so the parser is reached.
     std::string text = in.bytes(in.byte() | (in.byte() << 8));
     if (path == "config/ini" && (in.byte() & 1)) {
-      std::ifstream seed_ini;  // start from the seed's text with an edit at a position
-      text = seed().cfg.to_ini().insert(in.byte() % 200 < seed().cfg.to_ini().size() ? in.byte() % 200 : 0, text);
+      // Start from the seed's text with the input's bytes inserted at a position.
+      std::string ini = seed().cfg.to_ini();
+      const size_t at = in.byte() % 200;
+      text = ini.insert(at < ini.size() ? at : 0, text);
     }
-    const char* p = text.c_str();
-    if (H5Tis_variable_str(type) > 0) {
+    // An earlier edit may have made this a string dataset of any shape: one pointer per element
+    // (H5Dwrite reads n of them).
+    if (H5Tis_variable_str(type) > 0 && n > 0 && n < (1 << 20)) {
+      const std::vector<const char*> ptrs(static_cast<size_t>(n), text.c_str());
       hid_t mem = H5Tcopy(H5T_C_S1);
       H5Tset_size(mem, H5T_VARIABLE);
-      H5Dwrite(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p);
+      H5Dwrite(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data());
       H5Tclose(mem);
     }
     if (path == "config/ini" && !(in.byte() & 0x80)) {
