@@ -63,9 +63,9 @@ std::vector<PartSpec> part_specs(const ModelConfig& m, size_t B, size_t T, bool 
           : std::vector<PartSpec>{{"ln_f forward", &StepTimes::ln_f_fwd, 0, false},
                                   {"logits GEMM", &StepTimes::logits_gemm, logits, true},
                                   {"softmax cross-entropy", &StepTimes::cross_entropy, 0, false},
+                                  {"dh GEMM (dlogits·wte)", &StepTimes::dh_gemm, logits, true},
                                   {"dlm_head GEMM (dlogitsᵀ·h)", &StepTimes::dlm_head_gemm, logits,
                                    true},
-                                  {"dh GEMM (dlogits·wte)", &StepTimes::dh_gemm, logits, true},
                                   {"ln_f backward", &StepTimes::ln_f_bwd, 0, false}};
   parts.insert(parts.end(), head.begin(), head.end());
   if (m.n_layer > 0) {
