@@ -35,6 +35,7 @@
 
 #include "hwy/highway.h"
 #include "simd/adamw-inl.h"  // AdamWConstants, AdamWStep (one vector; shared with embedding.cc)
+#include "simd/sum_of_squares-inl.h"  // BlockSumOfSquares (shared with embedding.cc)
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -54,36 +55,6 @@ void AdamWUpdate(float* HWY_RESTRICT params, const float* HWY_RESTRICT grads, fl
   for (size_t j = 0; j < num_vectors; ++j) AdamWStep(d, params, grads, m, v, j * L, k);
   const hn::CappedTag<float, 1> d1;
   for (size_t i = num_vectors * L; i < n; ++i) AdamWStep(d1, params, grads, m, v, i, k);
-}
-
-// Σ x[i]² of one block in the order of ref::sum_of_squares: 16 partial sums, partial j over the
-// offsets ≡ j (mod 16). A vector of L doubles (L = 1, 2, 4 or 8 by target) holds partials
-// [jL, jL + L), so 16 / L vectors cover them and every target adds the same numbers in the same
-// order: the bits do not depend on the target. Squares of floats are exact in double.
-double BlockSumOfSquares(const float* HWY_RESTRICT x, size_t len) {
-  const hn::ScalableTag<double> dd;
-  const hn::Rebind<float, decltype(dd)> df;
-  const size_t L = hn::Lanes(dd);
-  const size_t num_acc = 16 / L;  // L divides 16 on every x86 target
-  using VD = decltype(hn::Zero(dd));
-  VD acc[16];
-  for (size_t j = 0; j < num_acc; ++j) acc[j] = hn::Zero(dd);
-  const size_t whole = len / 16 * 16;
-  for (size_t i = 0; i < whole; i += 16) {
-    for (size_t j = 0; j < num_acc; ++j) {
-      const auto xd = hn::PromoteTo(dd, hn::LoadU(df, x + i + j * L));
-      acc[j] = hn::Add(acc[j], hn::Mul(xd, xd));
-    }
-  }
-  HWY_ALIGN double partial[16 + HWY_MAX_BYTES / sizeof(double)];
-  for (size_t j = 0; j < num_acc; ++j) hn::Store(acc[j], dd, partial + j * L);
-  double block = partial[0];
-  for (size_t j = 1; j < 16; ++j) block += partial[j];
-  for (size_t i = whole; i < len; ++i) {
-    const double xi = x[i];
-    block += xi * xi;
-  }
-  return block;
 }
 
 void SumOfSquaresPartials(const float* HWY_RESTRICT x, size_t n, double* HWY_RESTRICT partials) {

@@ -24,6 +24,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "simd/adamw-inl.h"  // AdamWConstants, AdamWStep (one vector; shared with adamw.cc)
+#include "simd/sum_of_squares-inl.h"  // BlockSumOfSquares (shared with adamw.cc)
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -229,23 +230,115 @@ void ForEachRowTask(const ScatterWorkspace& ws, size_t num_touched, size_t C, co
   }
 }
 
-void EmbeddingBackwardWte(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
-                          const int32_t* HWY_RESTRICT ids, size_t N, size_t C, size_t V,
-                          ScatterWorkspace* workspace) {
-  if (N == 0 || C == 0) return;
-  const size_t num_touched = SortById(ids, N, V, workspace);
-  ForEachRowTask(*workspace, num_touched, C,
-                 [=](size_t v, const int32_t* segment, size_t count, size_t c0, size_t c1) {
-                   const auto row = [=](size_t j) {
-                     return dhidden + static_cast<size_t>(segment[j]) * C;
-                   };
-                   AccumulateRange<true>(dwte + v * C, count, row, c0, c1);
-                 },
-                 [=](size_t v, const int32_t* segment, size_t count) {
-                   PrefetchFloats(dwte + v * C, C);
-                   for (size_t j = 0; j < count && j < 2; ++j)
-                     PrefetchFloats(dhidden + static_cast<size_t>(segment[j]) * C, C);
-                 });
+// The scatter of one cold row v (fewer than kScatterHotCount positions): dwte[v] += the sum of its
+// upstream rows, as ForEachRowTask's body.
+HWY_INLINE void ScatterRow(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
+                           const ScatterWorkspace& ws, size_t v, size_t C) {
+  const int32_t* segment = ws.order.data() + ws.row_start[v];
+  const size_t count = static_cast<size_t>(ws.row_start[v + 1] - ws.row_start[v]);
+  const auto row = [=](size_t j) { return dhidden + static_cast<size_t>(segment[j]) * C; };
+  AccumulateRange<true>(dwte + v * C, count, row, 0, C);
+}
+
+// Prefetches what ScatterRow(v) reads: dwte's row and the first two upstream rows.
+HWY_INLINE void PrefetchScatterRow(const float* dwte, const float* dhidden,
+                                   const ScatterWorkspace& ws, size_t v, size_t C) {
+  const int32_t* segment = ws.order.data() + ws.row_start[v];
+  const size_t count = static_cast<size_t>(ws.row_start[v + 1] - ws.row_start[v]);
+  PrefetchFloats(dwte + v * C, C);
+  for (size_t j = 0; j < count && j < 2; ++j)
+    PrefetchFloats(dhidden + static_cast<size_t>(segment[j]) * C, C);
+}
+
+// Rows per chunk of the fused scatter + sum of squares: the fewest whole rows that are also whole
+// norm blocks (lcm(C, kSumOfSquaresBlock) / C), or 0 when such a chunk would hold more than
+// kMaxChunkBlocks blocks (C with a large odd factor: the chunks would be too few to share out, and
+// too large to stay in cache), and the two passes run one after the other instead.
+constexpr size_t kMaxChunkBlocks = 8;
+size_t SumOfSquaresChunkRows(size_t C) {
+  constexpr size_t K = kSumOfSquaresBlock;
+  size_t g = K, c = C;  // gcd(C, K)
+  while (c != 0) {
+    const size_t r = g % c;
+    g = c;
+    c = r;
+  }
+  const size_t rows = K / g;
+  return rows * C / K <= kMaxChunkBlocks ? rows : 0;
+}
+
+size_t EmbeddingBackwardWte(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
+                            const int32_t* HWY_RESTRICT ids, size_t N, size_t C, size_t V,
+                            ScatterWorkspace* workspace, double* HWY_RESTRICT sumsq) {
+  if (C == 0) return 0;
+  const size_t num_touched = N == 0 ? 0 : SortById(ids, N, V, workspace);
+  const auto body = [=](size_t v, const int32_t* segment, size_t count, size_t c0, size_t c1) {
+    const auto row = [=](size_t j) { return dhidden + static_cast<size_t>(segment[j]) * C; };
+    AccumulateRange<true>(dwte + v * C, count, row, c0, c1);
+  };
+  const auto prefetch = [=](size_t v, const int32_t*, size_t) {
+    PrefetchScatterRow(dwte, dhidden, *workspace, v, C);
+  };
+  constexpr size_t K = kSumOfSquaresBlock;
+  const size_t num_blocks = sumsq == nullptr ? 0 : V * C / K;  // blocks wholly inside dwte
+  const size_t chunk_rows = SumOfSquaresChunkRows(C);
+  if (num_blocks == 0 || chunk_rows == 0 || num_touched == 0) {
+    // The scatter alone, then (if asked) the blocks' sums in a pass of their own.
+    if (num_touched > 0) ForEachRowTask(*workspace, num_touched, C, body, prefetch);
+    if (num_blocks > 0) {
+#pragma omp parallel for schedule(static)
+      for (size_t b = 0; b < num_blocks; ++b) sumsq[b] = BlockSumOfSquares(dwte + b * K, K);
+    }
+    return num_blocks;
+  }
+  // Fused: hot rows first (column blocks, every thread), then chunks of chunk_rows rows, each
+  // chunk's cold rows scattered and then its whole blocks summed while they are in cache. Every row
+  // gets the same arithmetic as in ForEachRowTask and every block the same as in
+  // sum_of_squares_partials, so dwte and the sums are bit-identical to the two passes, for any
+  // thread count.
+  const ScatterWorkspace& ws = *workspace;
+  const int32_t* HWY_RESTRICT touched = ws.touched.data();
+  const int32_t* HWY_RESTRICT hot = ws.hot.data();
+  const size_t num_hot = ws.hot.size();
+  const size_t col_blocks = (C + kColumnBlock - 1) / kColumnBlock;
+  const size_t blocks_per_chunk = chunk_rows * C / K;
+  const size_t num_chunks = (num_blocks + blocks_per_chunk - 1) / blocks_per_chunk;
+  const int32_t* touched_end = touched + num_touched;
+#pragma omp parallel
+  {
+#pragma omp for schedule(dynamic, 1)
+    for (size_t j = 0; j < num_hot * col_blocks; ++j) {
+      const size_t v = static_cast<size_t>(hot[j / col_blocks]);
+      const size_t c0 = (j % col_blocks) * kColumnBlock;
+      body(v, ws.order.data() + ws.row_start[v],
+           static_cast<size_t>(ws.row_start[v + 1] - ws.row_start[v]), c0,
+           std::min(C, c0 + kColumnBlock));
+    }  // (barrier: every hot row is final before any block is summed)
+#pragma omp for schedule(dynamic, 1) nowait
+    for (size_t k = 0; k < num_chunks; ++k) {
+      const size_t r0 = k * chunk_rows, r1 = std::min(V, r0 + chunk_rows);
+      const int32_t* first = std::lower_bound(touched, touched_end, static_cast<int32_t>(r0));
+      const int32_t* last = std::lower_bound(first, touched_end, static_cast<int32_t>(r1));
+      for (const int32_t* t = first; t < last; ++t) {
+        if (t + kScatterPrefetchRows < last)
+          PrefetchScatterRow(dwte, dhidden, ws, static_cast<size_t>(t[kScatterPrefetchRows]), C);
+        const size_t v = static_cast<size_t>(*t);
+        if (static_cast<size_t>(ws.row_start[v + 1] - ws.row_start[v]) >= kScatterHotCount) continue;
+        ScatterRow(dwte, dhidden, ws, v, C);
+      }
+      const size_t b1 = std::min(num_blocks, (k + 1) * blocks_per_chunk);
+      for (size_t b = k * blocks_per_chunk; b < b1; ++b) sumsq[b] = BlockSumOfSquares(dwte + b * K, K);
+    }
+  }
+  // The rows after the last whole block (in no chunk above): scattered on their own.
+  const int32_t* rest = std::lower_bound(touched, touched_end,
+                                         static_cast<int32_t>(num_chunks * chunk_rows));
+  for (const int32_t* t = rest; t < touched_end; ++t) {
+    const size_t v = static_cast<size_t>(*t);
+    if (static_cast<size_t>(ws.row_start[v + 1] - ws.row_start[v]) < kScatterHotCount)
+      ScatterRow(dwte, dhidden, ws, v, C);
+  }
+  return num_blocks;
 }
 
 // kSerial: one thread, dwte[ids[n]] += dhidden[n] in increasing n.
@@ -437,9 +530,11 @@ void embedding_forward(float* hidden_states, const int32_t* ids, const float* wt
   HWY_DYNAMIC_DISPATCH(EmbeddingForward)(hidden_states, ids, wte, wpe, B, T, C);
 }
 
-void embedding_backward_wte(float* dwte, const float* dhidden, const int32_t* ids, size_t N,
-                            size_t C, size_t V, ScatterWorkspace* workspace) {
-  HWY_DYNAMIC_DISPATCH(EmbeddingBackwardWte)(dwte, dhidden, ids, N, C, V, workspace);
+size_t embedding_backward_wte(float* dwte, const float* dhidden, const int32_t* ids, size_t N,
+                              size_t C, size_t V, ScatterWorkspace* workspace,
+                              double* dwte_sumsq) {
+  return HWY_DYNAMIC_DISPATCH(EmbeddingBackwardWte)(dwte, dhidden, ids, N, C, V, workspace,
+                                                    dwte_sumsq);
 }
 
 void embedding_backward_wpe(float* dwpe, const float* dhidden, size_t B, size_t T, size_t C) {
@@ -511,7 +606,7 @@ void embedding_backward_wte_strategy(ScatterStrategy strategy, float* dwte, cons
       return;
     case ScatterStrategy::kSorted:
     case ScatterStrategy::kAuto:
-      HWY_DYNAMIC_DISPATCH(EmbeddingBackwardWte)(dwte, dhidden, ids, N, C, V, workspace);
+      HWY_DYNAMIC_DISPATCH(EmbeddingBackwardWte)(dwte, dhidden, ids, N, C, V, workspace, nullptr);
       return;
   }
 }

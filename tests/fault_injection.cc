@@ -10,8 +10,12 @@
 
 namespace wte {
 
-void wte_fault_dropped_lookup_grad(float* /*dwte*/, const float* /*dhidden*/,
-                                   const int32_t* /*ids*/, size_t /*N*/, size_t /*C*/,
-                                   size_t /*V*/, ScatterWorkspace* /*workspace*/) {}
+// Returns 0: no gradient-norm block sums (the caller's norm then reads dwte itself).
+size_t wte_fault_dropped_lookup_grad(float* /*dwte*/, const float* /*dhidden*/,
+                                     const int32_t* /*ids*/, size_t /*N*/, size_t /*C*/,
+                                     size_t /*V*/, ScatterWorkspace* /*workspace*/,
+                                     double* /*dwte_sumsq*/) {
+  return 0;
+}
 
 }  // namespace wte

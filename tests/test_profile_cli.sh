@@ -116,7 +116,7 @@ for part in "qkv GEMM (c_attn) forward" "attention QKᵀ forward" "causal softma
             "attention ·V forward" "attn-proj GEMM forward" "fc GEMM (c_fc) forward" "GELU forward" \
             "fc-proj GEMM forward" "LayerNorms ln_1, ln_2 forward" "residual adds" \
             "qkv GEMM backward" "causal softmax backward" "bias gradients" "GELU backward" \
-            "LayerNorms backward" "softmax cross-entropy" "scatter (lookup backward)" "AdamW"; do
+            "LayerNorms backward" "softmax cross-entropy" "scatter (lookup b" "AdamW"; do
   grep -qF "$part" "$dir/blocks.txt" || fail "no line '$part' in the block step profile"
 done
 grep -q "model FLOPs utilisation: .* of that peak" "$dir/blocks.txt" || fail "no MFU line"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hwy/targets.h"
+#include "wte/error.h"
 #include "wte/kernels.h"
 #include "simd/reference.h"
 #include "wte/model.h"
@@ -124,6 +125,49 @@ TEST_P(ScatterTest, DeterministicStrategiesSameBitsForAnyThreadCount) {
     }
   }
   EXPECT_FALSE(scatter_strategy_deterministic(ScatterStrategy::kPrivateHot));
+}
+
+// The tied model's scatter with the gradient norm's block sums (embedding_backward_wte's
+// dwte_sumsq): dwte bit for bit the plain scatter's, and the sums bit for bit
+// ref::sum_of_squares of each whole 65536-float block of the result (the blocks the norm would
+// read), for 1 and 2 threads. Shapes: chunks of one block (C 256, 64, 1), of three (C 768), no
+// chunking (C 257: lcm(257, 65536) is too large), V·C not a multiple of the block and of the
+// chunk, fewer floats than one block (no sums), no ids, and a hot row (split by columns).
+TEST_P(ScatterTest, SumOfSquaresBlocksOfTheScatteredTable) {
+  std::mt19937 rng(14);
+  constexpr size_t K = kSumOfSquaresBlock;
+  struct Shape {
+    size_t V, C, N;
+  };
+  for (const Shape& sh : {Shape{1100, 256, 700}, Shape{700, 768, 300}, Shape{2100, 64, 500},
+                          Shape{200000, 1, 4000}, Shape{600, 257, 400}, Shape{300, 200, 90},
+                          Shape{1030, 256, 0}, Shape{257, 256, 60}}) {
+    const size_t V = sh.V, C = sh.C, N = sh.N;
+    std::vector<int32_t> ids = HotIds(N, V, rng);
+    GuardedBuffer dhidden(N * C);
+    fill_general(dhidden.data(), dhidden.size(), rng);
+    std::vector<float> init(V * C);
+    fill_general(init.data(), init.size(), rng);
+    std::vector<float> want = init;
+    ScatterWorkspace ws;
+    embedding_backward_wte(want.data(), dhidden.data(), ids.data(), N, C, V, &ws);
+    const size_t blocks = V * C / K;
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      std::vector<float> got = init;
+      std::vector<double> sums(blocks + 1, -1.0);  // one more: must stay untouched
+      const size_t count =
+          embedding_backward_wte(got.data(), dhidden.data(), ids.data(), N, C, V, &ws, sums.data());
+      const std::string where = target() + " V=" + std::to_string(V) + " C=" + std::to_string(C) +
+                                " N=" + std::to_string(N) + " threads=" + std::to_string(threads);
+      EXPECT_EQ(count, blocks) << where;
+      const size_t i = first_bit_difference(got.data(), want.data(), V * C);
+      EXPECT_EQ(i, V * C) << where << " " << describe_difference(got.data(), want.data(), i);
+      for (size_t b = 0; b < blocks; ++b)
+        ASSERT_EQ(sums[b], ref::sum_of_squares(want.data() + b * K, K)) << where << " block " << b;
+      EXPECT_EQ(sums[blocks], -1.0) << where << ": a sum past the whole blocks was written";
+    }
+  }
 }
 
 TEST(ScatterStrategyNames, RoundTripAndAutoChoice) {
@@ -270,6 +314,44 @@ TEST(UntiedModel, OneStepUpdatesOnlyLookedUpRows) {
   }
   EXPECT_EQ(changed_rows, g.count);
   EXPECT_FALSE(std::equal(lm0.begin(), lm0.end(), model.params().lm_head));
+}
+
+// The tied model's norm from the scatter's block sums (Model::grad_norm_head + grad_norm): bit for
+// bit the norm that reads the whole gradient, for 1 and 2 threads; one sum per whole block of
+// wte's gradient; none after forward() (the gradient is about to change) or for an untied model;
+// more sums than the arena has blocks is an error.
+TEST(TiedModelNorm, ScatterBlockSumsGiveTheSameNorm) {
+  for (const bool tied : {true, false}) {
+    ModelConfig mc;
+    mc.vocab_size = 1100;
+    mc.d_model = 128;  // wte 140800 floats: 2 whole blocks, the third shared with wpe and ln_f
+    mc.n_ctx = 16;
+    mc.tie_embeddings = tied;
+    Model model(mc);
+    model.init_weights(6);
+    const size_t B = 3, T = 16;
+    std::vector<int32_t> inputs(B * T), targets(B * T);
+    for (size_t i = 0; i < B * T; ++i)
+      inputs[i] = static_cast<int32_t>(i % 5 == 0 ? 7 : (i * 389) % 1100),
+      targets[i] = static_cast<int32_t>((i * 97) % 1100);
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      model.forward(inputs.data(), targets.data(), B, T);
+      EXPECT_EQ(model.grad_norm_head().count, 0u) << "after forward()";
+      model.backward();
+      const GradNormHead head = model.grad_norm_head();
+      EXPECT_EQ(head.count, tied ? 1100u * 128u / kNormBlock : 0u) << "tied=" << tied;
+      const SparseRowGrad rows = model.wte_grad_rows();
+      const double full = grad_norm(model, rows);
+      EXPECT_GT(full, 0.0);
+      EXPECT_EQ(grad_norm(model, rows, head), full) << "tied=" << tied << " threads=" << threads;
+      if (tied) {
+        const GradNormHead too_many{head.sums, model.num_parameters() / kNormBlock + 1};
+        EXPECT_THROW(grad_norm(model, rows, too_many), Error);
+      }
+    }
+    omp_set_num_threads(omp_get_num_procs());
+  }
 }
 
 }  // namespace

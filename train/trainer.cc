@@ -552,11 +552,14 @@ StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, GradAc
   // The step's row-sparse wte gradient (untied): the model's own, or the micro-batches' merged.
   const SparseRowGrad wte_rows = accum.wte_rows(model);
   if (parallel) r.loss = sync.reduce_scatter(model, r.loss, &wte_rows);
-  // Global-norm clipping without a pass of its own: the norm is one vectorized read of the
-  // gradients (wte::sum_of_squares; with several ranks, each rank's block, combined in block
-  // order), and AdamW applies the clipping factor as it reads each gradient (bit-identical to
-  // scaling them in place first, as clip_grad_norm does).
-  r.grad_norm = parallel ? sync.grad_norm(model) : grad_norm(model, wte_rows);
+  // Global-norm clipping without a pass of its own: the norm's sums of squares of a tied wte's
+  // gradient come from the scatter, which summed each block as it finished it (Model::
+  // grad_norm_head; one micro-batch, one process: otherwise the gradient changed after backward),
+  // the rest is one vectorized read (wte::sum_of_squares; with several ranks, each rank's block,
+  // combined in block order), and AdamW applies the clipping factor as it reads each gradient
+  // (bit-identical to scaling them in place first, as clip_grad_norm does).
+  r.grad_norm = parallel ? sync.grad_norm(model)
+                         : grad_norm(model, wte_rows, K == 1 ? model.grad_norm_head() : GradNormHead{});
   r.lr = learning_rate(step, cfg.train.steps, cfg.optim);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     char msg[320];

@@ -72,8 +72,17 @@ struct ScatterWorkspace {
   std::vector<int32_t> hot;        // touched rows with >= kScatterHotCount positions, largest first
   std::vector<float> scratch;      // per-thread partial sums (kPrivateHot, the fused lazy AdamW)
 };
-void embedding_backward_wte(float* dwte, const float* dhidden, const int32_t* ids, size_t N,
-                            size_t C, size_t V, ScatterWorkspace* workspace);
+//
+// dwte_sumsq (optional): the tied model's gradient-norm block sums, computed on the way. When not
+// null, dwte_sumsq[b] = Σ dwte[i]² (in double) over every block b = [b·65536, (b+1)·65536) of
+// floats wholly inside dwte (floor(V·C / 65536) values), of dwte's values after the scatter, each
+// in sum_of_squares' order: bit for bit sum_of_squares_partials(dwte, V·C, ·)'s first values. The
+// rows are scattered in chunks of whole rows and whole blocks (256 rows at C = 256 or 768), and
+// each chunk's blocks are summed while the chunk is in cache: no pass over dwte of its own for the
+// norm (grad_norm takes the sums). Returns the number of sums written (0 if dwte_sumsq is null).
+size_t embedding_backward_wte(float* dwte, const float* dhidden, const int32_t* ids, size_t N,
+                              size_t C, size_t V, ScatterWorkspace* workspace,
+                              double* dwte_sumsq = nullptr);
 
 // ------------------------------------------------------------------------------------------------
 // Scatter strategies for the same lookup backward (dwte[ids[n],:] += dhidden[n,:]); `wte profile

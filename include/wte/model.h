@@ -68,6 +68,13 @@ struct SparseRowGrad {
   size_t C = 0;
 };
 
+/// Sums of squares of the gradient's first `count` blocks of kNormBlock floats (Model::grad_norm_head,
+/// wte::grad_norm): sums[b] = Σ g[i]² over block b, in double.
+struct GradNormHead {
+  const double* sums = nullptr;
+  size_t count = 0;
+};
+
 /// The SparseRowGrad view of rows kept in vectors, e.g. merged by merge_sparse_rows
 /// (src/model/data_parallel.h): `ids` (count) distinct and increasing, `rows` (count, C). The view
 /// points into the vectors: valid while they are not resized or freed.
@@ -178,6 +185,14 @@ class Model {
   /// Untied models: wte's gradient of the last backward() as touched rows (valid until the next
   /// backward). Tied models: count 0 (wte's gradient is dense in grads().wte).
   SparseRowGrad wte_grad_rows();
+
+  /// Tied models: the gradient norm's sums of squares over the gradient arena's first blocks
+  /// (kNormBlock floats each, every block wholly inside wte's gradient), which the last backward()'s
+  /// scatter computed as it finished each block (embedding_backward_wte): give them to
+  /// grad_norm(model, wte_rows, head) straight after backward(), and the norm reads only the rest of
+  /// the gradient. Empty (count 0) for untied models and after forward(); stale once anything else
+  /// writes the gradients (gradient accumulation, a data-parallel reduce, clip_grad_norm).
+  GradNormHead grad_norm_head() const;
 
   /// The precision the GEMMs' inputs have in this model: config().matmul_precision, except f32 when
   /// bf16 was asked for on a CPU where oneDNN has no native bf16 matmul (no AVX512_BF16 or AMX;

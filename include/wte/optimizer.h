@@ -57,6 +57,12 @@ class AdamW {
 /// fixed order (bit-identical on every target and for any thread count). Reads each gradient once;
 /// writes nothing.
 double grad_norm(const Model& model, const SparseRowGrad& wte_rows);
+/// The same, given the sums of squares of the gradient's first head.count blocks (Model::
+/// grad_norm_head() straight after backward(): the tied wte's scatter computed them): reads only
+/// the gradient after those blocks. Bit-identical to grad_norm(model, wte_rows) when the sums are
+/// the current gradient's. Throws wte::Error if head.count > 0 and the gradient arena does not
+/// start with the blocks (an untied wte) or has fewer blocks.
+double grad_norm(const Model& model, const SparseRowGrad& wte_rows, const GradNormHead& head);
 /// The factor global-norm clipping multiplies every gradient by (Pascanu et al. 2013; PyTorch's
 /// clip_grad_norm_ without its 1e-6): float(max_norm / norm) if max_norm > 0 and norm > max_norm,
 /// else exactly 1. Pass it to AdamW::update.

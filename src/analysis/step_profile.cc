@@ -83,7 +83,11 @@ std::vector<PartSpec> part_specs(const ModelConfig& m, size_t B, size_t T, bool 
     parts.insert(parts.end(), bwd.begin(), bwd.end());
   }
   if (bf16) parts.push_back({"bf16 conversions (all)", &StepTimes::bf16_convert, 0, false});
-  parts.push_back({"scatter (lookup backward)", &StepTimes::scatter, 0, false});
+  // Tied: the scatter also sums the squares of dwte's blocks for the gradient norm (Model::
+  // grad_norm_head), and the norm's own part reads only the rest of the gradient.
+  parts.push_back({m.tie_embeddings ? "scatter (lookup bwd) + norm sums"
+                                    : "scatter (lookup backward)",
+                   &StepTimes::scatter, 0, false});
   parts.push_back({"dwpe", &StepTimes::dwpe, 0, false});
   return parts;
 }
@@ -131,8 +135,9 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
     model.forward(inputs.data(), targets.data(), B, T);
     model.backward();
     const auto t1 = Clock::now();
-    // As train_step: the norm (one read of the gradients), then AdamW applying the clip factor.
-    const double norm = grad_norm(model, model.wte_grad_rows());
+    // As train_step: the norm (the tied wte's block sums from the scatter, one read of the rest
+    // of the gradients), then AdamW applying the clip factor.
+    const double norm = grad_norm(model, model.wte_grad_rows(), model.grad_norm_head());
     const auto t2 = Clock::now();
     optimizer.update(model, 1e-4f, config.optim, model.wte_grad_rows(),
                      clip_scale(norm, config.optim.grad_clip));
@@ -169,7 +174,8 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   }
   p.gemm_precision = model.gemm_precision_note();
   p.bf16 = bf16;
-  p.parts.push_back({"gradient norm (clip)", median_ms(clip), 0, false, ""});
+  p.parts.push_back({config.model.tie_embeddings ? "gradient norm (the rest)" : "gradient norm (clip)",
+                     median_ms(clip), 0, false, ""});
   p.parts.push_back({"AdamW (clip factor inside)", median_ms(adamw), 0, false, ""});
   p.step_ms = median_ms(total);
   p.tokens_per_s = static_cast<double>(N) / (p.step_ms * 1e-3);

@@ -126,6 +126,8 @@ struct Model::Impl {
   size_t B = 0, T = 0;
   bool has_dlogits = false;
   ScatterWorkspace scatter;
+  std::vector<double> wte_sumsq;     // tied: dwte's norm block sums from the scatter (grad_norm_head)
+  size_t wte_sumsq_count = 0;        // valid sums (0 after forward)
   std::vector<int32_t> wte_touched;  // (N) untied: their ids
   size_t wte_touched_count = 0;
 
@@ -365,6 +367,10 @@ void Model::init_weights(uint64_t seed) {
   }
 }
 
+GradNormHead Model::grad_norm_head() const {
+  return GradNormHead{impl_->wte_sumsq.data(), impl_->wte_sumsq_count};
+}
+
 SparseRowGrad Model::wte_grad_rows() {
   if (config_.tie_embeddings) return {};
   return SparseRowGrad{impl_->wte_rows, impl_->wte_touched.data(), impl_->wte_touched_count,
@@ -500,6 +506,7 @@ float Model::forward(const int32_t* inputs, const int32_t* targets, size_t B, si
     m.mark(times_, &StepTimes::cross_entropy);
   }
   m.has_dlogits = true;
+  m.wte_sumsq_count = 0;  // the gradient is about to change (the fused loss has written some)
   double total = 0.0;  // fixed order: the same bits for any thread count
   for (size_t n = 0; n < N; ++n) total += m.losses[n];
   return static_cast<float>(total / static_cast<double>(N));
@@ -596,7 +603,11 @@ void Model::backward() {
                    m.bf16 ? &m.w16[l] : nullptr, B, T, C, config_.n_head, m.gemm);
   // residual(0) = wte[x] + wpe[t]  =>  dwte[x] += dres (scatter), dwpe[t] = sum_b dres
   if (config_.tie_embeddings) {
-    embedding_backward_wte(grads_.wte, dres, m.inputs.data(), N, C, V, &m.scatter);
+    // The norm's blocks are counted from the arena's start: dwte's own blocks only if wte is first.
+    const bool sums = tensors_.front().offset == 0 && grads_.wte == grad_data();
+    if (sums) m.wte_sumsq.resize(V * C / kSumOfSquaresBlock);  // = kNormBlock
+    m.wte_sumsq_count = embedding_backward_wte(grads_.wte, dres, m.inputs.data(), N, C, V,
+                                               &m.scatter, sums ? m.wte_sumsq.data() : nullptr);
   } else {
     // Untied: only the touched rows' sums, for the optimizer's lazy row update.
     embedding_backward_rows(m.wte_rows, m.wte_touched.data(), &m.wte_touched_count, dres,

@@ -67,6 +67,25 @@ double grad_norm(const Model& model, const SparseRowGrad& sparse) {
   return std::sqrt(total);
 }
 
+double grad_norm(const Model& model, const SparseRowGrad& sparse, const GradNormHead& head) {
+  if (head.count == 0) return grad_norm(model, sparse);
+  const size_t n = model.num_parameters();
+  if (model.tensors().front().sparse_grad || head.count * kNormBlock > n)
+    throw Error("grad_norm: " + std::to_string(head.count) +
+                " block sums given for a gradient arena of " + std::to_string(n) + " floats" +
+                (model.tensors().front().sparse_grad ? " whose first tensor is row-sparse" : ""));
+  // The rest of the blocks, then every block's sum in block order from 0.0: sum_of_squares'
+  // combination (n > kNormBlock here), plus the row-sparse part (none: the head is a tied wte's).
+  const size_t done = head.count * kNormBlock;
+  std::vector<double> rest((n - done + kNormBlock - 1) / kNormBlock);
+  if (!rest.empty()) squared_norm_partials(model.grad_data() + done, n - done, rest.data());
+  double total = 0.0;
+  for (size_t b = 0; b < head.count; ++b) total += head.sums[b];
+  for (double s : rest) total += s;
+  if (sparse.count > 0) total += sum_of_squares(sparse.rows, sparse.count * sparse.C);
+  return std::sqrt(total);
+}
+
 float clip_scale(double norm, double max_norm) {
   return max_norm > 0.0 && norm > max_norm ? static_cast<float>(max_norm / norm) : 1.0f;
 }
