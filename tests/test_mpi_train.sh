@@ -124,6 +124,52 @@ set -e
   || { cat "$dir/err3.txt"; fail "3 ranks for a batch of 2"; }
 [ ! -e "$dir/three" ] || fail "3 ranks for a batch of 2 wrote the run directory"
 
+# The same with rank 0 stalled in its start-up, after it created the run directory (it reads its
+# config from a FIFO that stays empty until ranks 1 and 2 have reported the error, and 3 s more):
+# a loaded machine can hold rank 0 back like this. Ranks 1 and 2 wait for rank 0 instead of
+# aborting after a fixed delay (train/comm.h, wait_for_rank0; it was 2 s, which this outlasts),
+# so rank 0 meets the error itself, removes the directory and ends the job.
+mkfifo "$dir/slow.ini"
+"${MPI[@]}" -np 1 "$WTE_CLI" train --config "$dir/slow.ini" -q --out "$dir/three" --train.batch_size=2 : \
+  -np 2 "$WTE_CLI" train --config "$dir/tiny.ini" -q --out "$dir/three" --train.batch_size=2 \
+  > /dev/null 2> "$dir/err_stalled.txt" &
+mpirun_pid=$!
+others_failed() { [ "$(grep -c "error on rank [12] of 3: train.batch_size = 2" "$dir/err_stalled.txt")" = 2 ]; }
+waited=$SECONDS
+until others_failed; do
+  kill -0 "$mpirun_pid" 2> /dev/null || fail "the job ended before ranks 1 and 2 reported their error"
+  [ $((SECONDS - waited)) -lt 300 ] || fail "ranks 1 and 2 did not report train.batch_size < ranks within 300 s"
+  sleep 0.1
+done
+[ -d "$dir/three" ] || fail "rank 0 had not created the run directory"
+sleep 3
+kill -0 "$mpirun_pid" 2> /dev/null \
+  || fail "ranks 1 and 2 ended the job while rank 0 was still starting (they did not wait for it)"
+timeout 60 bash -c 'cat "$1" > "$2"' _ "$dir/tiny.ini" "$dir/slow.ini" \
+  || fail "rank 0 did not read its config from the FIFO"
+set +e
+wait "$mpirun_pid"; rc=$?
+set -e
+mpirun_pid=""
+[ "$rc" != 0 ] && grep -q "error on rank 0 of 3: train.batch_size = 2 is smaller" "$dir/err_stalled.txt" \
+  || fail "stalled rank 0 (exit $rc): its own error is not reported"
+[ ! -e "$dir/three" ] || fail "stalled rank 0: the run directory was left behind"
+echo "3 ranks, rank 0 stalled 3 s past the others' error: rank 0 ended the job; no run directory left"
+
+# An error on rank 1 alone (its own command line, mpirun's MPMD syntax): rank 0 gets through its
+# start-up, rank 1 waits for it, then ends the job naming rank 1 (no hang: timeout).
+set +e
+timeout 300 "${MPI[@]}" -np 1 "$WTE_CLI" train --config "$dir/tiny.ini" -q --out "$dir/lone" : \
+  -np 1 "$WTE_CLI" train --config "$dir/tiny.ini" -q --out "$dir/lone" --train.no_such_key=1 \
+  > /dev/null 2> "$dir/err_lone.txt"; rc=$?
+set -e
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "an error on rank 1 alone: mpirun exited $rc (124: hung)"
+grep -q "error on rank 1 of 2: .*no_such_key" "$dir/err_lone.txt" \
+  || fail "an error on rank 1 alone is not reported naming rank 1"
+! compgen -G "$dir/lone/checkpoint_*.h5" > /dev/null || fail "an error on rank 1 alone: a checkpoint was written"
+echo "an error on rank 1 alone: the job ended (mpirun exit $rc) naming rank 1"
+
+
 # 2. Two 2-rank runs are bit-identical (every dataset, and every logged number but timings).
 train2 --out "$dir/again" --model.tie_embeddings=false > /dev/null
 h5diff "$dir/two_false/checkpoint_00000010.h5" "$dir/again/checkpoint_00000010.h5" \

@@ -8,9 +8,7 @@
 #include <filesystem>
 #include <sstream>
 #include <optional>
-#include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "wte/checkpoint.h"
@@ -94,9 +92,11 @@ int cmd_train(int argc, char** argv) {
                  e.what());
     // Most start-up errors (a config every rank reads, train.batch_size < ranks) reach every rank.
     // Rank 0 has then already unwound (removing a run directory it created, train/run_guard.h)
-    // when it aborts; another rank that aborted first would kill it mid-way and leave the
-    // directory behind. So the other ranks give rank 0 a moment to end the job itself.
-    if (comm.rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+    // when it aborts; another rank that aborted first could kill it mid-way and leave the
+    // directory behind. So the other ranks wait until rank 0 has ended the job itself or, past
+    // its start-up, entered its first collective (an error on this rank alone); no fixed delay,
+    // which a loaded machine can outlast (test_mpi_train.sh stalls rank 0 to check this).
+    if (comm.rank() != 0) comm.wait_for_rank0();
     comm.abort(dynamic_cast<const UsageError*>(&e) != nullptr ? 2 : 1);  // 2: bad usage
   }
   if (comm.size() > 1 && rc != 0) comm.abort(rc);

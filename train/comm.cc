@@ -55,6 +55,23 @@ void check(int rc, const char* call) {
   MPI_Error_string(rc, text, &len);
   throw Error(std::string(call) + " failed: " + std::string(text, static_cast<size_t>(len)));
 }
+
+// Rank 0's "started" notice (Comm::wait_for_rank0): one int from rank 0 to every other rank,
+// sent when rank 0 enters its first collective call or finalize(). Its own tag on MPI_COMM_WORLD;
+// wte sends no other point-to-point message (collectives have their own context).
+constexpr int kRank0StartedTag = 0x77e0;
+struct Rank0Notice {
+  MPI_Request recv = MPI_REQUEST_NULL;  // ranks > 0: posted in init()
+  int received = 0;
+  bool arrived = false;
+  std::vector<MPI_Request> sends;  // rank 0: one per other rank, completed in finalize()
+  int payload = 1;
+  bool sent = false;
+};
+Rank0Notice& rank0_notice() {
+  static Rank0Notice n;
+  return n;
+}
 #endif
 
 }  // namespace
@@ -85,6 +102,10 @@ void Comm::init() {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  if (rank_ != 0)
+    check(MPI_Irecv(&rank0_notice().received, 1, MPI_INT, 0, kRank0StartedTag, MPI_COMM_WORLD,
+                    &rank0_notice().recv),
+          "MPI_Irecv");
 #else
   why_single_ = "no MPI (wte was built without it: CMake option WTE_MPI off or MPI not found)";
   if (launched && size_hint > 1)
@@ -113,9 +134,49 @@ std::string Comm::describe() const {
 
 void Comm::finalize() {
 #ifdef WTE_HAVE_MPI
-  if (mpi_ && !finalized_) MPI_Finalize();
+  if (mpi_ && !finalized_) {
+    // The notice's requests complete before MPI_Finalize: rank 0 sends it now if no collective
+    // did, so every other rank's receive is matched.
+    entering_collective();
+    Rank0Notice& n = rank0_notice();
+    if (rank_ == 0 && !n.sends.empty())
+      MPI_Waitall(static_cast<int>(n.sends.size()), n.sends.data(), MPI_STATUSES_IGNORE);
+    if (rank_ != 0 && !n.arrived) MPI_Wait(&n.recv, MPI_STATUS_IGNORE);
+    MPI_Finalize();
+  }
 #endif
   finalized_ = true;
+}
+
+void Comm::entering_collective() {
+#ifdef WTE_HAVE_MPI
+  Rank0Notice& n = rank0_notice();
+  if (!mpi_ || finalized_ || rank_ != 0 || n.sent) return;
+  n.sent = true;
+  n.sends.assign(static_cast<size_t>(size_ - 1), MPI_REQUEST_NULL);
+  for (int r = 1; r < size_; ++r)
+    check(MPI_Isend(&n.payload, 1, MPI_INT, r, kRank0StartedTag, MPI_COMM_WORLD,
+                    &n.sends[static_cast<size_t>(r - 1)]),
+          "MPI_Isend");
+#endif
+}
+
+void Comm::wait_for_rank0() {
+#ifdef WTE_HAVE_MPI
+  Rank0Notice& n = rank0_notice();
+  if (!mpi_ || finalized_ || rank_ == 0) return;
+  while (!n.arrived) {
+    int done = 0;
+    // An MPI error here (rank 0 gone, say): nothing to wait for, the caller aborts.
+    if (MPI_Test(&n.recv, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+    if (done) {
+      n.arrived = true;
+      return;
+    }
+    const struct timespec ms{0, 1000000};
+    nanosleep(&ms, nullptr);
+  }
+#endif
 }
 
 void Comm::abort(int code) {
@@ -129,12 +190,14 @@ void Comm::abort(int code) {
 
 void Comm::barrier() {
 #ifdef WTE_HAVE_MPI
+  entering_collective();
   if (mpi_) check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 #endif
 }
 
 void Comm::barrier_sleeping() {
 #ifdef WTE_HAVE_MPI
+  entering_collective();
   if (!mpi_) return;
   MPI_Request req;
   check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier");
@@ -150,6 +213,7 @@ void Comm::barrier_sleeping() {
 
 void Comm::allgather(const void* send, size_t bytes, void* recv) {
 #ifdef WTE_HAVE_MPI
+  entering_collective();
   if (mpi_) {
     const int n = count_of(bytes, "allgather");
     check(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, MPI_COMM_WORLD), "MPI_Allgather");
@@ -162,6 +226,7 @@ void Comm::allgather(const void* send, size_t bytes, void* recv) {
 void Comm::allgatherv(const void* send, void* recv, const std::vector<size_t>& recv_counts,
                       size_t elem) {
 #ifdef WTE_HAVE_MPI
+  entering_collective();
   if (mpi_) {
     std::vector<size_t> bytes(recv_counts.size()), displs(recv_counts.size());
     size_t at = 0;
@@ -183,6 +248,7 @@ void Comm::allgatherv(const void* send, void* recv, const std::vector<size_t>& r
 void Comm::allgatherv_inplace(float* data, const std::vector<size_t>& counts,
                               const std::vector<size_t>& displs) {
 #ifdef WTE_HAVE_MPI
+  entering_collective();
   if (mpi_) {
     const std::vector<int> c = counts_of(counts, "allgatherv"), d = counts_of(displs, "allgatherv");
     check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, c.data(), d.data(), MPI_FLOAT,
@@ -198,6 +264,7 @@ void Comm::alltoallv(const float* send, const std::vector<size_t>& send_counts,
                      const std::vector<size_t>& recv_counts,
                      const std::vector<size_t>& recv_displs) {
 #ifdef WTE_HAVE_MPI
+  entering_collective();
   if (mpi_) {
     const std::vector<int> sc = counts_of(send_counts, "alltoallv"),
                            sd = counts_of(send_displs, "alltoallv"),

@@ -33,6 +33,16 @@ class Comm {
   void finalize();
   /// Prints nothing; ends every rank of the job with `code` (MPI_Abort), or exits this process.
   [[noreturn]] void abort(int code);
+  /// For an error on a rank other than 0, before abort(): waits until rank 0 has got through its
+  /// start-up its own way, so that this rank's MPI_Abort does not kill rank 0 in the middle of it
+  /// (say, after it created the run directory and before it removed it again on the same error).
+  /// Rank 0 tells every other rank when it enters its first collective call, or finalize(): from
+  /// then on it waits for the other ranks and holds no half-done work. If rank 0 meets an error
+  /// first, it ends the job itself (MPI_Abort), and this process with it. The wait sleeps 1 ms
+  /// between MPI_Test calls, leaving the core to rank 0. Returns at once on rank 0, with one
+  /// rank, without MPI, once the notice has arrived, or if MPI reports an error. No timeout:
+  /// every rank 0 either aborts, exits (mpirun then ends the job) or reaches a collective.
+  void wait_for_rank0();
 
   void barrier();
   /// A barrier that waits in 1 ms sleeps (MPI_Ibarrier + MPI_Test) instead of spinning, so a rank
@@ -55,6 +65,9 @@ class Comm {
  private:
   Comm() = default;
   void init();
+  /// Called first by every collective and by finalize(): on rank 0, the first call sends the
+  /// "started" notice of wait_for_rank0() to every other rank (MPI_Isend, completed in finalize()).
+  void entering_collective();
   int rank_ = 0;
   int size_ = 1;
   bool mpi_ = false;
