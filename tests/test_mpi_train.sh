@@ -16,7 +16,7 @@
 # into the parameters; over these 10 steps (lr <= 6e-4) that moves the loss far less than the
 # summation bound, and the test holds every step to the same 2*N*u*L. Measured: at most 1 ulp of
 # the float loss (4.8e-7 at L = 5.7).
-set -euo pipefail
+set -eEuo pipefail  # -E: the ERR trap below also reports a failure inside a function
 : "${WTE_CLI:?}" "${WTE_BINARY_DIR:?}"
 if ! command -v mpirun > /dev/null 2>&1; then
   echo "SKIP: mpirun not found (Debian: openmpi-bin)"; exit 77
@@ -24,8 +24,23 @@ fi
 command -v h5diff > /dev/null 2>&1 || { echo "SKIP: h5diff not found (hdf5-tools)"; exit 77; }
 dir=$(mktemp -d "${WTE_BINARY_DIR}/mpi_test.XXXXXX")
 mpirun_pid=""
+# A failure leaves a diagnosable log: the failing line and command (ERR trap; a `set -e` exit
+# prints nothing otherwise), then the end of every run's output (each run writes $dir/*.txt).
+# WTE_KEEP_TEST_DIR=1 keeps the directory of a failed run.
+# (Only under set -e: the trap runs for every failing command, also in `set +e` stretches.)
+trap 'rc_=$?; [[ $- != *e* ]] || echo "FAIL: line $LINENO${FUNCNAME:+ (in ${FUNCNAME[0]}, called from line ${BASH_LINENO[0]})}: \"$BASH_COMMAND\" exited with status $rc_" >&2' ERR
 cleanup() {
+  local rc=$?
   if [ -n "$mpirun_pid" ]; then kill -9 "$mpirun_pid" 2> /dev/null || true; fi
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
+    echo "== test_mpi_train.sh failed (exit $rc) at $(date -u +%T) UTC; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    for f in "$dir"/*.txt; do
+      [ -s "$f" ] && [ "$f" != "$dir/corpus.txt" ] || continue
+      echo "-- $f (last 20 lines)"
+      tail -n 20 "$f"
+    done
+    if [ "${WTE_KEEP_TEST_DIR:-0}" = 1 ]; then echo "kept $dir"; return; fi
+  fi
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -99,18 +114,20 @@ PY
 
 # 1. 2 ranks x 1 thread = 1 rank x 1 thread within rounding, tied and untied.
 for tie in true false; do
-  train1 --out "$dir/one_$tie" --model.tie_embeddings=$tie > /dev/null
+  train1 --out "$dir/one_$tie" --model.tie_embeddings=$tie > "$dir/out_one_$tie.txt"
   train2 --out "$dir/two_$tie" --model.tie_embeddings=$tie > "$dir/two_$tie.txt"
   check_losses "$dir/one_$tie" "$dir/two_$tie" "tie_embeddings=$tie, 1 vs 2 ranks"
   grep -q "^communication: .* step time (" "$dir/two_$tie.txt" || fail "no communication share printed"
   [ "$(grep -c '^final validation loss' "$dir/two_$tie.txt")" = 1 ] || fail "summary not printed once"
 done
 # With transformer blocks (their dense gradients go through the same exchange).
-train1 --out "$dir/one_blocks" --model.n_layer=2 --model.n_head=2 > /dev/null
-train2 --out "$dir/two_blocks" --model.n_layer=2 --model.n_head=2 > /dev/null
+train1 --out "$dir/one_blocks" --model.n_layer=2 --model.n_head=2 > "$dir/out_one_blocks.txt"
+train2 --out "$dir/two_blocks" --model.n_layer=2 --model.n_head=2 > "$dir/out_two_blocks.txt"
 check_losses "$dir/one_blocks" "$dir/two_blocks" "n_layer=2, 1 vs 2 ranks"
-grep -q "1 threads x 2 ranks" <("${MPI[@]}" -np 2 "$WTE_CLI" train --config "$dir/tiny.ini" \
-  --out "$dir/progress" --train.steps=2) || fail "model line does not name 2 ranks"
+# (To a file, not `grep -q <(...)`: grep's early exit left the job running beside the next runs.)
+"${MPI[@]}" -np 2 "$WTE_CLI" train --config "$dir/tiny.ini" --out "$dir/progress" \
+  --train.steps=2 > "$dir/out_progress.txt"
+grep -q "1 threads x 2 ranks" "$dir/out_progress.txt" || fail "model line does not name 2 ranks"
 
 # An error on one rank names it and ends the job (rank 0 alone checks the run directory).
 set +e
@@ -169,9 +186,8 @@ grep -q "error on rank 1 of 2: .*no_such_key" "$dir/err_lone.txt" \
 ! compgen -G "$dir/lone/checkpoint_*.h5" > /dev/null || fail "an error on rank 1 alone: a checkpoint was written"
 echo "an error on rank 1 alone: the job ended (mpirun exit $rc) naming rank 1"
 
-
 # 2. Two 2-rank runs are bit-identical (every dataset, and every logged number but timings).
-train2 --out "$dir/again" --model.tie_embeddings=false > /dev/null
+train2 --out "$dir/again" --model.tie_embeddings=false > "$dir/out_again.txt"
 h5diff "$dir/two_false/checkpoint_00000010.h5" "$dir/again/checkpoint_00000010.h5" \
   || fail "two 2-rank runs differ"
 cmp <(cut -d, -f1-5 "$dir/two_false/metrics.csv") <(cut -d, -f1-5 "$dir/again/metrics.csv") \
@@ -179,18 +195,18 @@ cmp <(cut -d, -f1-5 "$dir/two_false/metrics.csv") <(cut -d, -f1-5 "$dir/again/me
 echo "two 2-rank runs: bit-identical checkpoints and losses"
 
 # 3. A 2-rank run stopped with --stop-at resumes bit-exactly with 2 ranks, and also with 1 rank.
-train2 --out "$dir/stopped" --stop-at 5 > /dev/null
+train2 --out "$dir/stopped" --stop-at 5 > "$dir/out_stopped.txt"
 [ -f "$dir/stopped/checkpoint_00000005.h5" ] || fail "no checkpoint at the stop"
 [ ! -f "$dir/stopped/checkpoint_00000010.h5" ] || fail "--stop-at did not stop"
 cp -r "$dir/stopped" "$dir/stopped1"
-"${MPI[@]}" -np 2 "$WTE_CLI" train --resume "$dir/stopped/checkpoint_00000005.h5" -q > /dev/null \
+"${MPI[@]}" -np 2 "$WTE_CLI" train --resume "$dir/stopped/checkpoint_00000005.h5" -q > "$dir/out_resume2.txt" \
   || fail "2-rank resume failed"
 h5diff "$dir/two_true/checkpoint_00000010.h5" "$dir/stopped/checkpoint_00000010.h5" \
   || fail "2-rank stop + 2-rank resume differs from the uninterrupted 2-rank run"
 cmp <(cut -d, -f1-5 "$dir/two_true/metrics.csv") <(cut -d, -f1-5 "$dir/stopped/metrics.csv") \
   || fail "resumed losses differ"
 echo "2-rank --stop-at 5 + 2-rank resume: bit-identical to the uninterrupted 2-rank run"
-"$WTE_CLI" train --resume "$dir/stopped1/checkpoint_00000005.h5" -q > /dev/null \
+"$WTE_CLI" train --resume "$dir/stopped1/checkpoint_00000005.h5" -q > "$dir/out_resume1.txt" \
   || fail "1-rank resume of a 2-rank checkpoint failed"
 /usr/bin/python3 - "$dir/two_true" "$dir/stopped1" <<'PY' || fail "1-rank resume losses"
 import csv, sys
@@ -212,16 +228,16 @@ PY
 # split 65536 | 54784 across tensors. Rank 1's AdamW moments reach the checkpoint only through the
 # gather before it is written, which the bit-exact 2-rank resume checks.
 big=(--model.d_model=64 --model.n_layer=2 --model.n_head=2)
-train1 --out "$dir/one_big" "${big[@]}" > /dev/null
-train2 --out "$dir/two_big" "${big[@]}" > /dev/null
+train1 --out "$dir/one_big" "${big[@]}" > "$dir/out_one_big.txt"
+train2 --out "$dir/two_big" "${big[@]}" > "$dir/out_two_big.txt"
 check_losses "$dir/one_big" "$dir/two_big" "d_model=64 n_layer=2 (both ranks own a block), 1 vs 2 ranks"
-train2 --out "$dir/big_stopped" "${big[@]}" --stop-at 5 > /dev/null
+train2 --out "$dir/big_stopped" "${big[@]}" --stop-at 5 > "$dir/out_big_stopped.txt"
 cp -r "$dir/big_stopped" "$dir/big_stopped1"
-"${MPI[@]}" -np 2 "$WTE_CLI" train --resume "$dir/big_stopped/checkpoint_00000005.h5" -q > /dev/null \
+"${MPI[@]}" -np 2 "$WTE_CLI" train --resume "$dir/big_stopped/checkpoint_00000005.h5" -q > "$dir/out_big_resume2.txt" \
   || fail "2-rank resume (d_model 64) failed"
 h5diff "$dir/two_big/checkpoint_00000010.h5" "$dir/big_stopped/checkpoint_00000010.h5" \
   || fail "d_model 64: 2-rank stop + 2-rank resume differs from the uninterrupted 2-rank run"
-"$WTE_CLI" train --resume "$dir/big_stopped1/checkpoint_00000005.h5" -q > /dev/null \
+"$WTE_CLI" train --resume "$dir/big_stopped1/checkpoint_00000005.h5" -q > "$dir/out_big_resume1.txt" \
   || fail "1-rank resume of a 2-rank checkpoint (d_model 64) failed"
 /usr/bin/python3 - "$dir/two_big" "$dir/big_stopped1" <<'PY' || fail "d_model 64: 1-rank resume losses"
 import csv, sys
@@ -241,11 +257,18 @@ echo "d_model 64: 2-rank --stop-at 5 + 2-rank resume bit-identical; + 1-rank res
   --train.steps=1000000 --checkpoint.interval=20 --train.eval_interval=0 \
   > "$dir/killed.txt" 2>&1 &
 mpirun_pid=$!
-for _ in $(seq 600); do
-  compgen -G "$dir/killed/checkpoint_*.h5" > /dev/null && break
+# The first checkpoint (start-up and 20 steps) came after 3 s (release) and 9 s (ASan+UBSan build)
+# at a load average of 10 on this 2-core machine. The old fixed 60 s was tight for bursts: a
+# process at nice 19 (how the suite runs beside other work here) gets about 15/1024 of a core
+# while nice-0 work keeps both cores busy. So: wait while the job runs, at most 300 s (half of
+# ctest's TIMEOUT for the whole test), and end the wait at once if the job dies.
+waited=$SECONDS
+while ! compgen -G "$dir/killed/checkpoint_*.h5" > /dev/null; do
+  kill -0 "$mpirun_pid" 2> /dev/null || fail "the job ended before its first checkpoint"
+  [ $((SECONDS - waited)) -lt 300 ] || fail "no checkpoint within 300 s"
   sleep 0.1
 done
-compgen -G "$dir/killed/checkpoint_*.h5" > /dev/null || { cat "$dir/killed.txt"; fail "no checkpoint within 60 s"; }
+echo "first checkpoint after $((SECONDS - waited)) s"
 rank1=""
 for p in $(pgrep -P "$mpirun_pid"); do
   if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then rank1=$p; fi
