@@ -330,6 +330,56 @@ TEST_F(Reliability, Finding7_SigtermFinishesTheStepCheckpointsAndResumesExactly)
   stop_and_resume(dir_, SIGTERM, 143);
 }
 
+// SIGINT/SIGTERM before step 1 (data preparation, BPE training): a failed start-up that says it
+// was interrupted, exit 128 + signal; the run directory is removed if the run created it (kept,
+// untouched by training, if it existed). The run pauses itself (SIGSTOP, a test hook) at the named
+// stage, so the signal arrives there and nowhere else.
+void stop_before_step_1(const fs::path& dir, const std::string& stage, int sig, bool existed) {
+  const fs::path cfg = dir / "long.ini", out_dir = dir / "cut";
+  write(cfg, tiny_config(dir / "corpus.txt", 3000, 0));
+  if (existed) fs::create_directories(out_dir);
+  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(out_dir), dir / "cut.log",
+                                "WTE_TEST_PAUSE_AT_STAGE='" + stage + "'");
+  bool paused = false;
+  for (int i = 0; i < 6000 && !paused; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_s, comm, state;
+    stat >> pid_s >> comm >> state;
+    paused = state == "T";
+    if (!paused) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, sig);  // pending while stopped; delivered on SIGCONT
+  kill(pid, SIGCONT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string log = slurp(dir / "cut.log");
+  ASSERT_TRUE(paused) << "the run never paused at '" << stage << "': " << log;
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal, not by wte: " << log;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << log;
+  const std::string name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+  EXPECT_NE(log.find("wte train: " + name + " received during " + stage +
+                     ", before step 1: nothing was trained; "),
+            std::string::npos) << log;
+  if (existed) {
+    EXPECT_NE(log.find("the run directory '" + out_dir.string() + "' existed before and is kept"),
+              std::string::npos) << log;
+    EXPECT_TRUE(fs::is_directory(out_dir)) << log;
+    EXPECT_TRUE(wte::list_checkpoints(out_dir.string()).empty()) << log;
+  } else {
+    EXPECT_NE(log.find("removed the run directory '" + out_dir.string() + "' it had created"),
+              std::string::npos) << log;
+    EXPECT_FALSE(fs::exists(out_dir)) << log;
+  }
+}
+
+TEST_F(Reliability, Finding7_SigintDuringBpeTrainingRemovesTheRunDirectoryItCreated) {
+  stop_before_step_1(dir_, "data preparation (training the BPE tokenizer)", SIGINT, false);
+}
+
+TEST_F(Reliability, Finding7_SigtermAfterTheRunFilesKeepsADirectoryThatExisted) {
+  stop_before_step_1(dir_, "start-up (writing the run files)", SIGTERM, true);
+}
+
 // ---- 8. Hostile checkpoints (each kind the fuzzer found; fuzz/ explores the rest) ---------------
 
 // Replaces attribute `name` of `obj` in `file` by one of `type` and `dims` (rank 0 = scalar)

@@ -21,6 +21,7 @@
 #include "src/io/hdf5_util.h"
 #include "src/io/snapshot.h"
 #include "train/run_guard.h"
+#include "train/signals.h"
 #include "train/trainer.h"
 
 namespace po = boost::program_options;
@@ -216,6 +217,9 @@ int train_main(int argc, char** argv) {
                        .string();
   }
   opts.init_from = init_from;
+  // SIGINT/SIGTERM from before the directory exists: the start-up stops at its next stage and
+  // removes the directory it created (train/signals.h), instead of dying and leaving it.
+  const StopSignalScope stop_signals;
   // The run directory is locked from here to the end of the run (train/run_guard.h): a second
   // `wte train` on it fails now, before it reads or writes anything there.
   // Under mpirun only rank 0 writes, so only rank 0 locks (and may create) the directory.
@@ -297,7 +301,21 @@ int train_main(int argc, char** argv) {
     if (run_dir) run_dir->training_started();
     return 0;
   }
-  const RunSummary summary = run_training(cfg, opts);
+  RunSummary summary;
+  try {
+    throw_if_stop_requested("start-up");
+    summary = run_training(cfg, opts);
+  } catch (const Interrupted& e) {
+    // As a failed start-up: a run directory this run created is removed; then the shell's code
+    // for a process ended by that signal.
+    const bool created = run_dir && run_dir->created();
+    run_dir.reset();
+    std::fprintf(stderr, "wte train: %s; %s\n", e.what(),
+                 created ? ("removed the run directory '" + opts.out_dir + "' it had created").c_str()
+                         : ("the run directory '" + opts.out_dir + "' existed before and is kept")
+                               .c_str());
+    return 128 + e.signal();
+  }
   // Printed by run_training. Stopped by SIGINT/SIGTERM after a checkpoint: the shell's code for
   // a process ended by that signal (130, 143), so scripts see the run did not finish.
   return summary.signal != 0 ? 128 + summary.signal : 0;

@@ -29,6 +29,8 @@ class RunDirectory {
   /// From now on the directory holds a run's outputs and is kept whatever happens.
   void training_started() { keep_ = true; }
   const std::string& path() const { return dir_; }
+  /// True if this object created the directory (it did not exist before).
+  bool created() const { return created_; }
 
  private:
   std::string dir_;

@@ -353,18 +353,23 @@ RunData prepare_data(const Config& cfg, const RunOptions& opts, const Checkpoint
     if (ckpt == nullptr) d.tokenizer = Tokenizer::load(cfg.data.tokenizer);
     d.train_ids = read_token_file(cfg.data.train_tokens);
     d.val_ids = read_token_file(cfg.data.val_tokens);
+    throw_if_stop_requested("data preparation (reading the token files)");
     say("data: %zu train tokens from %s, %zu validation tokens from %s\n", d.train_ids.size(),
         cfg.data.train_tokens.c_str(), d.val_ids.size(), cfg.data.val_tokens.c_str());
   } else {
     const std::string text = read_text_file(cfg.data.text);
     const TextSplit split = split_documents(text, cfg.data.val_fraction);
+    throw_if_stop_requested("data preparation (reading data.text)");
     say("data: %s, %zu bytes, %zu train / %zu validation documents\n", cfg.data.text.c_str(),
         text.size(), split.train_documents, split.val_documents);
     if (ckpt != nullptr) {
       say("tokenizer: the checkpoint's (%zu tokens)\n", d.tokenizer.size());
     } else if (cfg.data.tokenizer == "train") {
       say("tokenizer: training byte-level BPE to vocab_size %zu on the train split...\n", V);
-      d.tokenizer = Tokenizer::train(split.train, V);
+      // Checked every 256 merges: Ctrl-C need not wait for the whole BPE training.
+      d.tokenizer = Tokenizer::train(split.train, V, [](size_t, size_t) {
+        throw_if_stop_requested("data preparation (training the BPE tokenizer)");
+      });
     } else {
       d.tokenizer = Tokenizer::load(cfg.data.tokenizer);
     }
@@ -372,6 +377,7 @@ RunData prepare_data(const Config& cfg, const RunOptions& opts, const Checkpoint
     if (d.tokenizer.size() == V) {
       d.train_ids = d.tokenizer.encode(split.train);
       d.val_ids = d.tokenizer.encode(split.val);
+      throw_if_stop_requested("data preparation (encoding the corpus)");
     }
   }
   if (d.tokenizer.size() != V)
@@ -680,7 +686,9 @@ void print_summary(const Config& cfg, const RunData& d, size_t val_windows_all,
 
 RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   // Set-up: every check that needs no work, then the data, then the model. Nothing is written
-  // before all of them pass.
+  // before all of them pass. SIGINT/SIGTERM before step 1 stops the start-up at its next stage
+  // (Interrupted, a failed start-up); from step 1 on, after a step and a checkpoint.
+  const StopSignalScope stop_signals;  // train/signals.h
   check_paths(cfg, opts);
   const bool resuming = !opts.resume.empty();
   const bool initing = !opts.init_from.empty();
@@ -700,6 +708,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
   check_training_memory(cfg);  // before any data is read or file written (train/run_guard.h)
   start_thread_team(cfg);
+  throw_if_stop_requested("start-up");
   const Say say{opts.quiet};
   note_skipped_snapshots(cfg);
   const RunData d = prepare_data(cfg, opts, resuming || initing ? &ckpt : nullptr, say);
@@ -740,6 +749,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     } else {
       model.init_weights(cfg.train.seed);
     }
+    throw_if_stop_requested("start-up (building the model)");
     if (writer) clear_earlier_run(opts, say);
   }
   std::string metrics_path;
@@ -769,7 +779,8 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   double step_seconds = 0.0;
   const auto t_start = Clock::now();
   size_t finished_step = start_step;
-  install_stop_signals();  // SIGINT/SIGTERM: finish the step, checkpoint, exit (train/signals.h)
+  // From here SIGINT/SIGTERM finish the step, write a checkpoint and exit (train/signals.h).
+  throw_if_stop_requested("start-up (writing the run files)");
   for (size_t step = start_step; step < cfg.train.steps; ++step) {
     const auto t0 = Clock::now();
     loader.next_batch(inputs.data(), targets.data(), B, trace.served());

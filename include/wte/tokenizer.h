@@ -49,7 +49,8 @@ class Tokenizer {
   /// counts with a lazy max-heap; see tokenizer.cc).
   /// Throws wte::Error if vocab_size < 256 or vocab_size > 2^31 - 1.
   /// `progress` (may be null) is called every 256 merges and at the end with (merges done, merges
-  /// wanted = vocab_size - 256).
+  /// wanted = vocab_size - 256); an exception it throws ends the training and propagates (wte
+  /// train's Ctrl-C before step 1).
   static Tokenizer train(std::string_view text, size_t vocab_size,
                          void (*progress)(size_t done, size_t total) = nullptr);
 
