@@ -112,6 +112,13 @@ expect 2 "--repeat"      -- profile --vocab 10 --tokens 5 --repeat 0
 expect 1 "b.txt"         -- gradcheck --tokens "$dir/b.txt" --vocab-size 4
 expect 1 "no-such-dir"   -- tokenize --vocab "$dir/no-such-dir" hello
 
+# An option that would be silently ignored is refused (report-fresh5 item 5).
+expect 2 "wte profile loss: error: --loss-chunk sets the fused path, but --paths = 'unfused' runs no fused path" \
+  -- profile loss --paths unfused --loss-chunk 64
+expect 2 "--loss-vocab-tile sets the fused path" -- profile loss --paths unfused --loss-vocab-tile 512
+expect 2 "wte geometry: error: --query '' names no token" -- geometry --checkpoint "$ck" --query ""
+expect 2 "--query ',' names no token" -- geometry --checkpoint "$ck" --query ,
+
 # wte help CMD prints exactly CMD --help, exit 0.
 for c in $commands; do
   "$WTE_CLI" help "$c" > "$dir/h1" 2>&1; rc1=$?

@@ -157,6 +157,10 @@ int cmd_geometry(int argc, char** argv) {
                k = whole_number_option(vm, "k", 1, kMaxCount),
                max_points = whole_number_option(vm, "max-points", 1, kMaxCount),
                context_rows = whole_number_option(vm, "context-tokens", 0, size_t{1} << 20);
+  // "" or ",": an unset shell variable must not silently mean no query (empty items are skipped).
+  if (vm.count("query") && vm["query"].as<std::string>().find_first_not_of(',') == std::string::npos)
+    throw UsageError("--query '" + vm["query"].as<std::string>() + "' names no token; allowed: "
+                     "comma-separated tokens, each a token's text or #ID (or leave --query out)");
   if (vm.count("context-data") && !fs::is_regular_file(vm["context-data"].as<std::string>()))
     throw Error("--context-data " + vm["context-data"].as<std::string>() + ": no such file");
   // The output directory is created (and checked writable) before any checkpoint is read.

@@ -163,6 +163,13 @@ int cmd_profile_loss(int argc, char** argv) {
     else if (p == "unfused") want_unfused = true;
     else throw UsageError("--paths item '" + p + "' is not a path; allowed: fused, unfused");
   }
+  // The fused path's settings without a fused path would be silently ignored.
+  if (!want_fused)
+    for (const char* opt : {"loss-chunk", "loss-vocab-tile"})
+      if (!vm[opt].defaulted())
+        throw UsageError(std::string("--") + opt + " sets the fused path, but --paths = '" +
+                         vm["paths"].as<std::string>() + "' runs no fused path; add fused to "
+                         "--paths or leave --" + opt + " out");
   std::vector<size_t> chunks;
   for (const std::string& c : split_list("--loss-chunk", vm["loss-chunk"].as<std::string>()))
     chunks.push_back(parse_whole_number("--loss-chunk", c, 0, size_t{1} << 24));
