@@ -119,6 +119,18 @@ expect 2 "--loss-vocab-tile sets the fused path" -- profile loss --paths unfused
 expect 2 "wte geometry: error: --query '' names no token" -- geometry --checkpoint "$ck" --query ""
 expect 2 "--query ',' names no token" -- geometry --checkpoint "$ck" --query ,
 
+# A directory where a file is read, and a file where a directory is, are named as such (item 7).
+printf 'x' > "$dir/afile"
+expect 1 "data.text: '$dir' is a directory, not a file" -- train -o "$dir/r" --data.text="$dir"
+expect 1 "data.train_tokens: '$dir' is a directory, not a file" \
+  -- train -o "$dir/r" --data.train_tokens="$dir" --data.val_tokens="$dir" --data.tokenizer="$dir"
+expect 1 "data.tokenizer: '$dir/afile' is a file, not a directory" \
+  -- train -o "$dir/r" --data.text="$dir/afile" --data.tokenizer="$dir/afile"
+expect 1 "--tokenizer $dir/afile: '$dir/afile' is a file, not a directory" \
+  -- tokenize --tokenizer "$dir/afile" hello
+expect 1 "token file '$dir' is a directory, not a file" -- gradcheck --batch "$dir"
+[ -e "$dir/r" ] && fail "train left the run directory it created behind"
+
 # wte help CMD prints exactly CMD --help, exit 0.
 for c in $commands; do
   "$WTE_CLI" help "$c" > "$dir/h1" 2>&1; rc1=$?

@@ -17,6 +17,7 @@
 #include "wte/config.h"
 #include "wte/error.h"
 #include "src/analysis/geometry.h"
+#include "src/analysis/geometry_report.h"
 #include "wte/model.h"
 #include "wte/rng.h"
 #include "src/io/snapshot.h"
@@ -165,6 +166,15 @@ TEST(Geometry, PairCosinesAllPairsOrSampled) {
 }
 
 // --- SVG --------------------------------------------------------------------------------------------
+
+// --labels given a directory says so (an ifstream opens a directory and reads nothing: it was
+// "fewer than 2 labelled tokens").
+TEST(Geometry, LabelsDirectoryIsNamedAsADirectory) {
+  const fs::path dir = temp_dir("geometry_labels_dir");
+  const Tokenizer tok = Tokenizer::train("a b c d", 256);
+  const std::string msg = error_of([&] { read_token_labels(dir.string(), tok); });
+  EXPECT_EQ(msg, "--labels " + dir.string() + ": '" + dir.string() + "' is a directory, not a file");
+}
 
 TEST(Svg, EscapesAndDrawsEveryElement) {
   EXPECT_EQ(svg::escape("<a&\"b'>"), "&lt;a&amp;&quot;b&apos;&gt;");

@@ -101,6 +101,10 @@ int cmd_tokenize(int argc, char** argv) {
   std::string dir;
   if (vm.count("tokenizer")) {
     dir = vm["tokenizer"].as<std::string>();
+    std::error_code ec;
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+      throw Error("--tokenizer " + dir + ": '" + dir + "' is a file, not a directory; give the "
+                  "directory holding encoder.json and vocab.bpe");
     if (!fs::is_directory(dir))
       throw Error("--tokenizer " + dir + ": the directory does not exist; run "
                   "datasets/fetch_gpt2_vocab.sh for GPT-2's files, or give a directory holding "

@@ -188,7 +188,10 @@ struct Say {
 void check_paths(const Config& cfg, const RunOptions& opts) {
   check_run_directory(opts.out_dir);
   auto require_file = [](const std::string& key, const std::string& path, const char* hint) {
-    if (!fs::is_regular_file(path))
+    std::error_code ec;
+    if (fs::is_directory(path, ec))
+      throw Error(key + ": '" + path + "' is a directory, not a file");
+    if (!fs::is_regular_file(path, ec))
       throw Error(key + ": file '" + path + "' does not exist" + hint);
   };
   if (!cfg.data.train_tokens.empty()) {
@@ -204,6 +207,11 @@ void check_paths(const Config& cfg, const RunOptions& opts) {
                      : "");
   }
   if (cfg.data.tokenizer != "train") {
+    std::error_code ec;
+    if (fs::exists(cfg.data.tokenizer, ec) && !fs::is_directory(cfg.data.tokenizer, ec))
+      throw Error("data.tokenizer: '" + cfg.data.tokenizer + "' is a file, not a directory (a "
+                  "tokenizer directory holds GPT-2's encoder.json and vocab.bpe; or set "
+                  "data.tokenizer = train)");
     for (const char* f : {"encoder.json", "vocab.bpe"})
       require_file("data.tokenizer", (fs::path(cfg.data.tokenizer) / f).string(),
                    " (a tokenizer directory holds GPT-2's encoder.json and vocab.bpe; or set "

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -18,6 +19,9 @@ std::string show_token(const Tokenizer& tok, int32_t id) {
 }
 
 TokenLabels read_token_labels(const std::string& path, const Tokenizer& tok) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error("--labels " + path + ": '" + path + "' is a directory, not a file");
   std::ifstream in(path);
   if (!in) throw Error("--labels " + path + ": cannot open the file");
   TokenLabels labels;

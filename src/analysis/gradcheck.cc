@@ -25,6 +25,9 @@ namespace wte {
 // Batches
 
 TokenBatch read_token_batch(const std::string& path, size_t vocab_size, size_t n_ctx) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error("token file '" + path + "' is a directory, not a file");
   std::ifstream in(path);
   if (!in) throw Error("cannot open token file '" + path + "' (no such file or unreadable)");
   TokenBatch batch;

@@ -557,6 +557,10 @@ Tokenizer Tokenizer::train(std::string_view text, size_t vocab_size,
 Tokenizer Tokenizer::load(const std::string& dir) {
   const std::string enc_path = (std::filesystem::path(dir) / "encoder.json").string();
   const std::string bpe_path = (std::filesystem::path(dir) / "vocab.bpe").string();
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+    throw Error("vocabulary directory '" + dir + "' is a file, not a directory (a tokenizer " +
+                "directory holds encoder.json and vocab.bpe)");
   if (!std::filesystem::is_directory(dir)) {
     throw Error("vocabulary directory " + dir +
                 " does not exist (GPT-2's files come from datasets/fetch_gpt2_vocab.sh)");
