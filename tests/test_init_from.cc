@@ -141,7 +141,23 @@ TEST_F(InitFrom, ModelDifferencesAreNamedAndNothingIsWritten) {
   EXPECT_NE(out.find("model.n_layer: checkpoint 1, config 2"), std::string::npos) << out;
   EXPECT_NE(out.find("model.tie_embeddings: checkpoint true, config false"), std::string::npos)
       << out;
+  // The hint names exactly the differing keys with the checkpoint's values, and the --config given.
+  EXPECT_NE(out.find("(set them to the checkpoint's values: --model.d_model=16 --model.n_layer=1 "
+                     "--model.tie_embeddings=true; or leave out --config " +
+                     (dir_ / "c.ini").string() + " to train with the checkpoint's own config)"),
+            std::string::npos) << out;
   EXPECT_FALSE(fs::exists(run_dir / "metrics.csv"));
+  // Without --config only a command-line key can differ; the hint names it and no --config.
+  EXPECT_EQ(run(kCli + " train --init-from " + ckpt_ + " --model.d_model=8 --out " +
+                    (dir_ / "bad2").string(),
+                &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("model.d_model: checkpoint 16, config 8\n(set them to the checkpoint's "
+                     "values: --model.d_model=16; without --config"),
+            std::string::npos) << out;
+  EXPECT_EQ(out.find("n_layer"), std::string::npos) << out;
+  EXPECT_EQ(out.find("leave out --config"), std::string::npos) << out;
   EXPECT_TRUE(wte::list_checkpoints(run_dir.string()).empty());
 }
 

@@ -262,8 +262,11 @@ CheckpointInfo check_init_from(const Config& cfg, const RunOptions& opts) {
       parse_config(info.config_ini, "the config stored in '" + opts.init_from + "'");
   const ModelConfig &a = stored.model, &b = cfg.model;
   std::vector<std::string> diffs;
+  std::string fix;  // "--model.d_model=16 --model.n_layer=1": the checkpoint's values
   auto cmp = [&](const char* key, const std::string& then, const std::string& now) {
-    if (then != now) diffs.push_back(std::string(key) + ": checkpoint " + then + ", config " + now);
+    if (then == now) return;
+    diffs.push_back(std::string(key) + ": checkpoint " + then + ", config " + now);
+    fix += (fix.empty() ? "--" : " --") + std::string(key) + "=" + then;
   };
   auto str = [](auto v) { return std::to_string(v); };
   auto yn = [](bool v) { return std::string(v ? "true" : "false"); };
@@ -278,16 +281,20 @@ CheckpointInfo check_init_from(const Config& cfg, const RunOptions& opts) {
     char then[32], now[32];
     std::snprintf(then, sizeof then, "%.9g", static_cast<double>(a.ln_eps));
     std::snprintf(now, sizeof now, "%.9g", static_cast<double>(b.ln_eps));
-    diffs.push_back(std::string("model.ln_eps: checkpoint ") + then + ", config " + now);
+    cmp("model.ln_eps", then, now);
   }
   if (!diffs.empty()) {
     std::string msg = "cannot start from --init-from '" + opts.init_from + "': " +
                       std::to_string(diffs.size()) +
                       " model setting(s) of the config differ from the checkpoint's:";
     for (const std::string& d : diffs) msg += "\n  " + d;
-    throw Error(msg + "\n(set them to the checkpoint's values, e.g. --model.n_layer=" +
-                str(a.n_layer) + ", or leave out --config to train with the checkpoint's own "
-                "config)");
+    // Without --config the config is the checkpoint's own, so only command-line keys can differ.
+    throw Error(msg + "\n(set them to the checkpoint's values: " + fix +
+                (opts.config_file.empty()
+                     ? "; without --config the run takes the checkpoint's own config, so leaving "
+                       "out the options that set these keys does the same)"
+                     : "; or leave out --config " + opts.config_file +
+                           " to train with the checkpoint's own config)"));
   }
   return info;
 }

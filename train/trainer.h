@@ -13,6 +13,7 @@ struct RunOptions {
   std::string out_dir;   // metrics.csv, config.ini, tokenizer/, checkpoints
   bool quiet = false;    // no progress lines (errors and the final summary still print)
   std::string resume;    // checkpoint to continue from (empty: a fresh run); see run_training
+  std::string config_file;  // the --config file, if one was given (named in error hints)
   std::string init_from; // a fresh run (step 0, new AdamW) from this checkpoint's weights (any
                          // checkpoint, snapshot or `wte import`ed model); excludes `resume`
   size_t stop_at = 0;    // if > 0: after this step, write a checkpoint and return (the schedule
