@@ -131,6 +131,20 @@ expect 1 "--tokenizer $dir/afile: '$dir/afile' is a file, not a directory" \
 expect 1 "token file '$dir' is a directory, not a file" -- gradcheck --batch "$dir"
 [ -e "$dir/r" ] && fail "train left the run directory it created behind"
 
+# Exit status 2 for a bad value wherever it was written, and for values that cannot be combined
+# (item 9): a config file's value as the command line's, --stop-at past train.steps, an --n-head
+# that does not divide the checked d_model.
+printf '[model]\nd_model = -3\n' > "$dir/n.ini"
+expect 2 "wte train: error: model.d_model = '-3' from config file '$dir/n.ini' is" \
+  -- train -c "$dir/n.ini" -o "$dir/r"
+printf '[model]\nn_ctx = 8\n[data]\nseq_len = 16\n' > "$dir/x.ini"
+expect 2 "data.seq_len = 16 (from config file '$dir/x.ini') exceeds" -- train -c "$dir/x.ini" -o "$dir/r"
+expect 2 "wte train: error: --stop-at 999999 must be after the start step 0 and before train.steps = 10" \
+  -- train -o "$dir/r" --stop-at 999999 --train.steps=10
+expect 2 "wte gradcheck: error: --n-head = 5 does not divide the checked d_model = 16" \
+  -- gradcheck --n-layer 2 --n-head 5
+[ -e "$dir/r" ] && fail "train left the run directory it created behind"
+
 # wte help CMD prints exactly CMD --help, exit 0.
 for c in $commands; do
   "$WTE_CLI" help "$c" > "$dir/h1" 2>&1; rc1=$?

@@ -144,7 +144,7 @@ TEST(GradcheckCli, BrokenBlockGeluBackwardFailsExactlyTheTensorsBehindIt) {
 TEST(GradcheckCli, NHeadThatDoesNotDivideTheCheckedDModelIsAnError) {
   std::string out;
   const int rc = run(kCli + " gradcheck --model.n_layer=1 --n-head=3", &out);
-  EXPECT_NE(rc, 0) << out;
+  EXPECT_EQ(rc, 2) << "options that cannot be combined are bad usage\n" << out;
   EXPECT_NE(out.find("--n-head = 3 does not divide the checked d_model = 16"), std::string::npos)
       << out;
   EXPECT_EQ(out.find("finite differences"), std::string::npos) << "no work before the error\n" << out;

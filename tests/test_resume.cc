@@ -409,7 +409,7 @@ TEST_F(Resume, ChangedSettingsNameEachKeyWithBothValuesAndWriteNothing) {
       << out;
   EXPECT_NE(out.find("data.tokenizer: checkpoint train, now "), std::string::npos) << out;
   // --stop-at must lie between the checkpoint's step and train.steps.
-  EXPECT_EQ(train("run", "--resume '" + c3 + "' --stop-at=2", &out), 1) << out;
+  EXPECT_EQ(train("run", "--resume '" + c3 + "' --stop-at=2", &out), 2) << out;  // bad usage
   EXPECT_NE(out.find("--stop-at 2 must be after the start step 3"), std::string::npos) << out;
   // Nothing to train: already at train.steps.
   EXPECT_EQ(train("run", "--resume '" + c3 + "' --train.steps=3", &out), 1) << out;

@@ -115,6 +115,39 @@ TEST(Config, ContextLongerThanNCtxIsRejectedAtStartUp) {
   EXPECT_NE(msg.find("n_ctx = 64"), std::string::npos) << msg;
 }
 
+// A bad value is bad usage (ConfigValueError, exit 2) in the user's config file as on the command
+// line, values that cannot be combined too; in a checkpoint's stored config it is a broken file
+// (plain wte::Error).
+TEST(Config, BadValuesInTheUsersFileAreConfigValueErrorsAndInAStoredConfigNot) {
+  const fs::path dir = temp_dir("config_value_errors");
+  auto kind = [](auto&& f) {
+    try {
+      f();
+    } catch (const wte::ConfigValueError& e) {
+      return std::string("value: ") + e.what();
+    } catch (const Error& e) {
+      return std::string("error: ") + e.what();
+    }
+    return std::string("none");
+  };
+  write(dir / "n.ini", "[model]\nd_model = -3\n");
+  std::string k = kind([&] { wte::load_config((dir / "n.ini").string(), {}); });
+  EXPECT_EQ(k.rfind("value: model.d_model = '-3' from config file '", 0), 0u) << k;
+  write(dir / "x.ini", "[model]\nn_ctx = 8\n[data]\nseq_len = 16\n");
+  k = kind([&] { wte::load_config((dir / "x.ini").string(), {}); });
+  EXPECT_EQ(k.rfind("value: data.seq_len = 16", 0), 0u) << k;
+  k = kind([] { wte::load_config("", {"--train.steps=0"}); });
+  EXPECT_EQ(k.rfind("value: train.steps = '0' from the command line", 0), 0u) << k;
+  k = kind([] { wte::parse_config("[model]\nd_model = -3\n", "the config stored in 'c.h5'"); });
+  EXPECT_EQ(k.rfind("error: model.d_model = '-3' from the config stored in 'c.h5'", 0), 0u) << k;
+  // The file itself (missing, not INI, an unknown key) stays a run-time error.
+  write(dir / "u.ini", "[model]\nd_modle = 3\n");
+  k = kind([&] { wte::load_config((dir / "u.ini").string(), {}); });
+  EXPECT_EQ(k.rfind("error: ", 0), 0u) << k;
+  k = kind([&] { wte::load_config((dir / "none.ini").string(), {}); });
+  EXPECT_EQ(k.rfind("error: ", 0), 0u) << k;
+}
+
 TEST(Config, MissingFileIsNamed) {
   const std::string msg = error_of([] { wte::load_config("/nonexistent/wte.ini", {}); });
   EXPECT_NE(msg.find("/nonexistent/wte.ini"), std::string::npos) << msg;

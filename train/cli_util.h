@@ -18,6 +18,7 @@
 #include <system_error>
 #include <vector>
 
+#include "wte/config.h"
 #include "wte/error.h"
 
 namespace wte::cli {
@@ -60,16 +61,20 @@ int run_reporting_errors(const std::string& name, Run&& run) {
   }
 }
 
-/// Runs `load`, a config loader given command-line overrides, and rethrows the errors that are
-/// about the command line (an unknown --section.key, a value typed there that does not parse or is
-/// out of range) as UsageError, so they exit 2 like any other bad option; errors about a config
-/// file stay run-time errors. Relies on src/io/config.cc naming the command line in those messages.
+/// Runs `load`, a config loader given command-line overrides, and rethrows as UsageError, so they
+/// exit 2 like any other bad option: the errors about the command line (an unknown --section.key,
+/// a value typed there that does not parse or is out of range), and every ConfigValueError (a bad
+/// value, or values that cannot be combined, in the user's config file too). Errors about the file
+/// itself (missing, unreadable, not INI, an unknown key in it) stay run-time errors (1). Relies on
+/// src/io/config.cc naming the command line in its messages about it.
 template <typename Load>
 auto usage_errors_of_overrides(Load&& load) {
   try {
     return load();
   } catch (const UsageError&) {
     throw;
+  } catch (const ConfigValueError& e) {
+    throw UsageError(e.what());
   } catch (const Error& e) {
     const std::string m = e.what();
     if (m.find("from the command line") != std::string::npos ||

@@ -158,7 +158,7 @@ int cmd_gradcheck(int argc, char** argv) {
     if (arg_H != 0) {
       cfg.model.n_head = arg_H;
       if (cfg.model.n_layer > 0 && cfg.model.d_model % cfg.model.n_head != 0)
-        throw Error("--n-head = " + std::to_string(cfg.model.n_head) +
+        throw UsageError("--n-head = " + std::to_string(cfg.model.n_head) +
                     " does not divide the checked d_model = " + std::to_string(cfg.model.d_model) +
                     "; pass a divisor of d_model, or --d-model (a multiple of n_head)");
     } else if (cfg.model.n_layer > 0 && cfg.model.d_model % cfg.model.n_head != 0) {

@@ -25,6 +25,7 @@
 #include "src/analysis/loss_curve.h"
 #include "src/model/grad_accum.h"
 #include "src/io/snapshot.h"
+#include "train/cli_util.h"
 #include "train/grad_sync.h"
 #include "train/omp_env.h"
 #include "train/run_guard.h"
@@ -303,9 +304,10 @@ void check_stop_at(const Config& cfg, const RunOptions& opts, bool resuming, int
   if (opts.stop_at > 0 &&
       (opts.stop_at >= cfg.train.steps ||
        (resuming && opts.stop_at <= static_cast<uint64_t>(resume_step))))
-    throw Error("--stop-at " + std::to_string(opts.stop_at) + " must be after the start step " +
-                std::to_string(resuming ? resume_step : 0) + " and before train.steps = " +
-                std::to_string(cfg.train.steps));
+    throw cli::UsageError("--stop-at " + std::to_string(opts.stop_at) +
+                          " must be after the start step " +
+                          std::to_string(resuming ? resume_step : 0) +
+                          " and before train.steps = " + std::to_string(cfg.train.steps));
 }
 
 void note_skipped_snapshots(const Config& cfg) {
@@ -704,6 +706,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   // before all of them pass. SIGINT/SIGTERM before step 1 stops the start-up at its next stage
   // (Interrupted, a failed start-up); from step 1 on, after a step and a checkpoint.
   const StopSignalScope stop_signals;  // train/signals.h
+  check_stop_at(cfg, opts, false, 0);  // bad usage first (exit 2); the resume step is checked below
   check_paths(cfg, opts);
   const bool resuming = !opts.resume.empty();
   const bool initing = !opts.init_from.empty();

@@ -7,7 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "wte/error.h"
+
 namespace wte {
+
+/// A config value that does not parse, is out of range, or does not fit another key's value
+/// (data.seq_len > model.n_ctx), in a config read by load_config: the user's config file, the
+/// defaults, or --section.key=value. Bad usage wherever it was written (`wte` exits 2 for it, as
+/// for a bad option). A checkpoint's stored config (parse_config) throws plain wte::Error for the
+/// same, since there it means a broken file.
+class ConfigValueError : public Error {
+ public:
+  explicit ConfigValueError(const std::string& what) : Error(what) {}
+};
 
 /// What the model's GEMMs read (model.matmul_precision). f32: float32 inputs. bf16: bfloat16 copies
 /// of their inputs (weights converted once per forward, activations and gradients once where they
@@ -98,9 +110,10 @@ struct Config {
 /// overrides; the command line wins over the file. Paths (data.text, data.train_tokens,
 /// data.val_tokens, a data.tokenizer directory) are made absolute: relative paths in the file
 /// against the file's directory, on the command line against the current directory.
-/// Throws wte::Error, before any work, for: a missing or unreadable file (names the path); an
-/// unknown section or key (names it and where it came from); a value that does not parse or is out
-/// of range (names the key, the value and what is allowed); data.seq_len > model.n_ctx.
+/// Throws, before any work: wte::Error for a missing or unreadable file (names the path), or an
+/// unknown section or key (names it and where it came from); ConfigValueError for a value that
+/// does not parse or is out of range (names the key, the value, where it came from and what is
+/// allowed) and for values that do not fit together (data.seq_len > model.n_ctx, ...).
 Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides);
 
 /// Same, from INI text already in memory (a checkpoint's stored config); `origin` names it in errors.

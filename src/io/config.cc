@@ -282,8 +282,13 @@ po::options_description describe() {
 }
 
 // Cross-key checks, after every key is set. `from(key)` says where a key's value came from.
-void validate(const Config& c, const std::function<std::string(const std::string&)>& from) {
-  auto fail = [](const std::string& msg) { throw Error(msg); };
+// Throws ConfigValueError if `user_config` (load_config), else wte::Error.
+void validate(const Config& c, const std::function<std::string(const std::string&)>& from,
+              bool user_config) {
+  auto fail = [user_config](const std::string& msg) {
+    if (user_config) throw ConfigValueError(msg);
+    throw Error(msg);
+  };
   auto val = [&](const std::string& key, const std::string& value) {
     return key + " = " + value + " (" + from(key) + ")";
   };
@@ -322,8 +327,10 @@ void validate(const Config& c, const std::function<std::string(const std::string
 }
 
 // Applies every stored option of `vm` to `cfg`. `from_cli` holds keys given on the command line.
+// A value that does not parse or is out of range throws ConfigValueError if it came from the
+// command line or `user_config` (load_config's file), else wte::Error (a checkpoint's stored config).
 void apply(Config& cfg, const po::variables_map& vm, const std::set<std::string>& from_cli,
-           const std::string& file_origin, const fs::path& file_dir) {
+           const std::string& file_origin, const fs::path& file_dir, bool user_config) {
   for (const Key& k : keys()) {
     if (!vm.count(k.name)) continue;
     std::string value = vm[k.name].as<std::string>();
@@ -332,8 +339,10 @@ void apply(Config& cfg, const po::variables_map& vm, const std::set<std::string>
     try {
       k.set(cfg, value);
     } catch (const std::invalid_argument& e) {
-      throw Error(k.name + " = '" + value + "' from " + where + " is " + e.what() +
-                  "; allowed: " + k.allowed);
+      const std::string msg = k.name + " = '" + value + "' from " + where + " is " +
+                              e.what() + "; allowed: " + k.allowed;
+      if (cli || user_config) throw ConfigValueError(msg);
+      throw Error(msg);
     }
     // Paths are stored absolute, so a resolved config (config.ini, a checkpoint's) means the same
     // wherever it is read: relative to the file's directory when they come from a file, to the
@@ -347,8 +356,9 @@ void apply(Config& cfg, const po::variables_map& vm, const std::set<std::string>
   }
 }
 
+// `user_config`: the text is the user's config file (load_config), not a stored one.
 Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& file_dir,
-                  const std::vector<std::string>& overrides) {
+                  const std::vector<std::string>& overrides, bool user_config) {
   const po::options_description desc = describe();
   po::variables_map vm;
   std::set<std::string> from_cli;
@@ -401,11 +411,14 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
     throw Error(origin + ": " + e.what());
   }
   Config cfg;
-  apply(cfg, vm, from_cli, origin, file_dir);
-  validate(cfg, [&](const std::string& key) {
-    if (from_cli.count(key)) return std::string("from the command line");
-    return vm.count(key) ? "from " + origin : std::string("the default");
-  });
+  apply(cfg, vm, from_cli, origin, file_dir, user_config);
+  validate(
+      cfg,
+      [&](const std::string& key) {
+        if (from_cli.count(key)) return std::string("from the command line");
+        return vm.count(key) ? "from " + origin : std::string("the default");
+      },
+      user_config);
   return cfg;
 }
 
@@ -416,25 +429,25 @@ const char* to_string(MatmulPrecision p) { return p == MatmulPrecision::bf16 ? "
 Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides) {
   if (ini_path.empty()) {
     std::istringstream empty;
-    return parse_impl(empty, "the defaults", {}, overrides);
+    return parse_impl(empty, "the defaults", {}, overrides, true);
   }
   if (fs::is_directory(ini_path))
     throw Error("config file '" + ini_path + "' is a directory; give an INI file");
   std::ifstream in(ini_path);
   if (!in) throw Error("cannot open config file '" + ini_path + "' (no such file or unreadable)");
   return parse_impl(in, "config file '" + ini_path + "'", fs::path(ini_path).parent_path(),
-                    overrides);
+                    overrides, true);
 }
 
 Config parse_config(const std::string& ini_text, const std::string& origin) {
   std::istringstream in(ini_text);
-  return parse_impl(in, origin, {}, {});
+  return parse_impl(in, origin, {}, {}, false);
 }
 
 Config parse_config(const std::string& ini_text, const std::string& origin,
                     const std::vector<std::string>& overrides) {
   std::istringstream in(ini_text);
-  return parse_impl(in, origin, {}, overrides);
+  return parse_impl(in, origin, {}, overrides, false);
 }
 
 std::string Config::to_ini() const {
