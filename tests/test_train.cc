@@ -148,6 +148,35 @@ TEST(Config, BadValuesInTheUsersFileAreConfigValueErrorsAndInAStoredConfigNot) {
   EXPECT_EQ(k.rfind("error: ", 0), 0u) << k;
 }
 
+// A binary file read as a config: the error shows its bytes escaped (\xNN) and cut short, never
+// raw bytes on the terminal; UTF-8 text stays readable, but not C1 control characters (U+0080 to
+// U+009F: 0x9B is a terminal's CSI) or ill-formed sequences (a surrogate).
+TEST(Config, GarbageFileErrorsEscapeBytesAndAreShort) {
+  const fs::path dir = temp_dir("config_garbage");
+  std::string junk;
+  wte::Rng rng(7);
+  for (int i = 0; i < 4096; ++i) {
+    auto b = static_cast<unsigned char>(rng.next() & 0xff);
+    if (b >= 0xC0 && b <= 0xF7) b -= 0x40;  // no UTF-8 lead bytes: every byte >= 0x80 is escaped
+    const char c = static_cast<char>(b);
+    junk += (c == '\n' || c == '\r' || c == '=' || c == '[' || c == '#' || c == ';') ? 'x' : c;
+  }
+  for (const std::string& text : {junk,                                   // one invalid line
+                                  "[model]\n" + junk.substr(0, 3000) + " = 1\n",  // unknown key
+                                  "[model]\nln_f = " + junk.substr(0, 3000) + "\n"}) {  // bad value
+    write(dir / "g.ini", text);
+    const std::string msg = error_of([&] { wte::load_config((dir / "g.ini").string(), {}); });
+    EXPECT_LT(msg.size(), 700u) << msg;
+    EXPECT_NE(msg.find("\\x"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bytes in all)"), std::string::npos) << msg;
+    for (unsigned char c : msg)
+      ASSERT_TRUE(c >= 0x20 && c < 0x7f) << "byte " << int(c) << " in: " << msg;
+  }
+  write(dir / "u.ini", "[model]\nln_f = ja\xc3\xa4\xc2\x9b\xed\xa0\x80\n");
+  const std::string msg = error_of([&] { wte::load_config((dir / "u.ini").string(), {}); });
+  EXPECT_NE(msg.find("'ja\xc3\xa4\\xc2\\x9b\\xed\\xa0\\x80'"), std::string::npos) << msg;
+}
+
 TEST(Config, MissingFileIsNamed) {
   const std::string msg = error_of([] { wte::load_config("/nonexistent/wte.ini", {}); });
   EXPECT_NE(msg.find("/nonexistent/wte.ini"), std::string::npos) << msg;

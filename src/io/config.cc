@@ -5,6 +5,7 @@
 #include "wte/config.h"
 
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
@@ -35,6 +36,56 @@ struct Key {
 };
 
 [[noreturn]] void bad(const std::string& why) { throw std::invalid_argument(why); }
+
+// The length of the well-formed UTF-8 sequence at s[0..n) (RFC 3629: no overlong forms, no
+// surrogates, nothing past U+10FFFF) of a character that is not a C1 control (U+0080..U+009F);
+// 0 if there is none.
+size_t utf8_char(const unsigned char* s, size_t n) {
+  auto in = [](unsigned char b, unsigned lo, unsigned hi) { return b >= lo && b <= hi; };
+  const unsigned char c = s[0];
+  size_t len = 0;
+  unsigned lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (c == 0xC2) len = 2, lo = 0xA0;  // U+0080..U+009F are C1 controls
+  else if (in(c, 0xC3, 0xDF)) len = 2;
+  else if (c == 0xE0) len = 3, lo = 0xA0;
+  else if (in(c, 0xE1, 0xEC) || in(c, 0xEE, 0xEF)) len = 3;
+  else if (c == 0xED) len = 3, hi = 0x9F;
+  else if (c == 0xF0) len = 4, lo = 0x90;
+  else if (in(c, 0xF1, 0xF3)) len = 4;
+  else if (c == 0xF4) len = 4, hi = 0x8F;
+  if (len == 0 || len > n || !in(s[1], lo, hi)) return 0;
+  for (size_t k = 2; k < len; ++k)
+    if (!in(s[k], 0x80, 0xBF)) return 0;
+  return len;
+}
+
+// Bytes from a config file, for an error message: printable ASCII and well-formed UTF-8 characters
+// as they are, every other byte as \xNN (a binary file's bytes must not reach the terminal raw);
+// cut after about `max` bytes of output, then "... (N bytes in all)".
+std::string printable(const std::string& text, size_t max = 120) {
+  std::string out;
+  const size_t n = text.size();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  size_t i = 0;
+  while (i < n && out.size() < max) {
+    const unsigned char c = bytes[i];
+    if (const size_t len = c >= 0x80 ? utf8_char(bytes + i, n - i) : 0; len > 0) {
+      out.append(text, i, len);
+      i += len;
+      continue;
+    }
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+    ++i;
+  }
+  if (i < n) out += "... (" + std::to_string(n) + " bytes in all)";
+  return out;
+}
 
 uint64_t parse_uint(const std::string& s, uint64_t lo, uint64_t hi) {
   uint64_t v = 0;
@@ -339,7 +390,7 @@ void apply(Config& cfg, const po::variables_map& vm, const std::set<std::string>
     try {
       k.set(cfg, value);
     } catch (const std::invalid_argument& e) {
-      const std::string msg = k.name + " = '" + value + "' from " + where + " is " +
+      const std::string msg = k.name + " = '" + printable(value) + "' from " + where + " is " +
                               e.what() + "; allowed: " + k.allowed;
       if (cli || user_config) throw ConfigValueError(msg);
       throw Error(msg);
@@ -404,11 +455,11 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
   try {
     po::store(po::parse_config_file(ini, desc, /*allow_unregistered=*/false), vm);
   } catch (const po::unknown_option& e) {
-    throw Error(origin + ": unknown key '" + e.get_option_name() +
+    throw Error(origin + ": unknown key '" + printable(e.get_option_name()) +
                 "'; sections are [model], [data], [train], [optim], [checkpoint]; see "
                 "'wte train --help' for every key");
   } catch (const po::error& e) {
-    throw Error(origin + ": " + e.what());
+    throw Error(origin + ": " + printable(e.what(), 200));
   }
   Config cfg;
   apply(cfg, vm, from_cli, origin, file_dir, user_config);
