@@ -145,6 +145,21 @@ expect 2 "wte gradcheck: error: --n-head = 5 does not divide the checked d_model
   -- gradcheck --n-layer 2 --n-head 5
 [ -e "$dir/r" ] && fail "train left the run directory it created behind"
 
+# Profiles too large for this machine's memory are refused before any output or allocation,
+# naming the largest part and the setting, as wte train's start-up check (item 11).
+expect_refused() {
+  local needle="$1"; shift
+  expect 1 "$needle" -- "$@"
+  grep -q "the largest part is" "$dir/err" || fail "wte $*: no largest part named: $(head -c 400 "$dir/err")"
+  [ -s "$dir/out" ] && fail "wte $*: printed before refusing: $(head -c 200 "$dir/out")"
+}
+expect_refused "wte profile: error: wte profile step (" \
+  profile step --config "$WTE_SOURCE_DIR/configs/embedding_only.ini" --train.batch_size=1048576 --quick
+expect_refused "wte profile: error: wte profile gather needs about" \
+  profile gather --quick --vocab-size 2147483647 --d-model 65536
+expect_refused "wte profile loss: error: wte profile loss needs about" \
+  profile loss --vocab-size 16777216 --d-model 65536 --n-tokens 16777216
+
 # wte help CMD prints exactly CMD --help, exit 0.
 for c in $commands; do
   "$WTE_CLI" help "$c" > "$dir/h1" 2>&1; rc1=$?

@@ -26,6 +26,7 @@
 #include "src/analysis/svg.h"
 #include "train/cli_util.h"
 #include "train/commands.h"
+#include "train/run_guard.h"
 
 namespace po = boost::program_options;
 
@@ -338,12 +339,35 @@ int cmd_profile(int argc, char** argv) {
                                 ? load_config(config_path, cl.overrides)
                                 : parse_config("", "the built-in defaults", cl.overrides);
                    });
+  // Memory, before any output or allocation: refused with the part and the setting to change,
+  // as wte train's start-up check (train/run_guard.h).
+  const bool kernels = what != "step";
+  const size_t probe_bytes = quick ? (48u << 20) : (256u << 20);  // profile::CopyProbe's buffers
+  if (kernels) {
+    const double Vd = static_cast<double>(V), Cd = static_cast<double>(C),
+                 Nd = static_cast<double>(N);
+    check_memory({{"the table, its gradient and AdamW m and v (4 x V x C floats)", 16 * Vd * Cd,
+                   "--vocab-size x --d-model", "--vocab-size or --d-model"},
+                  {"hidden states and their gradients (3 x N x C + min(N, V) x C floats)",
+                   4 * (3 * Nd + std::min(Nd, Vd)) * Cd + 8 * Nd + Vd, "--n-tokens x --d-model",
+                   "--n-tokens or --d-model"},
+                  {"the streaming-copy probe", 2.0 * static_cast<double>(probe_bytes),
+                   "nothing (a fixed size)", "its size with --quick"}},
+                 "wte profile " + what);
+  }
+  if (with_step)
+    for (const std::string& precision :
+         precisions.empty() ? std::vector<std::string>{to_string(file_cfg.model.matmul_precision)}
+                            : precisions) {
+      Config cfg = file_cfg;
+      cfg.model.matmul_precision = precision == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::f32;
+      check_memory(estimate_training_memory(cfg), "wte profile step (" + config_name + ")");
+    }
   std::vector<Row> rows;
   nlohmann::json step_json = nlohmann::json::array();
   const profile::MachineState machine_before = profile::read_machine_state();
   print_machine(machine_before);
 
-  const bool kernels = what != "step";
   if (kernels) {
     // Buffers allocated and touched once (page faults would dominate otherwise).
     progress("profile: allocating a %zu x %zu table (%.0f MB) and its moments...", V, C, V * C * 4e-6);
@@ -359,7 +383,7 @@ int cmd_profile(int argc, char** argv) {
     for (size_t i = 0; i < V * C; ++i) table[i] = normal(rng);
     for (size_t i = 0; i < N * C; ++i) dhidden[i] = normal(rng);
     for (size_t i = 0; i < T * C; ++i) wpe[i] = normal(rng);
-    profile::CopyProbe copy(quick ? (48u << 20) : (256u << 20));
+    profile::CopyProbe copy(probe_bytes);
     ScatterWorkspace ws;
     const AdamWParams hp{1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 10};
     // Bits of each deterministic strategy's result per distribution at the first thread count.

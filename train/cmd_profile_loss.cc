@@ -27,6 +27,7 @@
 #include "train/cli_util.h"
 #include "train/commands.h"
 #include "train/omp_env.h"
+#include "train/run_guard.h"
 #include "wte/data.h"
 #include "wte/error.h"
 #include "wte/kernels.h"
@@ -176,6 +177,45 @@ int cmd_profile_loss(int argc, char** argv) {
   if (vm.count("json")) check_output_file("--json", vm["json"].as<std::string>());
   omp_set_num_threads(threads);
 
+  std::vector<std::unique_ptr<LossPath>> paths;
+  if (want_fused)
+    for (size_t chunk : chunks) {
+      ModelConfig mc;
+      mc.vocab_size = V;
+      mc.d_model = C;
+      mc.loss_chunk = chunk == 0 ? auto_loss_rows(V) : chunk;
+      mc.loss_vocab_tile = tile_arg;
+      auto p = std::make_unique<LossPath>();
+      p->tiles = resolve_loss_tiles(mc, N);
+      p->name = "fused " + std::to_string(p->tiles.rows) + " x " + std::to_string(p->tiles.tile);
+      paths.push_back(std::move(p));
+    }
+  if (want_unfused) {
+    auto p = std::make_unique<LossPath>();
+    p->name = "unfused";
+    paths.push_back(std::move(p));
+  }
+  {  // Memory, before any output or allocation, as wte train's start-up check (train/run_guard.h).
+    const double Vd = static_cast<double>(V), Cd = static_cast<double>(C),
+                 Nd = static_cast<double>(N), n_paths = static_cast<double>(paths.size());
+    double workspaces = 0;
+    for (const auto& p : paths)
+      if (p->tiles.fused()) workspaces += 4.0 * static_cast<double>(unembedding_workspace_floats(p->tiles, V));
+    std::vector<MemoryPart> parts = {
+        {"inputs h and W", 4 * (Nd + Vd) * Cd + 4 * Nd, "(--n-tokens + --vocab-size) x --d-model",
+         "--n-tokens, --vocab-size or --d-model"},
+        {"each path's outputs dh and dW", n_paths * 4 * (Nd + Vd * Cd + Nd * Cd),
+         "paths x (--n-tokens + --vocab-size) x --d-model",
+         "--n-tokens, --vocab-size or --d-model, or run fewer paths"}};
+    if (workspaces > 0)
+      parts.push_back({"fused workspaces (rows x vocab_size each)", workspaces,
+                       "--loss-chunk x --vocab-size", "--loss-chunk or --vocab-size"});
+    if (want_unfused)
+      parts.push_back({"unfused logits (N x V floats)", 4 * Nd * Vd, "--n-tokens x --vocab-size",
+                       "--n-tokens or --vocab-size, or leave unfused out of --paths"});
+    check_memory(parts, "wte profile loss");
+  }
+
   const profile::MachineState machine = profile::read_machine_state();
   std::printf("machine: %s, %d CPUs; load average %.2f %.2f %.2f (1, 5, 15 min); %d thread(s)\n",
               machine.cpu_model.c_str(), machine.cpus, machine.load_average[0],
@@ -208,24 +248,6 @@ int cmd_profile_loss(int argc, char** argv) {
     for (int32_t& t : y) t = pick(rng);
   }
 
-  std::vector<std::unique_ptr<LossPath>> paths;
-  if (want_fused)
-    for (size_t chunk : chunks) {
-      ModelConfig mc;
-      mc.vocab_size = V;
-      mc.d_model = C;
-      mc.loss_chunk = chunk == 0 ? auto_loss_rows(V) : chunk;
-      mc.loss_vocab_tile = tile_arg;
-      auto p = std::make_unique<LossPath>();
-      p->tiles = resolve_loss_tiles(mc, N);
-      p->name = "fused " + std::to_string(p->tiles.rows) + " x " + std::to_string(p->tiles.tile);
-      paths.push_back(std::move(p));
-    }
-  if (want_unfused) {
-    auto p = std::make_unique<LossPath>();
-    p->name = "unfused";
-    paths.push_back(std::move(p));
-  }
   // First runs, one path at a time, each from a reset peak: its own memory.
   const bool peak_ok = reset_peak_rss();
   for (auto& p : paths) {

@@ -165,9 +165,13 @@ std::string gib(double bytes) {
 }  // namespace
 
 void check_training_memory(const Config& cfg, uint64_t available) {
+  check_memory(estimate_training_memory(cfg), "this run", available);
+}
+
+void check_memory(const std::vector<MemoryPart>& parts, const std::string& what,
+                  uint64_t available) {
   if (available == 0) available = available_memory_bytes();
-  if (available == 0) return;  // unknown: nothing to compare with
-  const std::vector<MemoryPart> parts = estimate_training_memory(cfg);
+  if (available == 0 || parts.empty()) return;  // unknown: nothing to compare with
   double total = 0;
   const MemoryPart* largest = &parts[0];
   for (const MemoryPart& p : parts) {
@@ -177,7 +181,7 @@ void check_training_memory(const Config& cfg, uint64_t available) {
   if (total <= static_cast<double>(available)) return;
   std::string detail;
   for (const MemoryPart& p : parts) detail += "\n  " + p.what + ": " + gib(p.bytes);
-  throw Error("this run needs about " + gib(total) + " of memory but " +
+  throw Error(what + " needs about " + gib(total) + " of memory but " +
               gib(static_cast<double>(available)) + " is available; the largest part is " +
               largest->what + " (" + gib(largest->bytes) + "), which scales with " +
               largest->setting + ": lower " + largest->lower + ". Estimate by part:" + detail);

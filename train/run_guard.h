@@ -64,9 +64,14 @@ std::vector<MemoryPart> estimate_training_memory(const Config& cfg);
 /// unknown.
 uint64_t available_memory_bytes();
 
-/// Throws wte::Error before any work if estimate_training_memory(cfg) exceeds `available` bytes
-/// (available_memory_bytes() when 0), naming the total, the available memory, the largest part
-/// and the setting to lower.
+/// Throws wte::Error before any work if the sum of `parts` exceeds `available` bytes
+/// (available_memory_bytes() when 0; nothing is checked if that is unknown): "WHAT needs about
+/// X GiB of memory but Y GiB is available; the largest part is ... (Z GiB), which scales with
+/// SETTING: lower LOWER. Estimate by part: ...". `what`: "this run", "wte profile loss", ...
+void check_memory(const std::vector<MemoryPart>& parts, const std::string& what,
+                  uint64_t available = 0);
+
+/// check_memory(estimate_training_memory(cfg), "this run", available).
 void check_training_memory(const Config& cfg, uint64_t available = 0);
 
 /// Starts OpenMP's thread team of train.threads threads (as the first step would) before any file
