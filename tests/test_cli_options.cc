@@ -35,11 +35,17 @@ TEST(CliOptions, WholeNumberAcceptsDigitsInRange) {
 
 TEST(CliOptions, WholeNumberRejectsSignJunkAndRange) {
   EXPECT_EQ(error_of([] { cli::parse_whole_number("--vocab-size", "-3", 1, 16777216); }),
-            "--vocab-size = '-3' is not allowed; allowed: a whole number in [1, 16777216]");
-  for (const char* bad : {"-1", "+3", "", " 3", "3 ", "3x", "0x10", "1e3", "3.0", "11", "0",
-                          "18446744073709551616", "99999999999999999999999"}) {
+            "--vocab-size = '-3' is not a whole number; allowed: a whole number in [1, 16777216]");
+  // The words of the config keys' errors (src/io/config.cc): not a whole number, out of range.
+  for (const char* bad : {"-1", "+3", "", " 3", "3 ", "3x", "0x10", "1e3", "3.0"}) {
     const std::string msg = error_of([&] { cli::parse_whole_number("--n", bad, 1, 10); });
-    EXPECT_EQ(msg, std::string("--n = '") + bad + "' is not allowed; allowed: a whole number in [1, 10]")
+    EXPECT_EQ(msg, std::string("--n = '") + bad +
+                       "' is not a whole number; allowed: a whole number in [1, 10]")
+        << "'" << bad << "'";
+  }
+  for (const char* bad : {"11", "0", "18446744073709551616", "99999999999999999999999"}) {
+    const std::string msg = error_of([&] { cli::parse_whole_number("--n", bad, 1, 10); });
+    EXPECT_EQ(msg, std::string("--n = '") + bad + "' is out of range; allowed: a whole number in [1, 10]")
         << "'" << bad << "'";
   }
 }
@@ -177,15 +183,15 @@ TEST(CliOptions, GradcheckRejectsBadSizes) {
   const std::string g = "gradcheck --config " WTE_SOURCE_DIR "/configs/embedding_only.ini ";
   expect_rejected({
       {g + "--vocab-size -3",
-       "--vocab-size = '-3' is not allowed; allowed: a whole number in [1, 16777216]"},
-      {g + "--n-ctx -1", "--n-ctx = '-1' is not allowed; allowed: a whole number in [1, 1048576]"},
-      {g + "--batch-size -1", "--batch-size = '-1' is not allowed"},
-      {g + "--d-model -1", "--d-model = '-1' is not allowed; allowed: a whole number in [1, 65536]"},
-      {g + "--seq-len -2", "--seq-len = '-2' is not allowed"},
+       "--vocab-size = '-3' is not a whole number; allowed: a whole number in [1, 16777216]"},
+      {g + "--n-ctx -1", "--n-ctx = '-1' is not a whole number; allowed: a whole number in [1, 1048576]"},
+      {g + "--batch-size -1", "--batch-size = '-1' is not a whole number"},
+      {g + "--d-model -1", "--d-model = '-1' is not a whole number; allowed: a whole number in [1, 65536]"},
+      {g + "--seq-len -2", "--seq-len = '-2' is not a whole number"},
       {g + "--untouched-rows -1",
-       "--untouched-rows = '-1' is not allowed; allowed: a whole number in [0, 16777216]"},
-      {g + "--vocab-size 0", "--vocab-size = '0' is not allowed"},
-      {g + "--d-model 4x", "--d-model = '4x' is not allowed"},
+       "--untouched-rows = '-1' is not a whole number; allowed: a whole number in [0, 16777216]"},
+      {g + "--vocab-size 0", "--vocab-size = '0' is out of range"},
+      {g + "--d-model 4x", "--d-model = '4x' is not a whole number"},
   });
 }
 
@@ -194,18 +200,18 @@ TEST(CliOptions, ProfileRejectsBadCountsListsAndOutputsBeforeMeasuring) {
   const std::string p = "profile scatter --quick --vocab-size 100 --d-model 8 --n-tokens 64 --threads 1 ";
   const std::string nodir = (dir / "nodir").string();
   expect_rejected({
-      {p + "--repeat -1", "--repeat = '-1' is not allowed; allowed: a whole number in [1, 100000]"},
-      {p + "--repeat 0", "--repeat = '0' is not allowed"},
-      {"profile --n-tokens -5", "--n-tokens = '-5' is not allowed; allowed: a whole number in [1, 2147483647]"},
-      {"profile --vocab-size -1", "--vocab-size = '-1' is not allowed"},
+      {p + "--repeat -1", "--repeat = '-1' is not a whole number; allowed: a whole number in [1, 100000]"},
+      {p + "--repeat 0", "--repeat = '0' is out of range"},
+      {"profile --n-tokens -5", "--n-tokens = '-5' is not a whole number; allowed: a whole number in [1, 2147483647]"},
+      {"profile --vocab-size -1", "--vocab-size = '-1' is not a whole number"},
       // The old spellings are hidden aliases of the new names.
-      {"profile --tokens -5", "--n-tokens = '-5' is not allowed"},
-      {"profile --vocab -1", "--vocab-size = '-1' is not allowed"},
-      {"profile --seed -1", "--seed = '-1' is not allowed"},
+      {"profile --tokens -5", "--n-tokens = '-5' is not a whole number"},
+      {"profile --vocab -1", "--vocab-size = '-1' is not a whole number"},
+      {"profile --seed -1", "--seed = '-1' is not a whole number"},
       {p + "--dist ''", "--dist is empty"},
       {p + "--dist uniform,,zipf:1.1", "--dist = 'uniform,,zipf:1.1': item 2 is empty"},
       {"profile --threads 1,,2", "--threads = '1,,2': item 2 is empty"},
-      {"profile --threads 2x", "--threads = '2x' is not allowed; allowed: a whole number in [1, 1024]"},
+      {"profile --threads 2x", "--threads = '2x' is not a whole number; allowed: a whole number in [1, 1024]"},
       {p + "--json " + nodir + "/x.json", "--json " + nodir + "/x.json: cannot create the file", 1},
       {p + "--chart " + nodir + "/x.svg", "--chart " + nodir + "/x.svg: cannot create the file", 1},
   });
@@ -230,14 +236,14 @@ TEST(CliOptions, GeometryAndHiddenStatesCheckOptionsBeforeReading) {
   const std::string missing = (dir / "missing.h5").string();
   const std::string g = "geometry --checkpoint " + missing + " ";
   expect_rejected({
-      {g + "--neighbours -1", "--neighbours = '-1' is not allowed; allowed: a whole number in [1, 16777216]"},
-      {g + "--neighbours 0", "--neighbours = '0' is not allowed"},
-      {g + "--frequent -1", "--frequent = '-1' is not allowed; allowed: a whole number in [0, 16777216]"},
-      {g + "--k -1", "--k = '-1' is not allowed"},
-      {g + "--max-points 0", "--max-points = '0' is not allowed"},
+      {g + "--neighbours -1", "--neighbours = '-1' is not a whole number; allowed: a whole number in [1, 16777216]"},
+      {g + "--neighbours 0", "--neighbours = '0' is out of range"},
+      {g + "--frequent -1", "--frequent = '-1' is not a whole number; allowed: a whole number in [0, 16777216]"},
+      {g + "--k -1", "--k = '-1' is not a whole number"},
+      {g + "--max-points 0", "--max-points = '0' is out of range"},
       {g + "--out /dev/null/x", "--out /dev/null/x: cannot create the directory", 1},
       {"hidden-states --checkpoint " + missing + " --text a --dims -1",
-       "--dims = '-1' is not allowed; allowed: a whole number in [0, 65536]"},
+       "--dims = '-1' is not a whole number; allowed: a whole number in [0, 65536]"},
   });
 }
 

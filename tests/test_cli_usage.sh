@@ -160,6 +160,26 @@ expect_refused "wte profile: error: wte profile gather needs about" \
 expect_refused "wte profile loss: error: wte profile loss needs about" \
   profile loss --vocab-size 16777216 --d-model 65536 --n-tokens 16777216
 
+# One range and one wording for a setting wherever it is typed (item 12): model.loss_chunk and
+# profile loss's --loss-chunk; 'is not a whole number', 'is out of range', 'is not a number'; an
+# unknown config key ends with the one hint form (see wte CMD --help).
+expect 2 "wte profile loss: error: --loss-chunk = 'abc' is not a whole number; allowed: a whole number in [0, 1048576]" \
+  -- profile loss --loss-chunk abc
+expect 2 "wte profile loss: error: --loss-chunk = '1048577' is out of range; allowed: a whole number in [0, 1048576]" \
+  -- profile loss --loss-chunk 64,1048577
+expect 2 "wte train: error: model.loss_chunk = '1048577' from the command line (--model.loss_chunk) is out of range; allowed: a whole number in [0, 1048576]" \
+  -- train -o "$dir/r" --model.loss_chunk=1048577
+expect 2 "wte train: error: model.loss_chunk = 'abc' from the command line (--model.loss_chunk) is not a whole number;" \
+  -- train -o "$dir/r" --model.loss_chunk=abc
+expect 2 "wte train: error: optim.lr = '0.1abc' from the command line (--optim.lr) is not a number;" \
+  -- train -o "$dir/r" --optim.lr=0.1abc
+expect 2 "wte train: error: --stop-at = '0' is out of range; allowed: a whole number >= 1" -- train --stop-at 0
+expect 2 "wte profile: error: unknown option '--foo.bar' on the command line (option names are exact; keys are --section.key=value) (see wte profile --help)" \
+  -- profile step --foo.bar=1
+expect 2 "wte train: error: unknown option '--foo.bar' on the command line (option names are exact; keys are --section.key=value) (see wte train --help)" \
+  -- train -o "$dir/r" --foo.bar=
+[ -e "$dir/r" ] && fail "train left the run directory it created behind"
+
 # wte help CMD prints exactly CMD --help, exit 0.
 for c in $commands; do
   "$WTE_CLI" help "$c" > "$dir/h1" 2>&1; rc1=$?

@@ -229,8 +229,9 @@ inline void require_options(const boost::program_options::variables_map& vm,
 /// in [lo, hi]. Only decimal digits are accepted, all of them: no sign, no spaces, no junk
 /// ("3x"), no exponent. Why not po::value<size_t>: Boost.Program_options reads "-3" into a size_t
 /// as 2^64 - 3 and the command then crashes or allocates 2^64 bytes.
-/// Throws UsageError naming the option, the value as typed and the allowed range, e.g.
-/// "--vocab-size = '-3' is not allowed; allowed: a whole number in [1, 16777216]".
+/// Throws UsageError naming the option, the value as typed and the allowed range, in the words of
+/// the config keys' errors: "--vocab-size = '-3' is not a whole number; allowed: a whole number in
+/// [1, 16777216]", "--repeat = '0' is out of range; allowed: a whole number in [1, 100000]".
 inline uint64_t parse_whole_number(const std::string& option, const std::string& text, uint64_t lo,
                                    uint64_t hi) {
   uint64_t v = 0;
@@ -239,9 +240,12 @@ inline uint64_t parse_whole_number(const std::string& option, const std::string&
   // from_chars takes no '+' and no spaces; it would take a leading '-' only for signed types.
   const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
   const auto [end, ec] = std::from_chars(first, last, v);
-  if (!digits || ec != std::errc() || end != last || v < lo || v > hi)
-    throw UsageError(option + " = '" + text + "' is not allowed; allowed: a whole number in [" +
-                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  const std::string allowed =
+      "; allowed: a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (!digits || end != last || (ec != std::errc() && ec != std::errc::result_out_of_range))
+    throw UsageError(option + " = '" + text + "' is not a whole number" + allowed);
+  if (ec == std::errc::result_out_of_range || v < lo || v > hi)
+    throw UsageError(option + " = '" + text + "' is out of range" + allowed);
   return v;
 }
 

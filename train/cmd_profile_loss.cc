@@ -28,6 +28,7 @@
 #include "train/commands.h"
 #include "train/omp_env.h"
 #include "train/run_guard.h"
+#include "wte/config.h"
 #include "wte/data.h"
 #include "wte/error.h"
 #include "wte/kernels.h"
@@ -122,9 +123,11 @@ int cmd_profile_loss(int argc, char** argv) {
       "n-tokens", po::value<std::string>()->default_value("8192"),
       "N: rows of h (target tokens, B*T), in [1, 2^24]")(
       "loss-chunk", po::value<std::string>()->default_value("0"),
-      "comma-separated rows per block of the fused path (model.loss_chunk); 0: automatic")(
+      "comma-separated rows per block of the fused path (model.loss_chunk), each in [0, 2^20]; "
+      "0: automatic")(
       "loss-vocab-tile", po::value<std::string>()->default_value("0"),
-      "vocabulary ids per tile of the fused path (model.loss_vocab_tile); 0: automatic")(
+      "vocabulary ids per tile of the fused path (model.loss_vocab_tile), in [0, 2^24]; 0: "
+      "automatic")(
       "paths", po::value<std::string>()->default_value("fused,unfused"),
       "which paths to run: fused, unfused, or both (comma-separated)")(
       "threads", po::value<std::string>()->default_value("2"), "OpenMP threads, in [1, 1024]")(
@@ -154,7 +157,7 @@ int cmd_profile_loss(int argc, char** argv) {
   const size_t V = whole_number_option(vm, "vocab-size", 1, size_t{1} << 24),
                C = whole_number_option(vm, "d-model", 1, size_t{1} << 16),
                N = whole_number_option(vm, "n-tokens", 1, size_t{1} << 24);
-  const size_t tile_arg = whole_number_option(vm, "loss-vocab-tile", 0, size_t{1} << 24);
+  const size_t tile_arg = whole_number_option(vm, "loss-vocab-tile", 0, kMaxLossVocabTile);
   const int threads = static_cast<int>(whole_number_option(vm, "threads", 1, 1024));
   const size_t repeat = whole_number_option(vm, "repeat", 1, 10000);
   const uint64_t seed = whole_number_option(vm, "seed", 0, UINT32_MAX);
@@ -173,7 +176,7 @@ int cmd_profile_loss(int argc, char** argv) {
                          "--paths or leave --" + opt + " out");
   std::vector<size_t> chunks;
   for (const std::string& c : split_list("--loss-chunk", vm["loss-chunk"].as<std::string>()))
-    chunks.push_back(parse_whole_number("--loss-chunk", c, 0, size_t{1} << 24));
+    chunks.push_back(parse_whole_number("--loss-chunk", c, 0, kMaxLossChunk));  // model.loss_chunk's
   if (vm.count("json")) check_output_file("--json", vm["json"].as<std::string>());
   omp_set_num_threads(threads);
 

@@ -195,9 +195,13 @@ int train_main(int argc, char** argv) {
     const std::string text = vm["stop-at"].as<std::string>();
     size_t n = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n == 0)
-      throw UsageError("--stop-at = '" + text + "' is not allowed; allowed: a whole number >= 1, "
-                  "after the start step and before train.steps");
+    const char* allowed = "; allowed: a whole number >= 1, after the start step and before "
+                          "train.steps";
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+        end != text.data() + text.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
+      throw UsageError("--stop-at = '" + text + "' is not a whole number" + allowed);
+    if (ec != std::errc() || n == 0)
+      throw UsageError("--stop-at = '" + text + "' is out of range" + allowed);
     opts.stop_at = n;
   }
   if (vm.count("out")) {

@@ -11,6 +11,11 @@
 
 namespace wte {
 
+/// The largest model.loss_chunk and model.loss_vocab_tile (also the ranges of `wte profile loss`'s
+/// --loss-chunk and --loss-vocab-tile).
+inline constexpr uint64_t kMaxLossChunk = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxLossVocabTile = uint64_t{1} << 24;
+
 /// A config value that does not parse, is out of range, or does not fit another key's value
 /// (data.seq_len > model.n_ctx), in a config read by load_config: the user's config file, the
 /// defaults, or --section.key=value. Bad usage wherever it was written (`wte` exits 2 for it, as

@@ -101,7 +101,8 @@ double parse_double(const std::string& s, double lo, double hi, bool lo_open = f
   if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) bad("not a number");
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || !std::isfinite(v)) bad("not a finite number");
+  if (end != s.c_str() + s.size()) bad("not a number");  // "0.1abc"
+  if (!std::isfinite(v)) bad("not a finite number");
   if (v < lo || v > hi || (lo_open && v == lo)) bad("out of range");
   return v;
 }
@@ -236,12 +237,12 @@ const std::vector<Key>& keys() {
             else bad("not a precision");
           },
           [](const Config& c) { return std::string(to_string(c.model.matmul_precision)); }},
-      WTE_UINT(model, loss_chunk, 0, 1u << 20,
+      WTE_UINT(model, loss_chunk, 0, kMaxLossChunk,
                "rows per block of the fused unembedding + cross-entropy, which never stores the "
                "(tokens, vocab_size) logits (memory: rows x vocab_size floats); 0: automatic (fused "
                "with 256 rows per block, fewer if their logits pass 64 MiB, when vocab_size > 16384, else the unfused "
                "path with its logits buffer of train.batch_size x data.seq_len x vocab_size floats)"),
-      WTE_UINT(model, loss_vocab_tile, 0, 1u << 24,
+      WTE_UINT(model, loss_vocab_tile, 0, kMaxLossVocabTile,
                "vocabulary ids per tile of the fused loss (0: automatic, a tile of about 512 KiB)"),
       make_string("data.text", "UTF-8 corpus; documents separated by a blank line",
                   "a path to a text file", true, true, [](const Config& c) { return c.data.text; },
@@ -438,7 +439,7 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
     for (const auto& [key, value] : empty_values) {
       if (desc.find_nothrow(key, false) == nullptr)
         throw Error("unknown option '--" + key +
-                    "' on the command line; keys are --section.key=value, see 'wte train --help'");
+                    "' on the command line (option names are exact; keys are --section.key=value)");
       po::option opt(key, {value});
       cli.options.push_back(opt);
     }
@@ -447,8 +448,7 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
   } catch (const po::unknown_option& e) {
     const std::string name = e.get_option_name();
     throw Error("unknown option '" + name.substr(0, name.find('=')) +
-                "' on the command line (option names are exact; keys are --section.key=value), "
-                "see 'wte train --help'");
+                "' on the command line (option names are exact; keys are --section.key=value)");
   } catch (const po::error& e) {
     throw Error(std::string("command line: ") + e.what());
   }
