@@ -34,6 +34,9 @@ fi
 mkdir -p "$(dirname "$out")"
 tmp="$(mktemp "${out}.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
+# mktemp makes the file 0600; the corpus gets a plain file's mode (0666 less the umask, 0644
+# usually), so other users (a run resumed as another user) can read it.
+chmod "$(printf '%o' $(( 0666 & ~0$(umask) )))" "$tmp"
 
 # `bible -l0` prints every verse on one unwrapped line as "  N text", each chapter preceded by
 # a blank line, a heading "Book N" and another blank line.
