@@ -196,6 +196,22 @@ TEST(Data, SplitIsDeterministicAndSpreadsValidationEvenly) {
   EXPECT_EQ(wte::split_documents(text, 0.1).train, s.train);
 }
 
+// An empty split: with 0 or 1 documents no val_fraction helps, so the error does not suggest one;
+// with enough documents it does.
+TEST(Data, EmptySplitErrorsSuggestOnlyWhatCanHelp) {
+  for (const std::string text : {"", "\n\n\r\n", "one document\nof two lines\n"}) {
+    const std::string msg = error_of([&] { wte::split_documents(text, 0.1); });
+    EXPECT_NE(msg.find(text.find('o') == std::string::npos ? "the corpus has no documents"
+                                                            : "the corpus has 1 document"),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("at least 2 documents"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("val_fraction"), std::string::npos) << msg;
+  }
+  const std::string msg = error_of([] { wte::split_documents("a\n\nb\n\nc", 0.1); });
+  EXPECT_NE(msg.find("the validation split is empty: use a larger corpus or another val_fraction"),
+            std::string::npos) << msg;
+}
+
 TEST(Data, CrlfBlankLinesSeparateDocumentsToo) {
   const wte::TextSplit s = wte::split_documents("a\r\nb\r\n\r\nc\r\n\r\n\r\nd\r\n", 0.5);
   EXPECT_EQ(s.train_documents + s.val_documents, 3u);

@@ -48,7 +48,8 @@ inline uint64_t fnv1a64(const std::vector<int32_t>& ids) {
 /// Splits a corpus into documents at blank lines (empty, or only "\r", so CRLF files work too),
 /// then deals them into train and validation: document i (0-based) goes to validation when floor((i+1)·f) > floor(i·f), which
 /// picks floor(count·f) documents spread evenly through the corpus. Deterministic; no RNG.
-/// Each split is its documents joined with "\n\n". Throws wte::Error if either split is empty.
+/// Each split is its documents joined with "\n\n". Throws wte::Error if either split is empty
+/// (for fewer than 2 documents, saying so: no val_fraction can help then).
 struct TextSplit {
   std::string train;
   std::string val;

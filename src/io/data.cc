@@ -121,6 +121,13 @@ TextSplit split_documents(std::string_view text, double val_fraction) {
     dst.append(docs[i]);
     (val ? split.val_documents : split.train_documents) += 1;
   }
+  // With fewer than 2 documents no val_fraction gives both splits one: say what the corpus lacks.
+  if (docs.size() < 2)
+    throw Error(std::string("the corpus has ") +
+                (docs.empty() ? "no documents (it is empty or holds only blank lines)"
+                              : "1 document (no blank line separates documents)") +
+                "; a train and a validation split need at least 2 documents separated by blank "
+                "lines: give a larger corpus");
   if (split.train_documents == 0 || split.val_documents == 0)
     throw Error("the corpus has " + std::to_string(docs.size()) +
                 " documents (separated by blank lines); with data.val_fraction = " +
