@@ -157,6 +157,19 @@ parts = [p["part"] for p in s["parts"]]
 assert "fused logits + cross-entropy + dh + dlm_head" in parts, parts   # model.loss_chunk=8
 assert "softmax cross-entropy" not in parts and s["logits_bytes"] == 0, parts
 PY
+# The table's columns line up, also the fused loss's 44-character row (names counted in characters:
+# they hold ᵀ and ·).
+/usr/bin/python3 - "$dir/over.txt" <<'PY' || fail "the step table's ms column is not aligned: $(cat "$dir/over.txt")"
+import re, sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+h = next(i for i, l in enumerate(lines) if l.lstrip().startswith("part ") and "oneDNN kernel" in l)
+end = lines[h].index(" ms ") + 3
+for l in lines[h + 1:]:
+    m = re.match(r"  (.*?\S)\s+(\d+\.\d{3}) +\d+\.\d%", l)
+    assert m and m.end(2) == end, (l, end)
+    if "all but the GEMMs" in l:
+        break
+PY
 # A bad key or value is bad usage (2), named, before anything is measured; keys with scatter or
 # gather (which take no config) are refused rather than ignored.
 for args in "step --model.loss_chunk=-1|model.loss_chunk" "step --model.no_such_key=1|--model.no_such_key" \

@@ -387,6 +387,36 @@ TEST(Checkpoint, RoundTripsParametersOptimizerTokenizerAndConfig) {
                            model.num_parameters() * sizeof(float)));
 }
 
+// wte inspect's parameter table lines up also for block tensors ("h0/attn/c_attn/w" is longer
+// than the name column's 8 characters).
+TEST(Checkpoint, InspectColumnsLineUpForLongTensorNames) {
+  const fs::path dir = temp_dir("checkpoint_inspect_columns");
+  Config cfg = wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8",
+                                     "--model.n_ctx=4", "--data.seq_len=4", "--model.n_layer=1",
+                                     "--model.n_head=2"});
+  const wte::Tokenizer tok = wte::Tokenizer::train(tiny_corpus(), 300);
+  wte::Model model(cfg.model);
+  model.init_weights(3);
+  const std::string path = (dir / "c.h5").string();
+  wte::save_checkpoint(path, model, nullptr, tok, cfg, 1);
+  std::string out;
+  ASSERT_EQ(run(kCli + " inspect " + path, &out), 0) << out;
+  std::istringstream lines(out);
+  std::string line;
+  size_t rows = 0, float_col = std::string::npos, values_col = std::string::npos;
+  bool long_name = false;
+  while (std::getline(lines, line)) {
+    const size_t f = line.find(" float32 "), v = line.find(" values ");
+    if (f == std::string::npos || v == std::string::npos) continue;
+    if (rows++ == 0) float_col = f, values_col = v;
+    EXPECT_EQ(f, float_col) << line << "\n" << out;
+    EXPECT_EQ(v, values_col) << line << "\n" << out;
+    long_name |= line.find("h0/attn/c_attn/w") != std::string::npos;
+  }
+  EXPECT_EQ(rows, model.tensors().size()) << out;
+  EXPECT_TRUE(long_name) << out;
+}
+
 TEST(Checkpoint, NonFiniteParametersAreRejectedWithTheirIndex) {
   const fs::path dir = temp_dir("checkpoint_nonfinite");
   Config cfg = small_checkpoint_config();

@@ -1,5 +1,6 @@
 // `wte inspect [--checkpoint] CHECKPOINT`: what a checkpoint holds, after validating it as loading does.
 #include <boost/program_options.hpp>
+#include <algorithm>
 
 #include <cstdio>
 #include <cstring>
@@ -47,16 +48,24 @@ int cmd_inspect(int argc, char** argv) {
   std::printf("config_fnv1a64: %016llx\n", static_cast<unsigned long long>(info.config_fnv1a64));
   size_t total = 0;
   std::printf("parameters:\n");
-  for (const TensorSpec& t : info.tensors) {
+  // Columns as wide as the longest name ("h11/attn/c_attn/w") and shape.
+  auto shape_of = [](const TensorSpec& t) {
     std::string shape = "(";
     for (size_t i = 0; i < t.shape.size(); ++i)
       shape += (i ? ", " : "") + std::to_string(t.shape[i]);
-    shape += t.shape.size() == 1 ? ",)" : ")";
-    std::printf("  %-8s float32 %-14s %10zu values %12zu bytes\n", t.name.c_str(), shape.c_str(),
-                t.size, t.size * sizeof(float));
+    return shape + (t.shape.size() == 1 ? ",)" : ")");
+  };
+  int name_w = 8, shape_w = 14;
+  for (const TensorSpec& t : info.tensors) {
+    name_w = std::max(name_w, static_cast<int>(t.name.size()));
+    shape_w = std::max(shape_w, static_cast<int>(shape_of(t).size()));
+  }
+  for (const TensorSpec& t : info.tensors) {
+    std::printf("  %-*s float32 %-*s %10zu values %12zu bytes\n", name_w, t.name.c_str(), shape_w,
+                shape_of(t).c_str(), t.size, t.size * sizeof(float));
     total += t.size;
   }
-  std::printf("  total    %zu parameters, %zu bytes\n", total, total * sizeof(float));
+  std::printf("  %-*s %zu parameters, %zu bytes\n", name_w, "total", total, total * sizeof(float));
   if (info.has_optimizer)
     std::printf("optimizer: AdamW, step %lld, m and v for every parameter (%zu bytes)\n",
                 static_cast<long long>(info.optimizer_step), 2 * total * sizeof(float));

@@ -148,21 +148,28 @@ void print_step_profile(const profile::StepProfile& p, const ModelConfig& m,
     }
   }
   std::printf("  GEMMs: %s\n", p.gemm_precision.c_str());
-  std::printf("  %-32s %9s %7s %9s  %s\n", "part", "ms", "share", "GFLOP/s", "oneDNN kernel");
+  // The name column: as wide as the longest name (the fused loss's is 44), counted in characters,
+  // not bytes (names hold ᵀ and ·).
+  auto chars = [](const std::string& s) {
+    size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+  };
+  size_t width = 32;
+  for (const profile::StepPartTime& part : p.parts) width = std::max(width, chars(part.name));
+  const int w = static_cast<int>(width);
+  std::printf("  %-*s %9s %7s %9s  %s\n", w, "part", "ms", "share", "GFLOP/s", "oneDNN kernel");
   for (const profile::StepPartTime& part : p.parts) {
     char gf[32] = "";
     if (part.gemm && part.ms > 0) std::snprintf(gf, sizeof gf, "%.1f", part.gflop / (part.ms * 1e-3));
-    // Width counted in characters, not bytes (names hold ᵀ and ·).
-    size_t chars = 0;
-    for (unsigned char c : part.name) chars += (c & 0xC0) != 0x80;
     std::printf("  %s%*s %9.3f %6.1f%% %9s  %s\n", part.name.c_str(),
-                static_cast<int>(32 - std::min<size_t>(chars, 32)), "", part.ms,
-                100.0 * part.ms / sum, gf, part.kernel.c_str());
+                static_cast<int>(width - chars(part.name)), "", part.ms, 100.0 * part.ms / sum, gf,
+                part.kernel.c_str());
   }
-  std::printf("  %-32s %9.3f %6.1f%% %9.1f\n", "all GEMMs", gemm_ms, 100.0 * gemm_ms / sum,
+  std::printf("  %-*s %9.3f %6.1f%% %9.1f\n", w, "all GEMMs", gemm_ms, 100.0 * gemm_ms / sum,
               gemm_gflop / (gemm_ms * 1e-3));
-  std::printf("  %-32s %9.3f %6.1f%%  (the parts' medians sum to %.2f ms)\n", "all but the GEMMs",
-              sum - gemm_ms, 100.0 * (sum - gemm_ms) / sum, sum);
+  std::printf("  %-*s %9.3f %6.1f%%  (the parts' medians sum to %.2f ms)\n", w,
+              "all but the GEMMs", sum - gemm_ms, 100.0 * (sum - gemm_ms) / sum, sum);
   for (const profile::StepPartTime& part : p.parts)
     if (part.name == "softmax cross-entropy" && p.logits_copy_ms > 0)
       std::printf("  softmax cross-entropy = %.2f x a streaming read + write of its %.1f MB of logits "
