@@ -199,6 +199,19 @@ grep -qE '^oneDNN [0-9]+\.[0-9]+\.[0-9]+ ' "$dir/v" || fail "no oneDNN version"
 grep -qE '^Highway [0-9]+\.[0-9]+(\.[0-9]+)? \(SIMD target chosen on this CPU: [A-Z0-9_]+\)$' "$dir/v" \
   || fail "no Highway version and target"
 
+# Without GPT-2's vocabulary, tokenize lists the places it looked, each once (run from the source
+# tree, ./datasets/gpt2, the one beside the build directory and the source tree's are one).
+(cd "$WTE_SOURCE_DIR" && env -u WTE_VOCAB "$WTE_CLI" tokenize " bank" > "$dir/tok" 2> "$dir/tokerr"); rc=$?
+if [ $rc = 1 ]; then
+  looked=$(sed -n '/looked in:/,/^Run /p' "$dir/tokerr" | grep '^  ')
+  [ -n "$looked" ] || fail "tokenize listed no search path: $(cat "$dir/tokerr")"
+  dups=$(printf '%s\n' "$looked" | while read -r d; do (cd "$WTE_SOURCE_DIR" && realpath -m "$d"); done | sort | uniq -d)
+  [ -z "$dups" ] && echo "ok   tokenize's search path names each directory once" \
+    || fail "tokenize lists a directory twice ($dups): $(cat "$dir/tokerr")"
+else
+  echo "(GPT-2's vocabulary found (exit $rc): its search path listing not checked)"
+fi
+
 # wte tokenize finds GPT-2's vocabulary from any working directory (beside the binary, or the
 # source tree it was built from), not only from the repository root.
 if [ -f "${WTE_SOURCE_DIR:-/nonexistent}/datasets/gpt2/encoder.json" ]; then

@@ -200,7 +200,9 @@ TEST_F(GradAccumCli, LossesMatchTheRunWithoutAccumulation) {
     // Same batches, same data order: the losses agree to float rounding (amplified a little by
     // AdamW over the steps: 1e-5 relative).
     EXPECT_NEAR(rb[0], ra[0], 1e-5 * std::abs(ra[0])) << "step " << step << " train loss";
-    if (ra[1] >= 0) EXPECT_NEAR(rb[1], ra[1], 1e-5 * std::abs(ra[1])) << "step " << step << " val";
+    if (ra[1] >= 0) {
+      EXPECT_NEAR(rb[1], ra[1], 1e-5 * std::abs(ra[1])) << "step " << step << " val";
+    }
     EXPECT_NEAR(rb[2], ra[2], 1e-4 * std::abs(ra[2])) << "step " << step << " grad norm";
   }
 }
@@ -308,7 +310,9 @@ TEST_F(GradAccumCli, Bf16EstimateAddsTheBf16CopiesOfParametersAndGemmInputs) {
   // Every float32 part is there unchanged (the loss workspace also holds its bf16 tile: not equal).
   EXPECT_EQ(b16.size(), f32.size() + 2);
   for (const auto& [name, value] : f32)
-    if (name.rfind("loss workspace", 0) != 0) EXPECT_EQ(part(b16, name), value) << name;
+    if (name.rfind("loss workspace", 0) != 0) {
+      EXPECT_EQ(part(b16, name), value) << name;
+    }
   // The derivation is the model's own layout: at a small shape a bf16 model's activation bytes
   // (its bf16 arena and parameter mirror included) exceed the float32 model's by it, plus the
   // loss's bf16 copy and under 64 bytes of alignment per bf16 view (6 per block, 5 more).

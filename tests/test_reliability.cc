@@ -37,7 +37,12 @@ namespace {
 
 const std::string kCli = WTE_CLI;
 
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string q(const fs::path& p) {
+  std::string s = "'";  // appended: GCC 12 warns falsely (-Wrestrict) on "'" + p.string()
+  s += p.string();
+  s += '\'';
+  return s;
+}
 
 bool have(const char* tool) {
   return std::system((std::string("command -v ") + tool + " > /dev/null 2>&1").c_str()) == 0;

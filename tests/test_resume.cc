@@ -211,8 +211,9 @@ TEST_P(ResumeExact, EightStepsStraightEqualThreeThenFiveInANewProcess) {
   config(4);
   std::string out;
   ASSERT_EQ(train("straight", "", &out), 0) << out;
-  if (GetParam().bf16 && wte::bf16_gemm_support().native)  // the bf16 GEMMs really ran
+  if (GetParam().bf16 && wte::bf16_gemm_support().native) {  // the bf16 GEMMs really ran
     EXPECT_NE(out.find("gemms: bf16 inputs"), std::string::npos) << out;
+  }
   // Stopped after step 3 of 8 (--stop-at: a checkpoint, then exit, as a pre-empted job).
   ASSERT_EQ(train("stopped", "--stop-at=3", &out), 0) << out;
   EXPECT_NE(out.find("stopped at step 3 of 8"), std::string::npos) << out;

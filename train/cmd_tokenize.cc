@@ -1,4 +1,5 @@
 // `wte tokenize [--tokenizer DIR] [--json] TEXT...`: shows how a BPE vocabulary splits texts.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -41,7 +42,17 @@ std::vector<fs::path> vocab_search_path() {
   }
   dirs.push_back(fs::path(build::kInstallDataDir) / "gpt2");
   dirs.push_back(fs::path(build::kSourceDir) / "datasets" / "gpt2");
-  return dirs;
+  // Each directory once, under its first name: a build directory inside the source tree and a run
+  // from the source tree name one directory two or three ways.
+  std::vector<fs::path> unique, seen;
+  for (const fs::path& d : dirs) {
+    std::error_code ec;
+    const fs::path key = fs::weakly_canonical(fs::absolute(d, ec), ec);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
+    unique.push_back(d);
+  }
+  return unique;
 }
 
 }  // namespace

@@ -34,6 +34,16 @@ constexpr const char* kBlock[][2] = {
 
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 
+// HEAD, the block index and SEP: "h3/" (wte's block names: "h", '/') or "h.3." (Hugging Face's:
+// "h.", '.'). Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on
+// "h" + std::to_string(l), which inserts into the temporary.
+std::string block_prefix(const char* head, size_t l, char sep) {
+  std::string s = head;
+  s += std::to_string(l);
+  s += sep;
+  return s;
+}
+
 }  // namespace
 
 std::vector<NamePair> gpt2_names(const ModelConfig& c) {
@@ -44,7 +54,7 @@ std::vector<NamePair> gpt2_names(const ModelConfig& c) {
   if (!c.tie_embeddings) out.push_back({"lm_head", "lm_head.weight"});
   for (size_t l = 0; l < c.n_layer; ++l)
     for (const auto& b : kBlock)
-      out.push_back({"h" + std::to_string(l) + "/" + b[0], "h." + std::to_string(l) + "." + b[1]});
+      out.push_back({block_prefix("h", l, '/') + b[0], block_prefix("h.", l, '.') + b[1]});
   return out;
 }
 
@@ -238,7 +248,7 @@ FileLayout check_tensors(const safetensors::View& file, const ModelConfig& c) {
     want["ln_f/g"] = want["ln_f/b"] = {C};
     want["lm_head"] = {V, C};
     for (size_t l = 0; l < c.n_layer; ++l) {
-      const std::string h = "h" + std::to_string(l) + "/";
+      const std::string h = block_prefix("h", l, '/');
       want[h + "ln_1/g"] = want[h + "ln_1/b"] = want[h + "ln_2/g"] = want[h + "ln_2/b"] = {C};
       want[h + "attn/c_attn/w"] = {C, 3 * C};
       want[h + "attn/c_attn/b"] = {3 * C};
