@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "src/analysis/profile.h"
 #include "tests/test_util.h"
 #include "train/cli_util.h"
 
@@ -48,6 +49,15 @@ TEST(CliOptions, WholeNumberRejectsSignJunkAndRange) {
     EXPECT_EQ(msg, std::string("--n = '") + bad + "' is out of range; allowed: a whole number in [1, 10]")
         << "'" << bad << "'";
   }
+}
+
+// The one median of the profile commands (profile loss and profile comm had a copy each): the
+// middle measured value, the upper middle one for an even count, 0 for none.
+TEST(CliOptions, ProfileMedianIsTheMiddleMeasuredValue) {
+  EXPECT_EQ(profile::median({}), 0.0);
+  EXPECT_EQ(profile::median({3.0}), 3.0);
+  EXPECT_EQ(profile::median({5.0, 1.0, 3.0}), 3.0);
+  EXPECT_EQ(profile::median({4.0, 1.0, 3.0, 2.0}), 3.0);
 }
 
 TEST(CliOptions, ListItemsMustBeNonEmpty) {

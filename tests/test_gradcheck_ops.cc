@@ -22,7 +22,9 @@
 
 #include "wte/kernels.h"
 #include "simd/reference.h"
+#include "src/analysis/gradcheck.h"
 #include "src/model/reference_model.h"
+#include "wte/model.h"
 #include "tests/gradcheck_util.h"
 
 namespace wte {
@@ -212,6 +214,37 @@ TEST(GradcheckOps, CrossEntropyMatchesFiniteDifferences) {
 
 // ------------------------------------------------------------------------------------------------
 // AdamW against its formula (Loshchilov & Hutter 2019; torch.optim.AdamW), by hand, two steps.
+
+// wte gradcheck's cost line counts the entries finite_difference_check visits, by the check's own
+// row selection (finite_difference_entries), so the two cannot drift: equal on small models, tied
+// and untied (lm_head also checks every target row), with and without blocks, with fewer and with
+// more untouched rows asked for than exist.
+TEST(GradcheckOps, FiniteDifferenceEntriesCountsWhatTheCheckVisits) {
+  struct Case {
+    bool tied;
+    size_t n_layer, untouched_rows;
+  };
+  for (const Case c : {Case{true, 0, 8}, Case{false, 0, 3}, Case{true, 1, 2}, Case{false, 1, 100}}) {
+    ModelConfig mc;
+    mc.vocab_size = 12;
+    mc.d_model = 4;
+    mc.n_ctx = 4;
+    mc.n_layer = c.n_layer;
+    mc.n_head = 2;
+    mc.tie_embeddings = c.tied;
+    Model model(mc);
+    model.init_weights(5);
+    const ref::ModelParams<double> p = reference_params(model);
+    const TokenBatch batch = random_batch(2, 3, mc.vocab_size, 7);
+    GradcheckOptions opt;
+    opt.untouched_rows = c.untouched_rows;
+    size_t visited = 0;
+    for (const CheckLine& line : finite_difference_check(p, batch, opt)) visited += line.entries;
+    EXPECT_EQ(finite_difference_entries(p, batch, opt), visited)
+        << (c.tied ? "tied" : "untied") << ", n_layer " << c.n_layer << ", untouched_rows "
+        << c.untouched_rows;
+  }
+}
 
 TEST(GradcheckOps, AdamWMatchesItsFormulaByHand) {
   const double lr = 0.1, b1 = 0.9, b2 = 0.99, eps = 1e-8, wd = 0.5;

@@ -9,7 +9,6 @@
 #include <iostream>
 #include <memory>
 #include <numeric>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -237,17 +236,11 @@ int cmd_gradcheck(int argc, char** argv) {
 
   const ref::ModelParams<double> params = reference_params(*model);
   // What the finite differences will cost, said (and checked) before they start: two double
-  // reference forwards per checked entry (finite_difference_check: the wte rows the batch looks up
-  // plus the sampled others, three times when tied; every wpe, ln_f and lm_head-row entry; every
-  // entry of every block tensor). A checkpoint keeps its full size, so a trained model's check
-  // can take days: refused past kMaxFdHours with what to run instead.
+  // reference forwards per checked entry (finite_difference_entries counts the entries
+  // finite_difference_check visits, by its own row selection). A checkpoint keeps its full size, so
+  // a trained model's check can take days: refused past kMaxFdHours with what to run instead.
   {
-    const size_t V = mc.vocab_size, C = mc.d_model;
-    const std::set<int32_t> touched(batch.inputs.begin(), batch.inputs.end());
-    const size_t rows = touched.size() + std::min(opt.untouched_rows, V - touched.size());
-    size_t entries = rows * C * (mc.tie_embeddings ? 3 : 2) + mc.n_ctx * C + 2 * C;
-    for (const TensorSpec& t : model->tensors())
-      if (t.name.rfind("h", 0) == 0) entries += t.size;
+    const size_t entries = finite_difference_entries(params, batch, opt);
     const auto t0 = std::chrono::steady_clock::now();
     (void)ref::model_loss(params, batch.inputs.data(), batch.targets.data(), batch.B, batch.T);
     const double forward_s =

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "src/analysis/profile.h"
 #include "src/clock.h"
 #include "wte/config.h"
 #include "wte/error.h"
@@ -44,10 +45,7 @@ namespace po = boost::program_options;
 namespace wte::cli {
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using profile::median;
 
 // A network to project to: link rate and per-message latency.
 struct Network {

@@ -39,6 +39,8 @@ namespace po = boost::program_options;
 namespace wte::cli {
 namespace {
 
+using profile::median;
+
 using Clock = std::chrono::steady_clock;
 
 // VmRSS and VmHWM of this process in bytes (/proc/self/status), 0 if unreadable.
@@ -106,11 +108,6 @@ void run_path(LossPath& p, const float* h, const float* W, const int32_t* y, siz
                                       p.gemm);
   else
     run_unfused(p, h, W, y, N, V, C);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 }  // namespace

@@ -277,29 +277,64 @@ std::vector<size_t> iota_rows(size_t n) {
   return r;
 }
 
+// The rows of wte (and of an untied lm_head) the finite differences visit: the one selection that
+// finite_difference_check and finite_difference_entries share.
+struct FdRows {
+  std::set<size_t> touched;      // the rows the batch looks up
+  size_t sampled = 0;            // rows outside the batch, sampled
+  std::vector<size_t> wte;       // touched and sampled rows, ascending
+  std::vector<size_t> lm_head;   // untied: the wte rows and every target row, ascending
+};
+
+FdRows fd_rows(const ref::ModelParams<double>& p, const TokenBatch& batch,
+               const GradcheckOptions& opt) {
+  FdRows r;
+  r.touched.insert(batch.inputs.begin(), batch.inputs.end());
+  std::vector<size_t> untouched;
+  for (size_t v = 0; v < p.V; ++v)
+    if (!r.touched.count(v)) untouched.push_back(v);
+  // A sample of the untouched rows: a partial Fisher-Yates shuffle from Rng(seed).
+  Rng rng(opt.seed);
+  r.sampled = std::min(opt.untouched_rows, untouched.size());
+  for (size_t i = 0; i < r.sampled; ++i)
+    std::swap(untouched[i], untouched[i + rng.below(untouched.size() - i)]);
+  untouched.resize(r.sampled);
+  r.wte.assign(r.touched.begin(), r.touched.end());
+  r.wte.insert(r.wte.end(), untouched.begin(), untouched.end());
+  std::sort(r.wte.begin(), r.wte.end());
+  if (!p.tied()) {
+    std::set<size_t> rows(r.wte.begin(), r.wte.end());
+    rows.insert(batch.targets.begin(), batch.targets.end());
+    r.lm_head.assign(rows.begin(), rows.end());
+  }
+  return r;
+}
+
 }  // namespace
+
+size_t finite_difference_entries(const ref::ModelParams<double>& params, const TokenBatch& batch,
+                                 const GradcheckOptions& opt) {
+  const FdRows rows = fd_rows(params, batch, opt);
+  const size_t C = params.C;
+  // wte (three lines when tied: wte, wte:lookup, wte:unembedding), lm_head, wpe, ln_f/g, ln_f/b.
+  size_t n = rows.wte.size() * C * (params.tied() ? 3 : 1) + rows.lm_head.size() * C +
+             params.n_ctx * C + 2 * C;
+  for (const auto& t : ref::named_tensors(params))  // every entry of every block tensor
+    if (t.name[0] == 'h') n += t.data->size();
+  return n;
+}
 
 std::vector<CheckLine> finite_difference_check(const ref::ModelParams<double>& params,
                                                const TokenBatch& batch,
                                                const GradcheckOptions& opt) {
   ref::check_model_inputs(params, batch.inputs.data(), batch.targets.data(), batch.B, batch.T);
   const size_t V = params.V, C = params.C;
-  const std::set<size_t> touched(batch.inputs.begin(), batch.inputs.end());
-  std::vector<size_t> untouched;
-  for (size_t v = 0; v < V; ++v)
-    if (!touched.count(v)) untouched.push_back(v);
-  // A sample of the untouched rows: a partial Fisher-Yates shuffle from Rng(seed).
-  Rng rng(opt.seed);
-  const size_t k = std::min(opt.untouched_rows, untouched.size());
-  for (size_t i = 0; i < k; ++i)
-    std::swap(untouched[i], untouched[i + rng.below(untouched.size() - i)]);
-  untouched.resize(k);
-  std::vector<size_t> wte_rows(touched.begin(), touched.end());
-  wte_rows.insert(wte_rows.end(), untouched.begin(), untouched.end());
-  std::sort(wte_rows.begin(), wte_rows.end());
+  const FdRows fd = fd_rows(params, batch, opt);  // also counted by finite_difference_entries
+  const std::set<size_t>& touched = fd.touched;
+  const std::vector<size_t>& wte_rows = fd.wte;
   const std::string rows_detail = std::to_string(touched.size()) + " rows in the batch, " +
-                                  std::to_string(k) + " of " + std::to_string(V - touched.size()) +
-                                  " rows outside it";
+                                  std::to_string(fd.sampled) + " of " +
+                                  std::to_string(V - touched.size()) + " rows outside it";
   auto outside = [&](size_t row) { return touched.count(row) == 0; };
   auto never = [](size_t) { return false; };
 
@@ -342,10 +377,8 @@ std::vector<CheckLine> finite_difference_check(const ref::ModelParams<double>& p
                             batch, opt));
   lines.back().detail = lines[lines.size() - 2].detail;
   if (!p.tied()) {
-    std::set<size_t> rows(wte_rows.begin(), wte_rows.end());
-    rows.insert(batch.targets.begin(), batch.targets.end());
-    lines.push_back(fd_tensor(p, p.lm_head, g.lm_head, std::vector<size_t>(rows.begin(), rows.end()),
-                              C, true, never, "lm_head", batch, opt));
+    lines.push_back(fd_tensor(p, p.lm_head, g.lm_head, fd.lm_head, C, true, never, "lm_head",
+                              batch, opt));
     lines.back().detail = "the wte rows above and every target row";
   }
   // Every entry of every block tensor, in arena order (h0/ln_1/g ... h{L-1}/mlp/c_proj/b).

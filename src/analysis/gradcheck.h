@@ -112,6 +112,12 @@ std::vector<CheckLine> finite_difference_check(const ref::ModelParams<double>& p
                                                const TokenBatch& batch,
                                                const GradcheckOptions& options);
 
+/// The number of entries finite_difference_check(params, batch, options) checks (the sum of its
+/// lines' entries; each costs two double reference forwards), from the same row selection, without
+/// computing anything: `wte gradcheck` prints and bounds the check's cost with it.
+size_t finite_difference_entries(const ref::ModelParams<double>& params, const TokenBatch& batch,
+                                 const GradcheckOptions& options);
+
 /// Runs model.forward/backward on `batch` and compares the loss, the logits, the residual stream
 /// after each block (residual(1) .. residual(n_layer)) and every gradient tensor (by name) with the
 /// double reference at reference_params(model). Lines: loss, logits, residual(l) for each block,

@@ -101,6 +101,12 @@ void flush_caches() {
   asm volatile("" : : "r"(buffer.data()) : "memory");
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 double median_seconds(const std::function<void()>& fn, size_t repeat, bool flush) {
   using Clock = std::chrono::steady_clock;
   if (flush) flush_caches();

@@ -38,6 +38,10 @@ std::vector<int32_t> make_ids(const IdDistribution& dist, size_t N, size_t V, ui
 /// Number of distinct ids (U, the rows a scatter must read and write).
 size_t count_distinct(const std::vector<int32_t>& ids, size_t V);
 
+/// The median of `v`: its middle value, the upper of the two middle ones for an even count (no
+/// averaging: always one of the measured values); 0 for an empty `v`.
+double median(std::vector<double> v);
+
 /// Median wall time in seconds of `repeat` runs of fn() after one untimed warm-up run. If `flush`,
 /// a buffer twice the size of the last-level cache (64 MiB) is written before every run (untimed),
 /// so fn starts with cold caches.
