@@ -169,10 +169,11 @@ class Model {
                       float* losses);
 
   /// Gradients of the loss of the last forward() into grads(): every gradient is overwritten, so
-  /// no zero_grad is needed. Order: unembedding GEMM writes grads.wte, the ln_f backward writes
-  /// the residual stream's gradient and grads.ln_f, the blocks from last to first write their
-  /// gradients and update the residual gradient in place, the scatter adds into grads.wte, dwpe is
-  /// zeroed and accumulated.
+  /// no zero_grad is needed. Order: the unembedding's dh GEMM, then its dlm_head GEMM (writes
+  /// grads.wte when tied), the ln_f backward writes the residual stream's gradient and grads.ln_f,
+  /// the blocks from last to first write their gradients and update the residual gradient in
+  /// place, the scatter adds into grads.wte (tied: and sums the squares of its finished blocks for
+  /// the gradient norm, grad_norm_head()), dwpe is zeroed and accumulated.
   void backward();
 
   /// Inference forward: returns the logits (B,T,V), valid until the next call; if targets is not
