@@ -1,6 +1,7 @@
 #include "train/signals.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
@@ -63,6 +64,10 @@ void throw_if_stop_requested(const std::string& stage) {
     std::fprintf(stderr, "wte: test pause before the stop check of %s; SIGSTOP\n", stage.c_str());
     std::fflush(stderr);
     ::raise(SIGSTOP);
+    // The test's signal was pending while the process was stopped; on SIGCONT the kernel may hand
+    // it to any thread (OpenMP's workers exist by now), whose handler can run after this thread
+    // resumes: wait for it (at most 10 s) so the check below sees it. Test runs only.
+    for (int i = 0; i < 10000 && g_signal == 0; ++i) ::usleep(1000);
   }
   const int sig = g_signal;
   if (sig != 0)
