@@ -177,8 +177,9 @@ void print_step_profile(const profile::StepProfile& p, const ModelConfig& m,
                   part.ms / p.logits_copy_ms, static_cast<double>(p.logits_bytes) / 1e6,
                   p.logits_copy_ms);
   std::printf("  model FLOPs per step: %.2f GFLOP = 6 x %zu parameters x %zu tokens + attention "
-              "12 x n_layer x T x C x tokens\n",
-              p.model_flops / 1e9, p.parameters, p.B * p.T);
+              "12 x n_layer x T x C x tokens%s\n",
+              p.model_flops / 1e9, p.matmul_parameters, p.B * p.T,
+              p.matmul_parameters != p.parameters ? " (the untied wte, a lookup, not counted)" : "");
   std::printf("  oneDNN %s GEMM peak (%zu^3 matmul, timed between these steps): %.1f GFLOP/s\n",
               p.bf16 ? "bf16" : "f32", p.peak_size, p.gemm_peak_gflops);
   std::printf("  model FLOPs utilisation: %.1f GFLOP/s = %.1f%% of that peak\n",
@@ -192,7 +193,7 @@ nlohmann::json step_profile_json(const profile::StepProfile& p, const ModelConfi
                      {"kernel", part.kernel}});
   return {{"threads", p.threads}, {"V", m.vocab_size}, {"C", m.d_model}, {"n_layer", m.n_layer},
           {"n_head", m.n_head}, {"B", p.B}, {"T", p.T}, {"tied", m.tie_embeddings},
-          {"parameters", p.parameters}, {"steps", p.steps}, {"step_ms", p.step_ms},
+          {"parameters", p.parameters}, {"matmul_parameters", p.matmul_parameters}, {"steps", p.steps}, {"step_ms", p.step_ms},
           {"tokens_per_s", p.tokens_per_s}, {"model_flops", p.model_flops},
           {"gemm_peak_gflops", p.gemm_peak_gflops}, {"gemm_peak_size", p.peak_size}, {"mfu", p.mfu},
           {"matmul_precision", p.bf16 ? "bf16" : "f32"}, {"gemm_precision", p.gemm_precision},

@@ -63,7 +63,8 @@ std::vector<PartSpec> part_specs(const ModelConfig& m, size_t B, size_t T, bool 
           : std::vector<PartSpec>{{"ln_f forward", &StepTimes::ln_f_fwd, 0, false},
                                   {"logits GEMM", &StepTimes::logits_gemm, logits, true},
                                   {"softmax cross-entropy", &StepTimes::cross_entropy, 0, false},
-                                  {"dh GEMM (dlogits·wte)", &StepTimes::dh_gemm, logits, true},
+                                  {m.tie_embeddings ? "dh GEMM (dlogits·wte)" : "dh GEMM (dlogits·lm_head)",
+                                   &StepTimes::dh_gemm, logits, true},
                                   {"dlm_head GEMM (dlogitsᵀ·h)", &StepTimes::dlm_head_gemm, logits,
                                    true},
                                   {"ln_f backward", &StepTimes::ln_f_bwd, 0, false}};
@@ -179,7 +180,9 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   p.parts.push_back({"AdamW (clip factor inside)", median_ms(adamw), 0, false, ""});
   p.step_ms = median_ms(total);
   p.tokens_per_s = static_cast<double>(N) / (p.step_ms * 1e-3);
-  p.model_flops = model_flops_per_step(config.model, p.parameters, B, T);
+  p.matmul_parameters =
+      p.parameters - (config.model.tie_embeddings ? 0 : config.model.vocab_size * config.model.d_model);
+  p.model_flops = model_flops_per_step(config.model, p.matmul_parameters, B, T);
   p.gemm_peak_gflops = probe.gflop() / (median_ms(peak) * 1e-3);
   p.logits_copy_ms = median_ms(copy_s);
   p.logits_bytes = logits_copy ? logits_copy->bytes : 0;

@@ -25,9 +25,10 @@ struct StepProfile {
   int threads = 1;
   size_t B = 0, T = 0, steps = 0;
   size_t parameters = 0;
+  size_t matmul_parameters = 0;  // those a GEMM multiplies by: all but an untied wte (a lookup)
   double step_ms = 0;           // median wall time of forward + backward + clip + AdamW
   double tokens_per_s = 0;      // B·T / step
-  double model_flops = 0;       // per step: 6 · parameters · B·T + 12 · n_layer · T · C · B·T
+  double model_flops = 0;       // per step: 6 · matmul_parameters · B·T + 12 · n_layer · T · C · B·T
   size_t peak_size = 0;         // the GEMM probe's M = K = N
   double gemm_peak_gflops = 0;  // GemmProbe(peak_size³), timed between the steps
   double mfu = 0;               // model_flops / step time / peak
@@ -42,8 +43,9 @@ struct StepProfile {
 };
 
 /// Model FLOPs of one training step (forward + backward), PaLM's convention (Chowdhery et al. 2022,
-/// appendix B): 6 · parameters · tokens for the matmuls with weights (the tied lm_head's logits GEMM
-/// is counted by wte's parameters), plus 12 · n_layer · T · d_model per token for the attention's
+/// appendix B): 6 · parameters · tokens for the matmuls with weights (pass the parameters a GEMM
+/// multiplies by: the tied lm_head's logits GEMM is counted by wte's parameters; an untied wte is
+/// only a lookup and is left out, its lm_head counted instead), plus 12 · n_layer · T · d_model per token for the attention's
 /// QKᵀ and ·V over the full T×T (2 · 2 · T · C forward per token and layer, twice that backward).
 double model_flops_per_step(const ModelConfig& model, size_t parameters, size_t B, size_t T);
 
