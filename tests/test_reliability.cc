@@ -573,7 +573,9 @@ TEST_F(Reliability, Finding9_AFailingMetricsWriteStopsTheRun) {
   fs::create_directories(dir_ / "o");
   fs::create_symlink("/dev/full", dir_ / "o" / "metrics.csv");
   std::string out;
-  EXPECT_EQ(run(kCli + " train --config " + q(config("c", 3, 0)) + " --out " + q(dir_ / "o"), &out), 1)
+  // --overwrite: a metrics.csv that no wte run wrote is refused without it (report-fresh20 defect 1).
+  EXPECT_EQ(run(kCli + " train --config " + q(config("c", 3, 0)) + " --out " + q(dir_ / "o") +
+                    " --overwrite", &out), 1)
       << out;
   EXPECT_NE(out.find("metrics.csv' failed: No space left on device (the disk is full)"),
             std::string::npos) << out;

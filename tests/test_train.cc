@@ -567,6 +567,55 @@ TEST_F(TrainCli, AFreshRunNeverMixesWithAnEarlierRunsCheckpoints) {
   EXPECT_FALSE(fs::exists(run_dir / "checkpoint_00000004.h5")) << "the earlier run's is gone";
 }
 
+// report-fresh20 defect 1: a fresh run into a directory that holds files a run writes, which no
+// earlier wte run wrote, refuses (exit 2) before any work, naming the directory and the files; the
+// input config is never the output, not even with --overwrite. An earlier run's files (config.ini
+// written by wte, no checkpoint: a run stopped before its first one) and an empty directory pass.
+TEST_F(TrainCli, AFreshRunNeverReplacesFilesItDidNotWrite) {
+  const fs::path proj = dir_ / "proj";
+  fs::create_directories(proj);
+  const std::string user_ini = "# my settings\n" + tiny_config(dir_ / "corpus.txt");
+  write(proj / "config.ini", user_ini);
+  std::string out;
+  // The report's repro: wte train -c config.ini -o . --train.steps=1 (in proj).
+  const std::string in_proj = "cd '" + proj.string() + "' && " + kCli +
+                              " train -c config.ini -o . --train.steps=1 --train.threads=2";
+  for (const char* extra : {"", " --overwrite"}) {
+    EXPECT_EQ(run(in_proj + extra, &out), 2) << extra << out;
+    EXPECT_NE(out.find("--config 'config.ini' is the run directory's config.ini (--out '.')"),
+              std::string::npos) << extra << out;
+    EXPECT_EQ(slurp(proj / "config.ini"), user_ini) << extra;
+    EXPECT_FALSE(fs::exists(proj / "metrics.csv")) << extra << ": nothing may be written";
+  }
+  // Another program's metrics.csv and tokenizer/: refused (naming both), kept; --overwrite
+  // replaces them.
+  const fs::path other = dir_ / "other";
+  fs::create_directories(other / "tokenizer");
+  write(other / "metrics.csv", "my numbers\n");
+  int code = 0;
+  out = train("other", "--train.steps=1", &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("run directory (--out) '" + other.string() + "' holds metrics.csv, tokenizer, "
+                     "which a run writes, and no config.ini of an earlier wte run"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("Choose another --out, remove them, or pass --overwrite"), std::string::npos)
+      << out;
+  EXPECT_EQ(slurp(other / "metrics.csv"), "my numbers\n");
+  EXPECT_FALSE(fs::exists(other / "config.ini")) << "nothing may be written";
+  out = train("other", "--train.steps=1 --overwrite", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(slurp(other / "metrics.csv").rfind("step,train_loss,", 0), 0u);
+  // A run stopped before its first checkpoint left its own files: a fresh run replaces them.
+  for (const auto& e : fs::directory_iterator(other))
+    if (e.path().extension() == ".h5") fs::remove(e.path());
+  out = train("other", "--train.steps=1", &code);
+  EXPECT_EQ(code, 0) << out;
+  // An empty directory that exists is fine.
+  fs::create_directories(dir_ / "empty");
+  out = train("empty", "--train.steps=1", &code);
+  EXPECT_EQ(code, 0) << out;
+}
+
 TEST_F(TrainCli, BadTokenIdsStopBeforeAnyComputeAndWriteNothing) {
   int code = 0;
   const std::string prep = train("prep", "--train.steps=1", &code);

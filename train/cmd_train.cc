@@ -132,7 +132,10 @@ int train_main(int argc, char** argv) {
       "write a checkpoint after step N and exit, as a pre-empted job would (the learning-rate "
       "schedule still spans train.steps); continue with --resume")(
       "overwrite", "start afresh in a run directory that holds an earlier run's checkpoints and "
-      "snapshots, deleting them (only after every check passed); without it that is an error")(
+      "snapshots, deleting them (only after every check passed), or files a run writes "
+      "(config.ini, metrics.csv, loss.svg, train.bin, val.bin, tokenizer/) that no earlier wte "
+      "run wrote, replacing them; without it either is an error. The --config file itself is "
+      "never replaced")(
       "quiet,q", "no progress lines");
   CommandSpec spec;
   spec.usage =
@@ -284,6 +287,10 @@ int train_main(int argc, char** argv) {
   } else {
     opts.resume = resume;
   }
+  // Files in the run directory that wte did not write are never replaced without --overwrite, and
+  // the input config is never the output (train/run_guard.h); before any work.
+  if (run_dir)
+    check_run_files(opts.out_dir, config_path, opts.resume.empty(), vm.count("overwrite") > 0);
   // Without --config a resumed run takes the checkpoint's own resolved config (paths absolute).
   const Config cfg = usage_errors_of_overrides([&] {
     // --init-from without --config: the checkpoint's own config, as --resume does.

@@ -14,6 +14,8 @@
 #include <sstream>
 
 #include "src/model/unembedding.h"
+#include "train/cli_util.h"
+#include "wte/data.h"
 #include "wte/error.h"
 
 namespace fs = std::filesystem;
@@ -52,6 +54,47 @@ RunDirectory::~RunDirectory() {
     fs::remove_all(dir_, ec);  // a start-up that failed leaves no half-made directory
   }
   if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+const std::vector<std::string>& run_file_names() {
+  static const std::vector<std::string> names = {"config.ini", "metrics.csv", "loss.svg",
+                                                 "train.bin",  "val.bin",     "tokenizer"};
+  return names;
+}
+
+bool is_written_config(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  try {
+    return load_config(path, {}).to_ini() == read_text_file(path);
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+void check_run_files(const std::string& dir, const std::string& config_file, bool fresh,
+                     bool overwrite) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;  // created by this run (or refused elsewhere)
+  const fs::path run_config = fs::path(dir) / "config.ini";
+  const bool written = is_written_config(run_config.string());
+  if (!config_file.empty() && !written && fs::exists(run_config, ec) &&
+      fs::equivalent(config_file, run_config, ec))
+    throw cli::UsageError(
+        "--config '" + config_file + "' is the run directory's config.ini (--out '" + dir +
+        "'), where the run writes its resolved config (every key, no comments): that would "
+        "replace your config file. Choose another --out, or move the config file out of '" +
+        dir + "'");
+  if (!fresh || overwrite || written) return;
+  std::string present;
+  for (const std::string& name : run_file_names())
+    if (fs::exists(fs::symlink_status(fs::path(dir) / name, ec)))
+      present += (present.empty() ? "" : ", ") + name;
+  if (present.empty()) return;
+  throw cli::UsageError(
+      "run directory (--out) '" + dir + "' holds " + present +
+      ", which a run writes, and no config.ini of an earlier wte run: a fresh run would replace "
+      "them. Choose another --out, remove them, or pass --overwrite to replace them");
 }
 
 std::vector<MemoryPart> estimate_training_memory(const Config& cfg) {

@@ -39,6 +39,31 @@ class RunDirectory {
   bool keep_ = false;
 };
 
+/// The files and directories `wte train` writes into its run directory besides checkpoints and
+/// snapshots: config.ini, metrics.csv, loss.svg, train.bin, val.bin, tokenizer (a directory).
+const std::vector<std::string>& run_file_names();
+
+/// True if `path` is a config file `wte train` wrote into a run directory: load_config of it,
+/// written back by Config::to_ini, gives its bytes exactly. A config a user wrote (comments, keys
+/// left at their defaults, another order) is not one; a missing or unparsable file is not either.
+bool is_written_config(const std::string& path);
+
+/// Checks, before any work, that writing a run's files (run_file_names()) into the run directory
+/// `dir` (--out) destroys nothing `wte train` did not write. `config_file`: the config file the
+/// run reads ("" if none; with --resume auto it may be DIR/config.ini itself); `fresh`: the run
+/// starts at step 0 (no checkpoint to resume from); `overwrite`: --overwrite was given.
+/// Throws cli::UsageError (exit status 2), naming the directory, the files and what to do, if
+///  - `config_file` is DIR/config.ini (under any spelling) and not a config wte wrote
+///    (is_written_config): the run would replace it by its resolved config. Also with --overwrite
+///    and on resume: the input config is never the output;
+///  - the run is fresh, not `overwrite`, and DIR holds any of run_file_names() but no config.ini
+///    wte wrote. A directory an earlier run left before its first checkpoint holds one (wte writes
+///    config.ini before the other files), and its files are replaced, as before; an empty or new
+///    directory passes. Checkpoints and snapshots are checked later (the trainer's
+///    clear_earlier_run), as before.
+void check_run_files(const std::string& dir, const std::string& config_file, bool fresh,
+                     bool overwrite);
+
 /// One part of a training run's memory: bytes, what it is and which setting scales it.
 struct MemoryPart {
   std::string what;     // "AdamW m and v"
