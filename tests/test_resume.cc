@@ -379,18 +379,21 @@ TEST_F(Resume, ChangedSettingsNameEachKeyWithBothValuesAndWriteNothing) {
   EXPECT_EQ(train("run", "--resume '" + c3 + "' --model.d_model=8 --train.seed=5 --model.n_ctx=32 "
                          "--optim.warmup_steps=5",
                   &out),
-            1)
+            2)  // values that cannot be combined with the checkpoint's: bad usage
       << out;
   for (const char* line : {"model.d_model: checkpoint 16, now 8", "train.seed: checkpoint 1337, now 5",
                            "model.n_ctx: checkpoint 16, now 32", "optim.warmup_steps: checkpoint 3, now 5",
                            "4 setting(s) differ"})
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   EXPECT_NE(out.find(c3), std::string::npos) << out;
+  // Where each new value came from (report-fresh20 defect 9).
+  EXPECT_NE(out.find("model.d_model: checkpoint 16, now 8 (from the command line: --model.d_model=8)"),
+            std::string::npos) << out;
   // vocab_size (its own message would come from the tokenizer otherwise: the key is named first).
-  EXPECT_EQ(train("run", "--resume '" + c3 + "' --model.vocab_size=512", &out), 1) << out;
+  EXPECT_EQ(train("run", "--resume '" + c3 + "' --model.vocab_size=512", &out), 2) << out;
   EXPECT_NE(out.find("model.vocab_size: checkpoint 300, now 512"), std::string::npos) << out;
   // The block structure (issue 9): n_layer and n_head may not change on resume.
-  EXPECT_EQ(train("run", "--resume '" + c3 + "' --model.n_layer=2 --model.n_head=8", &out), 1)
+  EXPECT_EQ(train("run", "--resume '" + c3 + "' --model.n_layer=2 --model.n_head=8", &out), 2)
       << out;
   for (const char* line : {"model.n_layer: checkpoint 0, now 2", "model.n_head: checkpoint 4, now 8"})
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
@@ -406,15 +409,16 @@ TEST_F(Resume, ChangedSettingsNameEachKeyWithBothValuesAndWriteNothing) {
   EXPECT_EQ(train("run", "--resume '" + c3 + "' --data.tokenizer='" +
                              (dir_ / "run" / "tokenizer").string() + "'",
                   &out),
-            1)
+            2)
       << out;
   EXPECT_NE(out.find("data.tokenizer: checkpoint train, now "), std::string::npos) << out;
   // --stop-at must lie between the checkpoint's step and train.steps.
   EXPECT_EQ(train("run", "--resume '" + c3 + "' --stop-at=2", &out), 2) << out;  // bad usage
   EXPECT_NE(out.find("--stop-at 2 must be after the start step 3"), std::string::npos) << out;
   // Nothing to train: already at train.steps.
-  EXPECT_EQ(train("run", "--resume '" + c3 + "' --train.steps=3", &out), 1) << out;
-  EXPECT_NE(out.find("nothing left to train"), std::string::npos) << out;
+  EXPECT_EQ(train("run", "--resume '" + c3 + "' --train.steps=3", &out), 2) << out;
+  EXPECT_NE(out.find("train.steps = 3 (from the command line: --train.steps=3): nothing left to "
+                     "train"), std::string::npos) << out;
   // None of the refusals touched the run.
   EXPECT_EQ(slurp(dir_ / "run" / "metrics.csv"), metrics_before);
   EXPECT_EQ(wte::list_checkpoints((dir_ / "run").string()).size(), 1u);
@@ -425,6 +429,45 @@ TEST_F(Resume, ChangedSettingsNameEachKeyWithBothValuesAndWriteNothing) {
                   &out),
             0)
       << out;
+}
+
+// report-fresh20 defect 3: a resume whose changeable keys differ from the checkpoint's (a --config
+// file's train.steps replacing the run's) names each in a note, with both values and where the new
+// one came from, and says how to keep the checkpoint's.
+TEST_F(Resume, ChangedResumableSettingsAreNotedWithWhereEachCameFrom) {
+  config(4);
+  const std::string ini = (dir_ / "tiny.ini").string();
+  std::string out;
+  ASSERT_EQ(train("run", "--train.steps=20 --checkpoint.keep_last=5 --stop-at=5", &out), 0) << out;
+  // From the command line: named as such; no hint to keep (the user typed them).
+  ASSERT_EQ(train("run", "--resume auto --train.steps=30 --train.log_interval=2 --stop-at=6", &out), 0)
+      << out;
+  EXPECT_NE(out.find("note: resuming from '" + ckpt("run", 5) + "' with 3 setting(s) that differ "
+                     "from the checkpoint's (allowed on resume):"), std::string::npos) << out;
+  EXPECT_NE(out.find("  train.steps: checkpoint 20, now 30 (from the command line: "
+                     "--train.steps=30)"), std::string::npos) << out;
+  EXPECT_NE(out.find("  train.log_interval: checkpoint 1, now 2 (from the command line: "
+                     "--train.log_interval=2)"), std::string::npos) << out;
+  EXPECT_NE(out.find("  checkpoint.keep_last: checkpoint 5, now 3 (from the built-in default; "
+                     "config file '" + ini + "' does not set it)"), std::string::npos) << out;
+  EXPECT_NE(out.find("(train.steps also sets the length of the learning-rate schedule)"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("(to keep the checkpoint's values, pass --checkpoint.keep_last=5, or leave "
+                     "out --config"), std::string::npos) << out;
+  // The report's case: the config file's train.steps replaces the run's.
+  ASSERT_EQ(train("run", "--resume auto", &out), 0) << out;
+  EXPECT_NE(out.find("  train.steps: checkpoint 30, now 8 (from config file '" + ini + "')"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("pass --train.steps=30 --train.log_interval=2, or leave out --config"),
+            std::string::npos) << out;
+  EXPECT_EQ(out.find("keep_last: checkpoint"), std::string::npos) << out;  // 3 since step 6
+  EXPECT_NE(out.find("with 2 setting(s) that differ"), std::string::npos) << out;
+  // Without --config the checkpoint's own config is used: nothing differs, no note.
+  ASSERT_EQ(run(kCli + " train --resume '" + ckpt("run", 8) + "' --train.steps=9 --train.threads=2",
+                &out), 0) << out;
+  EXPECT_NE(out.find("train.steps: checkpoint 8, now 9 (from the command line: --train.steps=9)"),
+            std::string::npos) << out;
+  EXPECT_EQ(out.find("to keep the checkpoint's values"), std::string::npos) << out;
 }
 
 // ---------------------------------------------------------------------------------------------

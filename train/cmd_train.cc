@@ -225,6 +225,7 @@ int train_main(int argc, char** argv) {
   }
   opts.init_from = init_from;
   opts.config_file = config_path;
+  opts.overrides = overrides;
   // SIGINT/SIGTERM from before the directory exists: the start-up stops at its next stage and
   // removes the directory it created (train/signals.h), instead of dying and leaving it.
   const StopSignalScope stop_signals;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -220,6 +221,91 @@ void check_paths(const Config& cfg, const RunOptions& opts) {
   }
 }
 
+// True if the INI file `path` sets `key` ("section.key"): a "key = ..." line under "[section]".
+bool ini_file_sets(const std::string& path, const std::string& key) {
+  const std::string section = key.substr(0, key.find('.')), name = key.substr(key.find('.') + 1);
+  auto trim = [](std::string s) {
+    const size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
+    return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+  };
+  std::ifstream in(path);
+  std::string line, current;
+  while (std::getline(in, line)) {
+    line = trim(line.substr(0, line.find('#')));
+    if (line.size() > 1 && line.front() == '[' && line.back() == ']')
+      current = trim(line.substr(1, line.size() - 2));
+    else if (current == section && line.find('=') != std::string::npos &&
+             trim(line.substr(0, line.find('='))) == name)
+      return true;
+  }
+  return false;
+}
+
+// Where this run's value of config key `key` came from, for notes and errors: "the command line:
+// --key=VALUE", "config file 'F'", "the built-in default; config file 'F' does not set it", or,
+// without --config, `own`: the config the run started from (a checkpoint's own, the defaults).
+std::string value_origin(const std::string& key, const RunOptions& opts, const std::string& own) {
+  // The first override of a key wins (src/io/config.cc keeps Boost's first stored value).
+  for (const std::string& o : opts.overrides)
+    if (o.rfind("--" + key + "=", 0) == 0) return "the command line: " + o;
+  if (opts.config_file.empty()) return own;
+  if (ini_file_sets(opts.config_file, key)) return "config file '" + opts.config_file + "'";
+  return "the built-in default; config file '" + opts.config_file + "' does not set it";
+}
+
+// "KEY: checkpoint A, now B" lines of resume_config_mismatches with where B came from appended.
+std::string with_origin(const std::string& line, const RunOptions& opts) {
+  return line + " (from " +
+         value_origin(line.substr(0, line.find(':')), opts, "the checkpoint's own config") + ")";
+}
+
+// "section.key" -> value of the INI text Config::to_ini writes.
+std::map<std::string, std::string> ini_map(const std::string& ini) {
+  std::map<std::string, std::string> values;
+  std::istringstream in(ini);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.size() > 1 && line.front() == '[' && line.back() == ']')
+      section = line.substr(1, line.size() - 2);
+    else if (const size_t eq = line.find(" = "); eq != std::string::npos)
+      values[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return values;
+}
+
+// Resume with a config whose changeable keys (resume_mutable_keys) differ from the checkpoint's:
+// a note on stderr naming each, with both values and where the new one came from (train.threads
+// has its own note in check_resume). A --config given on resume replaces, e.g., the run's
+// train.steps, and with it the learning-rate schedule's length: the note says how to keep them.
+void note_changed_resume_keys(const Config& stored, const Config& cfg, const RunOptions& opts) {
+  const std::map<std::string, std::string> then = ini_map(stored.to_ini()), now = ini_map(cfg.to_ini());
+  auto shown = [](const std::string& v) { return v.empty() ? std::string("(empty)") : v; };
+  std::string lines, keep;
+  size_t count = 0;
+  bool steps = false;
+  for (const std::string& key : resume_mutable_keys()) {
+    if (key == "train.threads") continue;
+    const auto a = then.find(key), b = now.find(key);
+    if (a == then.end() || b == now.end() || a->second == b->second) continue;
+    const std::string origin = value_origin(key, opts, "the checkpoint's own config");
+    lines += "\n  " + key + ": checkpoint " + shown(a->second) + ", now " + shown(b->second) +
+             " (from " + origin + ")";
+    if (origin.rfind("the command line", 0) != 0) keep += " --" + key + "=" + a->second;
+    steps = steps || key == "train.steps";
+    ++count;
+  }
+  if (count == 0) return;
+  std::string hint;
+  if (steps) hint += "\n(train.steps also sets the length of the learning-rate schedule)";
+  if (!keep.empty())
+    hint += "\n(to keep the checkpoint's values, pass" + keep +
+            ", or leave out --config: a resumed run then takes the checkpoint's own config)";
+  std::fprintf(stderr,
+               "wte train: note: resuming from '%s' with %zu setting(s) that differ from the "
+               "checkpoint's (allowed on resume):%s%s\n",
+               opts.resume.c_str(), count, lines.c_str(), hint.c_str());
+}
+
 // Resume: the checkpoint must be whole and resumable, and every setting that changes what a step
 // computes must equal the checkpoint's. All checked before anything is written.
 CheckpointInfo check_resume(const Config& cfg, const RunOptions& opts) {
@@ -234,17 +320,21 @@ CheckpointInfo check_resume(const Config& cfg, const RunOptions& opts) {
   if (!diffs.empty()) {
     std::string msg = "cannot resume from '" + opts.resume + "': " + std::to_string(diffs.size()) +
                       " setting(s) differ from the checkpoint's and may not change on resume:";
-    for (const std::string& d : diffs) msg += "\n  " + d;
+    for (const std::string& d : diffs) msg += "\n  " + with_origin(d, opts);
     msg += "\n(settings that may change: ";
     for (size_t i = 0; i < resume_mutable_keys().size(); ++i)
       msg += (i ? ", " : "") + resume_mutable_keys()[i];
-    throw Error(msg + ")");
+    // Values that cannot be combined (with the checkpoint's): bad usage, exit status 2.
+    throw cli::UsageError(msg + ")");
   }
   if (static_cast<uint64_t>(ckpt.step) >= cfg.train.steps)
-    throw Error("checkpoint '" + opts.resume + "' is at step " + std::to_string(ckpt.step) +
-                " and train.steps = " + std::to_string(cfg.train.steps) +
-                ": nothing left to train; raise --train.steps above " + std::to_string(ckpt.step) +
-                " to continue");
+    throw cli::UsageError("checkpoint '" + opts.resume + "' is at step " +
+                          std::to_string(ckpt.step) + " and train.steps = " +
+                          std::to_string(cfg.train.steps) + " (from " +
+                          value_origin("train.steps", opts, "the checkpoint's own config") +
+                          "): nothing left to train; raise --train.steps above " +
+                          std::to_string(ckpt.step) + " to continue");
+  note_changed_resume_keys(stored, cfg, opts);
   if (stored.train.threads != cfg.train.threads)
     std::fprintf(stderr,
                  "wte train: note: train.threads is %zu, the checkpoint's run used %zu: the run "
@@ -266,7 +356,8 @@ CheckpointInfo check_init_from(const Config& cfg, const RunOptions& opts) {
   std::string fix;  // "--model.d_model=16 --model.n_layer=1": the checkpoint's values
   auto cmp = [&](const char* key, const std::string& then, const std::string& now) {
     if (then == now) return;
-    diffs.push_back(std::string(key) + ": checkpoint " + then + ", config " + now);
+    diffs.push_back(std::string(key) + ": checkpoint " + then + ", now " + now + " (from " +
+                    value_origin(key, opts, "the checkpoint's own config") + ")");
     fix += (fix.empty() ? "--" : " --") + std::string(key) + "=" + then;
   };
   auto str = [](auto v) { return std::to_string(v); };
@@ -290,7 +381,8 @@ CheckpointInfo check_init_from(const Config& cfg, const RunOptions& opts) {
                       " model setting(s) of the config differ from the checkpoint's:";
     for (const std::string& d : diffs) msg += "\n  " + d;
     // Without --config the config is the checkpoint's own, so only command-line keys can differ.
-    throw Error(msg + "\n(set them to the checkpoint's values: " + fix +
+    // Values that cannot be combined (with the checkpoint's): bad usage, exit status 2.
+    throw cli::UsageError(msg + "\n(set them to the checkpoint's values: " + fix +
                 (opts.config_file.empty()
                      ? "; without --config the run takes the checkpoint's own config, so leaving "
                        "out the options that set these keys does the same)"

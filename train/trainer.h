@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "wte/config.h"
 
@@ -14,6 +15,8 @@ struct RunOptions {
   bool quiet = false;    // no progress lines (errors and the final summary still print)
   std::string resume;    // checkpoint to continue from (empty: a fresh run); see run_training
   std::string config_file;  // the --config file, if one was given (named in error hints)
+  std::vector<std::string> overrides;  // the command line's --section.key=value, in order (to
+                                       // name where a value came from in notes and errors)
   std::string init_from; // a fresh run (step 0, new AdamW) from this checkpoint's weights (any
                          // checkpoint, snapshot or `wte import`ed model); excludes `resume`
   size_t stop_at = 0;    // if > 0: after this step, write a checkpoint and return (the schedule
