@@ -139,6 +139,10 @@ expect 2 "wte train: error: model.d_model = '-3' from config file '$dir/n.ini' i
   -- train -c "$dir/n.ini" -o "$dir/r"
 printf '[model]\nn_ctx = 8\n[data]\nseq_len = 16\n' > "$dir/x.ini"
 expect 2 "data.seq_len = 16 (from config file '$dir/x.ini') exceeds" -- train -c "$dir/x.ini" -o "$dir/r"
+# -c is --config in every command that reads a config, profile comm too (report-fresh20 defect 8).
+for c in gradcheck "profile step" "profile comm"; do
+  expect 2 "model.d_model = '-3' from config file '$dir/n.ini' is" -- $c -c "$dir/n.ini"
+done
 expect 2 "wte train: error: --stop-at 999999 must be after the start step 0 and before train.steps = 10" \
   -- train -o "$dir/r" --stop-at 999999 --train.steps=10
 expect 2 "wte gradcheck: error: --n-head = 5 does not divide the checked d_model = 16" \

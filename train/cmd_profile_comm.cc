@@ -79,7 +79,7 @@ std::vector<Network> parse_networks(const std::string& text) {
 int cmd_profile_comm(int argc, char** argv) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "print this help")(
-      "config", po::value<std::string>(), "config whose shapes and batch are measured (default: "
+      "config,c", po::value<std::string>(), "config whose shapes and batch are measured (default: "
       "the built-in defaults); --section.key=value overrides any key")(
       "repeat", po::value<std::string>()->default_value("20"), "timed repeats (median), in [3, 10000]")(
       "net", po::value<std::string>()->default_value("10:30,100:3"),
@@ -89,7 +89,7 @@ int cmd_profile_comm(int argc, char** argv) {
       "machine counts R to project to");
   CommandSpec spec;
   spec.usage =
-      "Usage: mpirun -np 2 [--bind-to none] wte profile comm [--config FILE] "
+      "Usage: mpirun -np 2 [--bind-to none] wte profile comm [-c/--config FILE] "
       "[--section.key=value ...] [options]\n\n"
       "Measures what data-parallel `wte train` pays to exchange gradients: the compute\n"
       "of one step of the config's global batch on rank 0, the per-step exchange of its\n"
