@@ -129,6 +129,30 @@ expect 1 "data.tokenizer: '$dir/afile' is a file, not a directory" \
 expect 1 "--tokenizer $dir/afile: '$dir/afile' is a file, not a directory" \
   -- tokenize --tokenizer "$dir/afile" hello
 expect 1 "token file '$dir' is a directory, not a file" -- gradcheck --batch "$dir"
+# /dev/null and a FIFO where a file is read are named as what they are, not "does not exist"; a
+# directory given for a checkpoint names its option and what to give instead (report-fresh20
+# defects 7 and 9). Each fails before any work (a FIFO is never opened: reading it would block).
+mkfifo "$dir/fifo"
+mkdir "$dir/rundir"
+expect 1 "data.text: '/dev/null' is not a regular file (a character device)" -- train -o "$dir/r" --data.text=/dev/null
+expect 1 "data.text: '$dir/fifo' is not a regular file (a FIFO)" -- train -o "$dir/r" --data.text="$dir/fifo"
+expect 1 "data.train_tokens: '/dev/null' is not a regular file (a character device)" \
+  -- train -o "$dir/r" --data.train_tokens=/dev/null --data.val_tokens=/dev/null --data.tokenizer="$dir"
+expect 1 "wte sample: error: --checkpoint '/dev/null' is not a regular file (a character device)" \
+  -- sample --checkpoint /dev/null --prompt x
+expect 1 "wte geometry: error: --checkpoint '$dir/fifo' is not a regular file (a FIFO)" -- geometry --checkpoint "$dir/fifo"
+expect 1 "wte import: error: --safetensors '/dev/null' is not a regular file (a character device)" \
+  -- import --safetensors /dev/null -o "$dir/imported.h5"
+expect 1 "wte inspect: error: '$dir/fifo' is not a regular file (a FIFO)" -- inspect "$dir/fifo"
+expect 1 "token file '/dev/null' is not a regular file (a character device)" -- gradcheck --batch /dev/null
+expect 1 "wte train: error: --resume '$dir/rundir' is a directory, not a file; to continue the run in that directory, give --resume auto --out $dir/rundir" \
+  -- train --resume "$dir/rundir"
+for c in "train -o $dir/r --init-from" "hidden-states --text hi --checkpoint" "gradcheck --checkpoint" \
+         "grad --batch $dir/b.txt --out $dir/g.h5 --checkpoint"; do
+  opt=${c##* }
+  expect 1 "$opt '$dir/rundir' is a directory, not a file; give a checkpoint file (it holds no checkpoint_<step>.h5)" \
+    -- $c "$dir/rundir"
+done
 [ -e "$dir/r" ] && fail "train left the run directory it created behind"
 
 # Exit status 2 for a bad value wherever it was written, and for values that cannot be combined

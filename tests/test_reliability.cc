@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -566,6 +567,35 @@ TEST_F(Reliability, Finding9_ASecondRunOnALockedDirectoryFailsAndTheFirstIsUnhar
     ++expect;
   }
   EXPECT_EQ(expect, steps + 1);
+}
+
+// report-fresh20 defects 7 and 9: a directory, /dev/null or a FIFO where a file is read is named as
+// what it is, with the option; a run directory given for a checkpoint says what to give instead.
+TEST_F(Reliability, Fresh20_ADirectoryOrDeviceWhereAFileIsReadIsNamedWithItsOption) {
+  const fs::path ckpt = train("run", 2);
+  const std::string run_dir = (dir_ / "run").string();
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  std::string out;
+  const std::string hs = kCli + " hidden-states --checkpoint " + q(ckpt) + " --text hi --data ";
+  EXPECT_EQ(run(hs + "/etc", &out), 1) << out;
+  EXPECT_NE(out.find("--data '/etc' is a directory, not a file"), std::string::npos) << out;
+  EXPECT_EQ(run(hs + "/dev/null", &out), 1) << out;
+  EXPECT_NE(out.find("--data '/dev/null' is not a regular file (a character device)"),
+            std::string::npos) << out;
+  EXPECT_EQ(run(hs + q(dir_ / "fifo"), &out), 1) << out;
+  EXPECT_NE(out.find("is not a regular file (a FIFO)"), std::string::npos) << out;
+  // A run directory for --resume: continue it with --resume auto; for --init-from: its newest
+  // checkpoint.
+  EXPECT_EQ(run(kCli + " train --resume " + q(run_dir), &out), 1) << out;
+  EXPECT_NE(out.find("--resume '" + run_dir + "' is a directory, not a file; to continue the run "
+                     "in that directory, give --resume auto --out " + run_dir),
+            std::string::npos) << out;
+  EXPECT_EQ(run(kCli + " train --init-from " + q(run_dir) + " --out " + q(dir_ / "new"), &out), 1)
+      << out;
+  EXPECT_NE(out.find("--init-from '" + run_dir + "' is a directory, not a file; give a checkpoint "
+                     "file, e.g. the newest there: " + ckpt.string()),
+            std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir_ / "new"));
 }
 
 TEST_F(Reliability, Finding9_AFailingMetricsWriteStopsTheRun) {

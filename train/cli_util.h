@@ -18,6 +18,8 @@
 #include <system_error>
 #include <vector>
 
+#include "src/io/file_checks.h"
+#include "wte/checkpoint.h"
 #include "wte/config.h"
 #include "wte/error.h"
 
@@ -258,6 +260,27 @@ inline std::string file_option(const boost::program_options::variables_map& vm, 
     throw UsageError(std::string("--") + name + " is empty: give a file, or leave --" + name +
                      " out");
   return v;
+}
+
+/// Checks, before any work, that the checkpoint `path` given for `option` ("--checkpoint",
+/// "--resume", "--init-from") is a regular file. Throws wte::Error "OPTION 'PATH' PROBLEM"
+/// (io::input_file_problem: "does not exist", "is not a regular file (a FIFO)", ...); for a
+/// directory the error says what to give instead: `--resume auto --out DIR` for --resume, else
+/// the directory's newest checkpoint_<step>.h5 (if it has one).
+inline void require_checkpoint_file(const std::string& option, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string hint;
+  if (fs::is_directory(path, ec)) {
+    const auto found = list_checkpoints(path);
+    if (option == "--resume")
+      hint = "; to continue the run in that directory, give --resume auto --out " + path;
+    else if (!found.empty())
+      hint = "; give a checkpoint file, e.g. the newest there: " + found.back().second;
+    else
+      hint = "; give a checkpoint file (it holds no checkpoint_<step>.h5)";
+  }
+  io::require_input_file(option + " ", path, hint);
 }
 
 /// The whole-number option `name` (without "--") of `vm`, declared as po::value<std::string>

@@ -44,10 +44,9 @@ std::vector<std::string> expand_checkpoints(const std::vector<std::string>& args
         throw Error("--checkpoint " + a + ": the directory has no snapshot_<step>.h5 or " +
                     "checkpoint_<step>.h5 files (train with --train.snapshot_steps=0,10,100,...)");
       for (auto& [step, path] : list) out.push_back(path);
-    } else if (fs::is_regular_file(a)) {
-      out.push_back(a);
     } else {
-      throw Error("--checkpoint " + a + ": no such file or directory");
+      io::require_input_file("--checkpoint ", a, " (give a checkpoint .h5 or a run directory)");
+      out.push_back(a);
     }
   }
   return out;
@@ -161,8 +160,7 @@ int cmd_geometry(int argc, char** argv) {
   if (vm.count("query") && vm["query"].as<std::string>().find_first_not_of(',') == std::string::npos)
     throw UsageError("--query '" + vm["query"].as<std::string>() + "' names no token; allowed: "
                      "comma-separated tokens, each a token's text or #ID (or leave --query out)");
-  if (vm.count("context-data") && !fs::is_regular_file(vm["context-data"].as<std::string>()))
-    throw Error("--context-data " + vm["context-data"].as<std::string>() + ": no such file");
+  if (vm.count("context-data")) io::require_input_file("--context-data ", vm["context-data"].as<std::string>());
   // The output directory is created (and checked writable) before any checkpoint is read.
   if (vm.count("out")) prepare_output_dir("--out", vm["out"].as<std::string>());
 
@@ -192,14 +190,13 @@ int cmd_geometry(int argc, char** argv) {
                                            : (fs::path(snaps.back().path).parent_path() / "train.bin").string();
   std::vector<int32_t> frequent;
   std::vector<uint64_t> counts;
+  if (vm.count("data")) io::require_input_file("--data ", data_path);
   if (fs::is_regular_file(data_path)) {
     const std::vector<int32_t> ids = read_token_file(data_path);
     check_token_ids(ids.data(), ids.size(), V, data_path);
     counts.assign(V, 0);
     for (int32_t id : ids) ++counts[id];
     frequent = most_frequent(counts, n_freq);
-  } else if (vm.count("data")) {
-    throw Error("--data " + data_path + ": no such file");
   }
 
   // --- Measures per step, the report, and with --out the pictures and the page.

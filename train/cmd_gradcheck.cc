@@ -142,6 +142,7 @@ int cmd_gradcheck(int argc, char** argv) {
     if (!overrides.empty())
       throw UsageError("'" + overrides[0] + "': config overrides cannot be combined with --checkpoint");
     const std::string path = vm["checkpoint"].as<std::string>();
+    require_checkpoint_file("--checkpoint", path);
     model = load_model_file(path, &cfg);
     source = "checkpoint " + path;
   } else {

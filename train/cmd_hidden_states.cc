@@ -201,6 +201,7 @@ int cmd_hidden_states(int argc, char** argv) {
   const size_t dims_arg = whole_number_option(vm, "dims", 0, size_t{1} << 16);
   const size_t baseline_rows = whole_number_option(vm, "baseline-tokens", 2, size_t{1} << 20);
   const std::string path = vm["checkpoint"].as<std::string>();
+  require_checkpoint_file("--checkpoint", path);
   const std::string out = vm.count("out") ? vm["out"].as<std::string>() : "";
   if (!out.empty()) {
     check_output_file("--out", out);
@@ -216,7 +217,7 @@ int cmd_hidden_states(int argc, char** argv) {
   std::string data_path;
   if (vm.count("data")) {
     data_path = vm["data"].as<std::string>();
-    if (!fs::is_regular_file(data_path)) throw Error("--data " + data_path + ": no such file");
+    io::require_input_file("--data ", data_path);
   } else {
     const fs::path beside = fs::path(path).parent_path() / "val.bin";
     if (fs::is_regular_file(beside)) data_path = beside.string();

@@ -68,9 +68,8 @@ int cmd_import(int argc, char** argv) {
   const std::string out = vm["out"].as<std::string>();
   for (const auto& [option, path] : {std::pair<const char*, std::string>{"--safetensors", src.safetensors},
                                      {"--hf-config", src.config_json}})
-    if (!fs::is_regular_file(path))
-      throw Error(std::string(option) + " " + path + ": no such file" +
-                  (from.empty() ? "" : " (in --from " + from + ")"));
+    io::require_input_file(std::string(option) + " ", path,
+                           from.empty() ? "" : " (in --from " + from + ")");
   check_output_file("--out", out);
   check_output_not_input("--out", out, {{"--safetensors", src.safetensors}, {"--hf-config", src.config_json}});
 

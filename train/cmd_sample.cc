@@ -36,7 +36,7 @@ std::string resolve_checkpoint(const std::string& arg) {
       throw Error("--checkpoint " + arg + ": the directory has no checkpoint_<step>.h5 files");
     return list.back().second;
   }
-  if (!fs::is_regular_file(arg)) throw Error("--checkpoint " + arg + ": no such file or directory");
+  io::require_input_file("--checkpoint ", arg, " (give a checkpoint .h5 or a run directory)");
   return arg;
 }
 

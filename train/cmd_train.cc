@@ -191,6 +191,9 @@ int train_main(int argc, char** argv) {
                      "exactly, --init-from starts a new run from a checkpoint's weights");
   if (vm.count("init-from") && init_from.empty())
     throw UsageError("--init-from is empty; allowed: a checkpoint path");
+  // A directory (a run's), /dev/null or a missing file, named with its option, before any work.
+  if (!resume.empty() && resume != "auto") require_checkpoint_file("--resume", resume);
+  if (!init_from.empty()) require_checkpoint_file("--init-from", init_from);
   RunOptions opts;
   opts.quiet = vm.count("quiet") > 0;
   opts.overwrite = vm.count("overwrite") > 0;

@@ -25,6 +25,7 @@
 #include "src/clock.h"
 #include "src/analysis/loss_curve.h"
 #include "src/model/grad_accum.h"
+#include "src/io/file_checks.h"
 #include "src/io/snapshot.h"
 #include "train/cli_util.h"
 #include "train/grad_sync.h"
@@ -189,12 +190,9 @@ struct Say {
 // Checks that need no work: every missing path is reported before anything is computed.
 void check_paths(const Config& cfg, const RunOptions& opts) {
   check_run_directory(opts.out_dir);
+  // A directory, /dev/null or a FIFO is named as what it is (src/io/file_checks.h).
   auto require_file = [](const std::string& key, const std::string& path, const char* hint) {
-    std::error_code ec;
-    if (fs::is_directory(path, ec))
-      throw Error(key + ": '" + path + "' is a directory, not a file");
-    if (!fs::is_regular_file(path, ec))
-      throw Error(key + ": file '" + path + "' does not exist" + hint);
+    io::require_input_file(key + ": ", path, hint);
   };
   if (!cfg.data.train_tokens.empty()) {
     require_file("data.train_tokens", cfg.data.train_tokens, "");

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "src/io/file_checks.h"
 #include "wte/error.h"
 
 namespace wte {
@@ -19,9 +20,7 @@ std::string show_token(const Tokenizer& tok, int32_t id) {
 }
 
 TokenLabels read_token_labels(const std::string& path, const Tokenizer& tok) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Error("--labels " + path + ": '" + path + "' is a directory, not a file");
+  io::require_input_file("--labels " + path + ": ", path);  // a directory, a FIFO: named
   std::ifstream in(path);
   if (!in) throw Error("--labels " + path + ": cannot open the file");
   TokenLabels labels;

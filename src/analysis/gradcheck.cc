@@ -14,6 +14,7 @@
 #include "wte/data.h"
 #include "wte/error.h"
 #include "src/io/checkpoint_checks.h"
+#include "src/io/file_checks.h"
 #include "src/io/hdf5_util.h"
 #include "wte/rng.h"
 
@@ -25,9 +26,7 @@ namespace wte {
 // Batches
 
 TokenBatch read_token_batch(const std::string& path, size_t vocab_size, size_t n_ctx) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Error("token file '" + path + "' is a directory, not a file");
+  io::require_input_file("token file ", path);  // a directory, /dev/null, a FIFO: named
   std::ifstream in(path);
   if (!in) throw Error("cannot open token file '" + path + "' (no such file or unreadable)");
   TokenBatch batch;

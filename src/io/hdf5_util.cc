@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "wte/data.h"
+#include "src/io/file_checks.h"
 #include "wte/error.h"
 
 namespace wte::hdf5 {
@@ -395,9 +396,10 @@ std::string read_string_of(hid_t file_type, size_t max_bytes, const std::string&
 Id open_readonly(const std::string& path, const std::string& what) {
   quiet();
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw Error(what + " does not exist");
-  if (std::filesystem::is_directory(path, ec)) throw Error("'" + path + "' is a directory, not a file");
+  // A directory, /dev/null or a FIFO (on which H5Fis_hdf5 would block) is named as what it is.
+  const std::string problem = io::input_file_problem(path);
+  if (problem == "does not exist") throw Error(what + " does not exist");
+  if (!problem.empty()) throw Error("'" + path + "' " + problem);
   const htri_t is = H5Fis_hdf5(path.c_str());
   if (is == 0) throw Error("'" + path + "' is not an HDF5 file (so not a wte checkpoint)");
   Id file(is > 0 ? H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT) : -1);
