@@ -75,6 +75,16 @@ for args in "train --stop-at x --help" "profile --repeat 0 --help" "profile loss
     || fail "wte $args: exit $rc, expected the help and 0 before the value is checked"
 done
 
+# An option's value that reads as an option is refused, naming the option (report-fresh20 defect
+# 11): `-o --train.steps=2` must not create a directory named "--train.steps=2" and train.
+expect 2 "wte train: error: option '-o' (--out) takes a value, but the argument after it, '--train.steps=2', is an option" \
+  -- train -o --train.steps=2
+[ -e "--train.steps=2" ] && fail "train created a run directory named after an option"
+expect 2 "wte sample: error: option '--checkpoint' takes a value, but the argument after it, '--prompt', is an option" \
+  -- sample --checkpoint --prompt x
+expect 2 "a value that starts with '-' is written --prompt=VALUE" -- sample --checkpoint "$ck" --prompt -x
+expect 1 "none.h5" -- sample --checkpoint "$ck" --prompt=-x   # the =VALUE form is a value
+
 # A bad value for each command (each names its option).
 expect 2 "--stop-at"     -- train --stop-at x
 expect 2 "train.steps"   -- train --train.steps=-5

@@ -6,6 +6,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <cctype>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -159,11 +160,38 @@ inline void print_help(std::ostream& out, const boost::program_options::options_
   if (!spec.example.empty()) out << "\n" << spec.example;
 }
 
+/// True if the argument `arg` reads as an option: "--x..." or "-x" with x a letter ("-3", "-",
+/// "-0.5" do not: values may be negative numbers or "-").
+inline bool looks_like_option(const std::string& arg) {
+  return arg.size() >= 2 && arg[0] == '-' &&
+         (arg[1] == '-' || std::isalpha(static_cast<unsigned char>(arg[1])));
+}
+
+/// Throws UsageError if an option of `parsed` took, as its value, the next argument and that
+/// argument reads as an option (looks_like_option): `-o --train.steps=2` would otherwise create a
+/// directory named "--train.steps=2", `--checkpoint --prompt x` read "--prompt" as a file name.
+/// Names the option as typed and its long name; a value that starts with '-' is still given as
+/// --name=VALUE (one argument).
+inline void refuse_option_as_value(const boost::program_options::parsed_options& parsed) {
+  for (const boost::program_options::option& o : parsed.options) {
+    if (o.unregistered || o.position_key >= 0 || o.original_tokens.size() < 2) continue;
+    const std::string& typed = o.original_tokens.front();
+    const std::string& value = o.original_tokens.back();
+    if (!looks_like_option(value)) continue;
+    const std::string name = "--" + o.string_key;
+    throw UsageError("option '" + typed + "'" + (typed == name ? "" : " (" + name + ")") +
+                     " takes a value, but the argument after it, '" + value +
+                     "', is an option; give the value right after " + typed + " (a value that "
+                     "starts with '-' is written " + name + "=VALUE)");
+  }
+}
+
 /// Parses argv[1..argc) (argv[0] is the command's name) for the options `options` and `spec`,
 /// with exact option names only (exact_style). With --help, prints the help (print_help) to
 /// *spec.help_out and returns with `help` set, before any value is checked.
 /// Throws UsageError (exit status 2) with Boost's message, which names the option, for an unknown
-/// option, a missing value or a value that does not parse. With spec.config_overrides, an
+/// option, a missing value, a value that does not parse, or a value that is the next argument and
+/// reads as an option (refuse_option_as_value). With spec.config_overrides, an
 /// undeclared option without a '.' is "unrecognised" as in any other command, and an argument
 /// that is no option ("--train.steps 5" leaves "5") is "unexpected": config keys take '='.
 inline CommandLine parse_command_line(int argc, char** argv,
@@ -192,6 +220,7 @@ inline CommandLine parse_command_line(int argc, char** argv,
     if (spec.positional) parser.positional(*spec.positional);
     if (spec.config_overrides) parser.allow_unregistered();
     const po::parsed_options parsed = parser.run();
+    refuse_option_as_value(parsed);
     if (spec.config_overrides) {
       // Arguments that are no option are the positional options' (too many is an error), or,
       // for a command without them, collected here to be rejected below.
