@@ -386,6 +386,53 @@ TEST_F(Reliability, Finding7_SigtermAfterTheRunFilesKeepsADirectoryThatExisted) 
   stop_before_step_1(dir_, "start-up (writing the run files)", SIGTERM, true);
 }
 
+// report-fresh20 defect 4: SIGINT/SIGTERM in the last step (before its stop check: the step
+// finishes) or after it (during its final checkpoint write): the run is complete; it ends with the
+// summary, says the run is complete (no "continue with"), exits 128 + signal, and --resume auto
+// then has nothing to train. The run pauses itself in a checkpoint write (a test hook) where the
+// signal is sent.
+void signal_in_the_last_step(const fs::path& dir, int sig, size_t pause_step) {
+  const size_t steps = 4;
+  const fs::path cfg = dir / "short.ini", out_dir = dir / "run";
+  write(cfg, tiny_config(dir / "corpus.txt", steps, pause_step < steps ? pause_step : 0));
+  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(out_dir), dir / "run.log",
+                                "WTE_TEST_PAUSE_IN_CHECKPOINT_WRITE=" + std::to_string(pause_step));
+  bool paused = false;
+  for (int i = 0; i < 6000 && !paused; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_s, comm, state;
+    stat >> pid_s >> comm >> state;
+    paused = state == "T";
+    if (!paused) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, sig);  // pending while stopped; delivered on SIGCONT
+  kill(pid, SIGCONT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string log = slurp(dir / "run.log");
+  ASSERT_TRUE(paused) << "the run never paused in checkpoint write " << pause_step << ": " << log;
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal, not by wte: " << log;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << log;
+  const std::string name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+  EXPECT_NE(log.find("final validation loss"), std::string::npos) << log;
+  EXPECT_NE(log.find("wte train: " + name + " received in the last step: the run is complete "
+                     "(step 4 of 4, final checkpoint " +
+                     wte::checkpoint_path(out_dir.string(), steps) + "); nothing to continue"),
+            std::string::npos) << log;
+  EXPECT_EQ(log.find("continue with"), std::string::npos) << log;
+  std::string out;
+  ASSERT_EQ(run(kCli + " train --resume auto --out " + q(out_dir), &out), 0) << out;
+  EXPECT_NE(out.find("is complete"), std::string::npos) << out;
+}
+
+TEST_F(Reliability, Fresh20_SigtermBeforeTheLastStepsStopCheckCompletesTheRunAndSaysSo) {
+  signal_in_the_last_step(dir_, SIGTERM, 3);  // sent during checkpoint 3: seen after step 4
+}
+
+TEST_F(Reliability, Fresh20_SigintDuringTheFinalCheckpointCompletesTheRunAndSaysSo) {
+  signal_in_the_last_step(dir_, SIGINT, 4);  // sent during the final checkpoint write
+}
+
 // ---- 8. Hostile checkpoints (each kind the fuzzer found; fuzz/ explores the rest) ---------------
 
 // Replaces attribute `name` of `obj` in `file` by one of `type` and `dims` (rank 0 = scalar)

@@ -333,7 +333,9 @@ int train_main(int argc, char** argv) {
     return 128 + e.signal();
   }
   // Printed by run_training. Stopped by SIGINT/SIGTERM after a checkpoint: the shell's code for
-  // a process ended by that signal (130, 143), so scripts see the run did not finish.
+  // a process ended by that signal (130, 143), so scripts see the run did not finish; the same
+  // code for a signal received in the last step (the run is complete and says so), as a process
+  // that received it.
   return summary.signal != 0 ? 128 + summary.signal : 0;
 }
 

@@ -937,7 +937,13 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
       break;
     }
   }
+  // Read once more: a signal during the last step's evaluation or checkpoint, which the loop's
+  // check no longer sees. A signal in or after the last step stops nothing: the run is complete,
+  // ends as a finished run does (the summary) and then says so (exit status 128 + the signal).
+  const int received = agreed_stop_signal(comm);
   remove_stop_signals();
+  const bool complete = finished_step == cfg.train.steps;
+  if (complete) summary.stopped = false;
   if (writer) {
     metrics.close();
     if (metrics.fail()) throw Error(write_failed(metrics_path));
@@ -945,8 +951,8 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
                      "loss of " + opts.out_dir);  // src/analysis/loss_curve.h
   }
   summary.train_seconds = step_seconds;
-  summary.signal = summary.stopped ? agreed_stop_signal(comm) : 0;
-  if (summary.signal != 0) {
+  summary.signal = received;
+  if (summary.signal != 0 && !complete) {
     if (writer)
       std::fprintf(stderr,
                  "wte train: %s received: finished step %zu of %zu and wrote checkpoint %s; "
@@ -966,6 +972,14 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   if (writer)
     print_summary(cfg, d, val_windows_all, cfg.train.steps - start_step, metrics_path, &summary);
   sync.print_share(step_seconds, cfg.train.steps - start_step);
+  if (summary.signal != 0 && writer) {
+    std::fflush(stdout);  // after the summary, also when both go to one file
+    std::fprintf(stderr,
+                 "wte train: %s received in the last step: the run is complete (step %zu of %zu, "
+                 "final checkpoint %s); nothing to continue\n",
+                 signal_name(summary.signal), finished_step, cfg.train.steps,
+                 summary.last_checkpoint.c_str());
+  }
   return summary;
 }
 

@@ -35,7 +35,8 @@ struct RunSummary {
   double train_seconds = 0;       // wall time of the optimizer steps (excludes data preparation)
   std::string last_checkpoint;
   bool stopped = false;           // stopped at opts.stop_at, before train.steps
-  int signal = 0;                 // SIGINT/SIGTERM that stopped the run after a checkpoint (0: none)
+  int signal = 0;                 // SIGINT/SIGTERM received (0: none): it stopped the run after a
+                                  // checkpoint, or, received in the last step, the run is complete
   size_t checkpoints_written = 0;
   double checkpoint_seconds = 0;  // wall time spent in save_checkpoint (write, fsync, rename)
 };
