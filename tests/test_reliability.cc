@@ -433,6 +433,65 @@ TEST_F(Reliability, Fresh20_SigintDuringTheFinalCheckpointCompletesTheRunAndSays
   signal_in_the_last_step(dir_, SIGINT, 4);  // sent during the final checkpoint write
 }
 
+// report-fresh20 defect 5: a second SIGINT during the start-up ends the process at once, and says
+// what it leaves and what to do. The run pauses itself at a stage, then once more after the first
+// signal was recorded (test hooks), so the second signal is a second request.
+TEST_F(Reliability, Fresh20_ASecondSigintDuringStartUpSaysWhatItLeaves) {
+  const fs::path cfg = config("long", 3000, 0), out_dir = dir_ / "cut";
+  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(out_dir), dir_ / "cut.log",
+                                "WTE_TEST_PAUSE_AT_STAGE='data preparation' "
+                                "WTE_TEST_SECOND_SIGNAL_PAUSE=1");
+  // Waits until the process is stopped and its log holds `text` (or 60 s pass).
+  auto wait_paused = [&](const std::string& text) {
+    for (int i = 0; i < 6000; ++i) {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string pid_s, comm, state;
+      stat >> pid_s >> comm >> state;
+      if (state == "T" && slurp(dir_ / "cut.log").find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  const bool first = wait_paused("test pause before the stop check");
+  kill(pid, SIGINT);
+  kill(pid, SIGCONT);
+  const bool second = first && wait_paused("test pause after the first signal");
+  kill(pid, SIGINT);
+  kill(pid, SIGCONT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string log = slurp(dir_ / "cut.log");
+  ASSERT_TRUE(first && second) << "the run did not pause twice: " << log;
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << "a second SIGINT ends it: " << log;
+  EXPECT_NE(log.find("wte train: stopped at once by a second signal, before step 1: nothing was "
+                     "trained; '" + out_dir.string() + "' may hold files the start-up wrote"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("this run created it; remove it"), std::string::npos) << log;
+}
+
+// report-fresh20 defect 5: SIGPIPE (`wte train | head -3`) stops the run as SIGTERM does, with a
+// message on stderr and exit 141: in the start-up, the run directory it created is removed; later,
+// after a step and a checkpoint.
+TEST_F(Reliability, Fresh20_SigpipeStopsTheRunAsSigtermDoes) {
+  const fs::path cfg = config("long", 3000, 0), out_dir = dir_ / "cut";
+  write(dir_ / "pipe.sh", "\"$1\" train --config \"$2\" --out \"$3\" 2> \"$4\" | head -3 > /dev/null\n"
+                          "echo \"rc=${PIPESTATUS[0]}\"\n");
+  std::string out;
+  run("bash " + q(dir_ / "pipe.sh") + " " + kCli + " " + q(cfg) + " " + q(out_dir) + " " +
+          q(dir_ / "err.log"), &out);
+  const std::string err = slurp(dir_ / "err.log");
+  EXPECT_NE(out.find("rc=141"), std::string::npos) << out << err;
+  ASSERT_NE(err.find("wte train: SIGPIPE received"), std::string::npos) << err;
+  if (err.find("before step 1: nothing was trained") != std::string::npos) {
+    EXPECT_NE(err.find("removed the run directory '" + out_dir.string() + "'"), std::string::npos)
+        << err;
+    EXPECT_FALSE(fs::exists(out_dir)) << err;
+  } else {
+    EXPECT_NE(err.find("continue with: wte train --resume auto"), std::string::npos) << err;
+    EXPECT_EQ(wte::list_checkpoints(out_dir.string()).size(), 1u) << err;
+  }
+}
+
 // ---- 8. Hostile checkpoints (each kind the fuzzer found; fuzz/ explores the rest) ---------------
 
 // Replaces attribute `name` of `obj` in `file` by one of `type` and `dims` (rank 0 = scalar)

@@ -237,8 +237,20 @@ int train_main(int argc, char** argv) {
   // Under mpirun only rank 0 writes, so only rank 0 locks (and may create) the directory.
   std::optional<RunDirectory> run_dir;
   if (Comm::world().rank() == 0) run_dir.emplace(opts.out_dir);
-  opts.on_first_step = [&run_dir] {
-    if (run_dir) run_dir->training_started();
+  // What a second Ctrl-C/SIGTERM, which ends the process at once, leaves (train/signals.h).
+  if (run_dir)
+    set_second_signal_note(
+        "wte train: stopped at once by a second signal, before step 1: nothing was trained; '" +
+        opts.out_dir + "' may hold files the start-up wrote (config.ini, token files, a step-0 "
+        "snapshot): " + (run_dir->created() ? "this run created it; remove it"
+                                            : "remove them, or start again with --overwrite") +
+        "\n");
+  opts.on_first_step = [&run_dir, &opts] {
+    if (!run_dir) return;
+    run_dir->training_started();
+    set_second_signal_note("wte train: stopped at once by a second signal; every checkpoint in '" +
+                           opts.out_dir + "' is whole: continue with wte train --resume auto --out " +
+                           opts.out_dir + " (from step 0 if none was written yet)\n");
   };
   int64_t auto_step = -1;
   if (resume == "auto") {
