@@ -141,13 +141,16 @@ set -e
   || { cat "$dir/err3.txt"; fail "3 ranks for a batch of 2"; }
 [ ! -e "$dir/three" ] || fail "3 ranks for a batch of 2 wrote the run directory"
 
-# The same with rank 0 stalled in its start-up, after it created the run directory (it reads its
-# config from a FIFO that stays empty until ranks 1 and 2 have reported the error, and 3 s more):
-# a loaded machine can hold rank 0 back like this. Ranks 1 and 2 wait for rank 0 instead of
-# aborting after a fixed delay (train/comm.h, wait_for_rank0; it was 2 s, which this outlasts),
-# so rank 0 meets the error itself, removes the directory and ends the job.
-mkfifo "$dir/slow.ini"
-"${MPI[@]}" -np 1 "$WTE_CLI" train --config "$dir/slow.ini" -q --out "$dir/three" --train.batch_size=2 : \
+# The same with rank 0 stalled in its start-up, after it created the run directory (a test hook,
+# WTE_TEST_PAUSE_AT_STAGE, stops it with SIGSTOP at its last start-up check until ranks 1 and 2
+# have reported the error, and 3 s more): a loaded machine can hold rank 0 back like this. Ranks 1
+# and 2 wait for rank 0 instead of aborting after a fixed delay (train/comm.h, wait_for_rank0; it
+# was 2 s, which this outlasts), so rank 0 meets the error itself, removes the directory and ends
+# the job. (A FIFO --config stalled rank 0 here before; wte train now reads its config before it
+# creates the run directory, so a blocking config leaves nothing behind.)
+cp "$dir/tiny.ini" "$dir/stalled.ini"   # names rank 0's process for ps below
+"${MPI[@]}" -np 1 env WTE_TEST_PAUSE_AT_STAGE=start-up "$WTE_CLI" train --config "$dir/stalled.ini" -q \
+  --out "$dir/three" --train.batch_size=2 : \
   -np 2 "$WTE_CLI" train --config "$dir/tiny.ini" -q --out "$dir/three" --train.batch_size=2 \
   > /dev/null 2> "$dir/err_stalled.txt" &
 mpirun_pid=$!
@@ -162,8 +165,9 @@ done
 sleep 3
 kill -0 "$mpirun_pid" 2> /dev/null \
   || fail "ranks 1 and 2 ended the job while rank 0 was still starting (they did not wait for it)"
-timeout 60 bash -c 'cat "$1" > "$2"' _ "$dir/tiny.ini" "$dir/slow.ini" \
-  || fail "rank 0 did not read its config from the FIFO"
+rank0=$(ps -eo pid=,stat=,args= | awk -v c="$dir/stalled.ini" '$2 ~ /^T/ && index($0, c) {print $1}')
+[ -n "$rank0" ] || fail "rank 0 is not stopped at its start-up check"
+kill -CONT $rank0
 set +e
 wait "$mpirun_pid"; rc=$?
 set -e

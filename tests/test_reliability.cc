@@ -492,6 +492,38 @@ TEST_F(Reliability, Fresh20_SigpipeStopsTheRunAsSigtermDoes) {
   }
 }
 
+// report-fresh20 defect 6: a --config that blocks (a FIFO nobody writes to) is read before the run
+// directory and the stop handlers exist: the first SIGTERM ends wte, and nothing is left behind.
+TEST_F(Reliability, Fresh20_AConfigThatBlocksEndsAtTheFirstSignalAndLeavesNothing) {
+  const fs::path fifo = dir_ / "fifo.ini", out_dir = dir_ / "d";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const pid_t pid = spawn_train("--config " + q(fifo) + " --out " + q(out_dir), dir_ / "d.log");
+  // Blocked in open(2) of the FIFO, waiting for a writer.
+  bool blocked = false;
+  for (int i = 0; i < 6000 && !blocked; ++i) {
+    std::ifstream wchan("/proc/" + std::to_string(pid) + "/wchan");
+    std::string w;
+    wchan >> w;
+    blocked = w.find("fifo") != std::string::npos || w.find("partner") != std::string::npos ||
+              w.find("pipe") != std::string::npos;
+    if (!blocked) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  bool ended = false;
+  for (int i = 0; i < 2000 && !ended; ++i) {
+    ended = waitpid(pid, &status, WNOHANG) == pid;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!ended) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  EXPECT_TRUE(blocked) << "never saw wte blocked on the FIFO: " << slurp(dir_ / "d.log");
+  EXPECT_TRUE(ended) << "the first SIGTERM was swallowed: " << slurp(dir_ / "d.log");
+  EXPECT_FALSE(fs::exists(out_dir)) << slurp(dir_ / "d.log");
+}
+
 // ---- 8. Hostile checkpoints (each kind the fuzzer found; fuzz/ explores the rest) ---------------
 
 // Replaces attribute `name` of `obj` in `file` by one of `type` and `dims` (rank 0 = scalar)

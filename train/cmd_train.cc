@@ -229,6 +229,11 @@ int train_main(int argc, char** argv) {
   opts.init_from = init_from;
   opts.config_file = config_path;
   opts.overrides = overrides;
+  // The user's config is read before the stop handlers and the run directory exist: one that
+  // blocks (a FIFO nobody writes to) ends at the first Ctrl-C, and leaves nothing behind.
+  std::optional<Config> user_cfg;
+  if (!config_path.empty())
+    user_cfg = usage_errors_of_overrides([&] { return load_config(config_path, overrides); });
   // SIGINT/SIGTERM from before the directory exists: the start-up stops at its next stage and
   // removes the directory it created (train/signals.h), instead of dying and leaving it.
   const StopSignalScope stop_signals;
@@ -308,7 +313,7 @@ int train_main(int argc, char** argv) {
   if (run_dir)
     check_run_files(opts.out_dir, config_path, opts.resume.empty(), vm.count("overwrite") > 0);
   // Without --config a resumed run takes the checkpoint's own resolved config (paths absolute).
-  const Config cfg = usage_errors_of_overrides([&] {
+  const Config cfg = user_cfg ? *user_cfg : usage_errors_of_overrides([&] {
     // --init-from without --config: the checkpoint's own config, as --resume does.
     const std::string own = !opts.resume.empty() ? opts.resume : opts.init_from;
     return (!own.empty() && config_path.empty())
