@@ -386,6 +386,8 @@ TEST_F(Resume, ChangedSettingsNameEachKeyWithBothValuesAndWriteNothing) {
                            "4 setting(s) differ"})
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   EXPECT_NE(out.find(c3), std::string::npos) << out;
+  // Not said before the checkpoint was compared (report-fresh20 item 12).
+  EXPECT_EQ(out.find("resuming with config"), std::string::npos) << out;
   // Where each new value came from (report-fresh20 defect 9).
   EXPECT_NE(out.find("model.d_model: checkpoint 16, now 8 (from the command line: --model.d_model=8)"),
             std::string::npos) << out;
@@ -457,6 +459,8 @@ TEST_F(Resume, ChangedResumableSettingsAreNotedWithWhereEachCameFrom) {
   // The report's case: the config file's train.steps replaces the run's.
   ASSERT_EQ(train("run", "--resume auto", &out), 0) << out;
   EXPECT_NE(out.find("  train.steps: checkpoint 30, now 8 (from config file '" + ini + "')"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("resuming with config " + ini + " (checked against the checkpoint's)"),
             std::string::npos) << out;
   EXPECT_NE(out.find("pass --train.steps=30 --train.log_interval=2, or leave out --config"),
             std::string::npos) << out;

@@ -321,9 +321,6 @@ int train_main(int argc, char** argv) {
                               "the config stored in '" + own + "'", overrides)
                : load_config(config_path, overrides);
   });
-  if (!opts.resume.empty() && !config_path.empty() && !opts.quiet)
-    std::printf("resuming with config %s (checked against the checkpoint's)\n",
-                config_path.c_str());
   if (auto_step >= 0 && static_cast<uint64_t>(auto_step) >= cfg.train.steps) {
     // --resume auto of a run that already finished (e.g. killed after its last checkpoint):
     // nothing to do, and that is success.
