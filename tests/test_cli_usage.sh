@@ -95,6 +95,7 @@ expect 2 "--repeat"      -- profile --repeat 0
 expect 2 "--dist"        -- profile --dist zipf:-1
 expect 2 "--strategy"    -- profile --strategy fastest
 expect 2 "--threads"     -- profile --threads 1,,2
+expect 2 "--threads = '1,2,1' lists 1 more than once" -- profile gather --threads 1,2,1
 expect 2 "--no-such-option" -- profile loss --no-such-option
 expect 2 "--loss-chunk"  -- profile loss --loss-chunk x
 expect 2 "--paths"       -- profile loss --paths sideways
@@ -113,6 +114,8 @@ expect 2 "--max-new-tokens" -- sample --checkpoint "$ck" --prompt hi --tokens -1
 expect 2 "--checkpoint"  -- grad --batch "$dir/b.txt" --out "$dir/g.h5"
 expect 1 "none.h5"       -- inspect --checkpoint "$ck"
 expect 1 "none.h5"       -- inspect "$ck"
+expect 2 "option '--checkpoint' cannot be specified more than once (an argument without an option name is read as --checkpoint)" \
+  -- inspect --checkpoint "$ck" extra
 expect 2 "nosuch"        -- help nosuch
 expect 2 "--bogus"       -- --bogus
 [ -e "$dir/g.h5" ] && fail "grad left an output file behind after a usage error"

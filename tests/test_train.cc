@@ -175,6 +175,11 @@ TEST(Config, GarbageFileErrorsEscapeBytesAndAreShort) {
   write(dir / "u.ini", "[model]\nln_f = ja\xc3\xa4\xc2\x9b\xed\xa0\x80\n");
   const std::string msg = error_of([&] { wte::load_config((dir / "u.ini").string(), {}); });
   EXPECT_NE(msg.find("'ja\xc3\xa4\\xc2\\x9b\\xed\\xa0\\x80'"), std::string::npos) << msg;
+  // A literal backslash is escaped too: "a\x1f" then the byte 0x1f read unambiguously
+  // (report-fresh20 item 12).
+  write(dir / "b.ini", "[model]\nln_f = a\\x1f\x1f\n");
+  const std::string b = error_of([&] { wte::load_config((dir / "b.ini").string(), {}); });
+  EXPECT_NE(b.find("'a\\\\x1f\\x1f'"), std::string::npos) << b;
 }
 
 TEST(Config, MissingFileIsNamed) {

@@ -235,6 +235,16 @@ inline CommandLine parse_command_line(int argc, char** argv,
       return cl;
     }
     po::notify(cl.vm);
+  } catch (const po::multiple_occurrences& e) {
+    // "inspect --checkpoint C extra": the extra argument is read as --checkpoint too; say so
+    // (report-fresh20 item 12: the message claimed it was given twice).
+    std::string m = e.what();
+    for (unsigned i = 0; spec.positional && i < spec.positional->max_total_count() && i < 8; ++i)
+      if ("--" + spec.positional->name_for_position(i) == e.get_option_name()) {
+        m += " (an argument without an option name is read as " + e.get_option_name() + ")";
+        break;
+      }
+    throw UsageError(m);
   } catch (const po::error& e) {
     throw UsageError(e.what());
   }

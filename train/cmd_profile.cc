@@ -307,8 +307,14 @@ int cmd_profile(int argc, char** argv) {
     }
   }
   std::vector<int> thread_counts;
-  for (const std::string& t : split_list("--threads", vm["threads"].as<std::string>()))
-    thread_counts.push_back(static_cast<int>(parse_whole_number("--threads", t, 1, 1024)));
+  for (const std::string& t : split_list("--threads", vm["threads"].as<std::string>())) {
+    const int n = static_cast<int>(parse_whole_number("--threads", t, 1, 1024));
+    // "1,1,1" would measure the same thing three times without a word (report-fresh20 item 12).
+    if (std::find(thread_counts.begin(), thread_counts.end(), n) != thread_counts.end())
+      throw UsageError("--threads = '" + vm["threads"].as<std::string>() + "' lists " + t +
+                       " more than once; allowed: distinct thread counts");
+    thread_counts.push_back(n);
+  }
   std::vector<ScatterStrategy> strategies;
   const std::string strategy_arg = vm["strategy"].as<std::string>();
   if (strategy_arg == "all") {

@@ -60,8 +60,9 @@ size_t utf8_char(const unsigned char* s, size_t n) {
 }
 
 // Bytes from a config file, for an error message: printable ASCII and well-formed UTF-8 characters
-// as they are, every other byte as \xNN (a binary file's bytes must not reach the terminal raw);
-// cut after about `max` bytes of output, then "... (N bytes in all)".
+// as they are, a backslash as \\ (so a literal "\x1f" is not read as an escaped byte), every other
+// byte as \xNN (a binary file's bytes must not reach the terminal raw); cut after about `max` bytes
+// of output, then "... (N bytes in all)".
 std::string printable(const std::string& text, size_t max = 120) {
   std::string out;
   const size_t n = text.size();
@@ -74,7 +75,9 @@ std::string printable(const std::string& text, size_t max = 120) {
       i += len;
       continue;
     }
-    if (c >= 0x20 && c < 0x7f) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c >= 0x20 && c < 0x7f) {
       out += static_cast<char>(c);
     } else {
       char hex[8];
