@@ -592,6 +592,12 @@ TEST_F(TrainCli, AFreshRunNeverReplacesFilesItDidNotWrite) {
     EXPECT_EQ(slurp(proj / "config.ini"), user_ini) << extra;
     EXPECT_FALSE(fs::exists(proj / "metrics.csv")) << extra << ": nothing may be written";
   }
+  // --resume auto without --config would take that config.ini as the run's and replace it.
+  EXPECT_EQ(run("cd '" + proj.string() + "' && " + kCli + " train --resume auto -o .", &out), 2)
+      << out;
+  EXPECT_NE(out.find("--resume auto: '.' holds no checkpoint, and its config.ini is not one wte "
+                     "train wrote"), std::string::npos) << out;
+  EXPECT_EQ(slurp(proj / "config.ini"), user_ini);
   // Another program's metrics.csv and tokenizer/: refused (naming both), kept; --overwrite
   // replaces them.
   const fs::path other = dir_ / "other";

@@ -289,6 +289,12 @@ int train_main(int argc, char** argv) {
       if (!fs::is_regular_file(run_config))
         throw Error("--resume auto: '" + opts.out_dir + "' holds no checkpoint and no config.ini; "
                     "give --config FILE to start the run from step 0");
+      // Another program's (or the user's) config.ini: the restart would replace it by the
+      // resolved config (train/run_guard.h).
+      if (!is_written_config(run_config.string()))
+        throw UsageError("--resume auto: '" + opts.out_dir + "' holds no checkpoint, and its "
+                         "config.ini is not one wte train wrote: starting a run there would "
+                         "replace it by the resolved config. Give --config FILE and another --out");
       config_path = run_config.string();
     }
     if (opts.resume.empty()) {
