@@ -136,8 +136,9 @@ void EmbeddingForward(float* HWY_RESTRICT hidden_states, const int32_t* HWY_REST
 }
 
 // Counting sort of positions by id (stable: positions stay in increasing order within a row).
-// Fills row_start (V+1 segment offsets), order (N), touched (distinct ids, increasing) and hot
-// (touched rows with >= kScatterHotCount positions, most positions first, ties by id).
+// Fills row_start (V+1 segment offsets), order (N), touched (distinct ids, increasing), hot
+// (touched rows with >= kScatterHotCount positions, most positions first, ties by id) and multi
+// (the other touched rows with more than one position, increasing).
 // O(N + V) serial work on ints; the float work that follows is O(N * C). Returns #touched.
 size_t SortById(const int32_t* HWY_RESTRICT ids, size_t N, size_t V, ScatterWorkspace* ws) {
   // Grow the buffers only when they are too small: a training loop reuses them every step.
@@ -148,6 +149,7 @@ size_t SortById(const int32_t* HWY_RESTRICT ids, size_t N, size_t V, ScatterWork
   if (order.size() < N) order.resize(N);
   if (touched.size() < std::min(N, V)) touched.resize(std::min(N, V));
   ws->hot.clear();
+  ws->multi.clear();
 
   std::fill(row_start.begin(), row_start.begin() + static_cast<ptrdiff_t>(V + 1), 0);
   for (size_t n = 0; n < N; ++n) ++row_start[static_cast<size_t>(ids[n]) + 1];
@@ -157,6 +159,7 @@ size_t SortById(const int32_t* HWY_RESTRICT ids, size_t N, size_t V, ScatterWork
     if (count != 0) {
       touched[num_touched++] = static_cast<int32_t>(v);
       if (static_cast<size_t>(count) >= kScatterHotCount) ws->hot.push_back(static_cast<int32_t>(v));
+      else if (count >= 2) ws->multi.push_back(static_cast<int32_t>(v));
     }
     row_start[v + 1] += row_start[v];  // now row_start[v] = first slot of row v
   }
@@ -247,43 +250,113 @@ void ForEachRowTask(const ScatterWorkspace& ws, size_t num_touched, size_t C, co
   }
 }
 
-// The scatter of one cold row v: dwte[v] += the sum of its upstream rows (AccumulateRange's order),
-// prefetching what cold row `ahead` will read (its dwte row and its first upstream row; none for
-// kNoRow) as it goes: after each 4-vector block of dwte[v], the lines of the same columns, one
-// cache line ahead per line read here. Spread out like this the next rows' DRAM misses overlap
-// this row's work; a burst of whole rows fills the core's miss queue and the loads of the row
-// being added wait behind it (the gather's finding too; `wte profile scatter`, uniform ids, V 50257,
-// C 768, N 8192, A/B in one run: 2.0-2.6 -> 1.5-2.0 ms at 1 thread, 1.5-1.9 -> 1.3-1.6 ms at 2).
-// The prefetches are hints: no bit depends on them.
+// dst[0, C) += the sum of `count` rows (AccumulateRange's order), prefetching next_dst[0, C) and,
+// unless null, next_src[0, C) as it goes: after each 4-vector block, the lines of the same columns,
+// one cache line ahead per line read here. Spread out like this the next row's DRAM misses
+// overlap this row's work; a burst of whole rows fills the core's miss queue and the loads of the
+// row being added wait behind it (the gather's finding too; `wte profile scatter`, uniform ids,
+// V 50257, C 768, N 8192, A/B in one run: 2.0-2.6 -> 1.5-2.0 ms at 1 thread, 1.5-1.9 -> 1.3-1.6
+// ms at 2). The prefetches are hints: no bit depends on them.
+template <class RowPtr>
+HWY_INLINE void AccumulateRowPrefetching(float* HWY_RESTRICT dst, size_t count, const RowPtr& row,
+                                         size_t C, const float* next_dst, const float* next_src) {
+  constexpr size_t kLine = 64 / sizeof(float);
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  const auto prefetch_line = [=](size_t col) {
+    hwy::Prefetch(next_dst + col);
+    if (next_src != nullptr) hwy::Prefetch(next_src + col);
+  };
+  size_t c = 0, line = 0;  // line: the next column whose cache line is prefetched
+  for (; c + 4 * L <= C; c += 4 * L) {
+    for (; line < c + 4 * L; line += kLine) prefetch_line(line);
+    AccumulateBlock4<true>(d, dst, count, row, c);
+  }
+  for (; line < C; line += kLine) prefetch_line(line);
+  prefetch_line(C - 1);  // a row need not start on a cache line
+  AccumulateRange<true>(dst, count, row, c, C);
+}
+
+// The scatter of one cold row v: dwte[v] += the sum of its upstream rows, prefetching what cold
+// row `ahead` will read (its dwte row and its first upstream row; nothing for kNoRow).
 HWY_INLINE void ScatterRow(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
                            const ScatterWorkspace& ws, size_t v, size_t C, size_t ahead) {
   const int32_t* segment = Segment(ws, v);
-  const size_t count = SegmentCount(ws, v);
   const auto row = [=](size_t j) { return dhidden + static_cast<size_t>(segment[j]) * C; };
-  float* dst = dwte + v * C;
-  size_t c = 0;
-  if (ahead != kNoRow) {
-    const float* next_dst = dwte + ahead * C;
-    const float* next_src = dhidden + static_cast<size_t>(Segment(ws, ahead)[0]) * C;
-    constexpr size_t kLine = 64 / sizeof(float);
-    const hn::ScalableTag<float> d;
-    const size_t L = hn::Lanes(d);
-    size_t line = 0;  // next column whose cache line is prefetched
-    for (; c + 4 * L <= C; c += 4 * L) {
-      for (; line < c + 4 * L; line += kLine) {
-        hwy::Prefetch(next_dst + line);
-        hwy::Prefetch(next_src + line);
-      }
-      AccumulateBlock4<true>(d, dst, count, row, c);
-    }
-    for (; line < C; line += kLine) {
-      hwy::Prefetch(next_dst + line);
-      hwy::Prefetch(next_src + line);
-    }
-    hwy::Prefetch(next_dst + C - 1);  // a row need not start on a cache line
-    hwy::Prefetch(next_src + C - 1);
+  if (ahead == kNoRow) {
+    AccumulateRange<true>(dwte + v * C, SegmentCount(ws, v), row, 0, C);
+    return;
   }
-  AccumulateRange<true>(dst, count, row, c, C);
+  AccumulateRowPrefetching(dwte + v * C, SegmentCount(ws, v), row, C, dwte + ahead * C,
+                           dhidden + static_cast<size_t>(Segment(ws, ahead)[0]) * C);
+}
+
+// dwte[v][c0, c1) += the sum of row v's upstream rows (HotBlock's body: a hot row's column block).
+struct ScatterBlock {
+  float* dwte;
+  const float* dhidden;
+  size_t C;
+  void operator()(size_t v, const int32_t* segment, size_t count, size_t c0, size_t c1) const {
+    const auto row = [this, segment](size_t j) {
+      return dhidden + static_cast<size_t>(segment[j]) * C;
+    };
+    AccumulateRange<true>(dwte + v * C, count, row, c0, c1);
+  }
+};
+
+// The scatter without norm sums. With more than one thread: hot rows as column blocks (every
+// thread), then the rows with one position in position order (dwte[ids[n]] += dhidden[n]:
+// dhidden is read front to back and only
+// dwte's rows are random; prefetched kScatterPrefetchRows positions ahead), then the other cold
+// rows (multi) by their sorted segments. The three sets of rows are disjoint and a one-position
+// row is one add in any order, so the bits are those of every row by its segment (ForEachRowTask),
+// for any thread count. Which is faster depends on the threads (`wte profile scatter`, uniform ids,
+// V 50257, C 768, N 8192, 16 interleaved runs each): at 2 threads position order moved 15% more
+// GB/s (52.6 against 45.6 median), at 1 thread 7% less (32.8 against 35.2: one thread waits on
+// dwte's random rows either way, and in id order they at least come in increasing addresses). So
+// one thread takes every row by its segment.
+void ScatterNoSums(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
+                   const int32_t* HWY_RESTRICT ids, size_t N, size_t C,
+                   const ScatterWorkspace& ws, size_t num_touched) {
+  if (omp_get_max_threads() == 1) {
+    const auto cold = [=, &ws](size_t v, size_t ahead) { ScatterRow(dwte, dhidden, ws, v, C, ahead); };
+    ForEachRowTask(ws, num_touched, C, ScatterBlock{dwte, dhidden, C}, cold);
+    return;
+  }
+  const int32_t* multi = ws.multi.data();
+  const size_t num_multi = ws.multi.size();
+  const size_t num_hot_blocks = HotBlockCount(ws, C);
+  const ScatterBlock block{dwte, dhidden, C};
+  constexpr size_t kPositionsPerTask = 256;
+  const size_t num_tasks = (N + kPositionsPerTask - 1) / kPositionsPerTask;
+#pragma omp parallel
+  {
+#pragma omp for schedule(dynamic, 1) nowait
+    for (size_t j = 0; j < num_hot_blocks; ++j) HotBlock(ws, C, j, block);
+#pragma omp for schedule(dynamic, 1) nowait
+    for (size_t task = 0; task < num_tasks; ++task) {
+      const size_t n1 = std::min(N, (task + 1) * kPositionsPerTask);
+      for (size_t n = task * kPositionsPerTask; n < n1; ++n) {
+        const size_t v = static_cast<size_t>(ids[n]);
+        if (SegmentCount(ws, v) != 1) continue;
+        const float* src = dhidden + n * C;
+        const auto row = [=](size_t) { return src; };
+        if (n + kScatterPrefetchRows < n1) {
+          const float* next = dwte + static_cast<size_t>(ids[n + kScatterPrefetchRows]) * C;
+          AccumulateRowPrefetching(dwte + v * C, 1, row, C, next, nullptr);
+        } else {
+          AccumulateRange<true>(dwte + v * C, 1, row, 0, C);
+        }
+      }
+    }
+#pragma omp for schedule(dynamic, 8)
+    for (size_t k = 0; k < num_multi; ++k) {
+      const size_t ahead = k + kScatterPrefetchRows < num_multi
+                               ? static_cast<size_t>(multi[k + kScatterPrefetchRows])
+                               : kNoRow;
+      ScatterRow(dwte, dhidden, ws, static_cast<size_t>(multi[k]), C, ahead);
+    }
+  }
 }
 
 // Rows per chunk of the fused scatter + sum of squares: the fewest whole rows that are also whole
@@ -308,18 +381,13 @@ size_t EmbeddingBackwardWte(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT 
                             ScatterWorkspace* workspace, double* HWY_RESTRICT sumsq) {
   if (C == 0) return 0;
   const size_t num_touched = N == 0 ? 0 : SortById(ids, N, V, workspace);
-  const auto body = [=](size_t v, const int32_t* segment, size_t count, size_t c0, size_t c1) {
-    const auto row = [=](size_t j) { return dhidden + static_cast<size_t>(segment[j]) * C; };
-    AccumulateRange<true>(dwte + v * C, count, row, c0, c1);
-  };
   const ScatterWorkspace& ws = *workspace;
-  const auto cold = [=, &ws](size_t v, size_t ahead) { ScatterRow(dwte, dhidden, ws, v, C, ahead); };
   constexpr size_t K = kSumOfSquaresBlock;
   const size_t num_blocks = sumsq == nullptr ? 0 : V * C / K;  // blocks wholly inside dwte
   const size_t chunk_rows = SumOfSquaresChunkRows(C);
   if (num_blocks == 0 || chunk_rows == 0 || num_touched == 0) {
     // The scatter alone, then (if asked) the blocks' sums in a pass of their own.
-    if (num_touched > 0) ForEachRowTask(ws, num_touched, C, body, cold);
+    if (num_touched > 0) ScatterNoSums(dwte, dhidden, ids, N, C, ws, num_touched);
     if (num_blocks > 0) {
 #pragma omp parallel for schedule(static)
       for (size_t b = 0; b < num_blocks; ++b) sumsq[b] = BlockSumOfSquares(dwte + b * K, K);
@@ -328,9 +396,11 @@ size_t EmbeddingBackwardWte(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT 
   }
   // Fused: hot rows first (column blocks, every thread), then chunks of chunk_rows rows, each
   // chunk's cold rows scattered and then its whole blocks summed while they are in cache. Every row
-  // gets the same arithmetic as in ForEachRowTask and every block the same as in
+  // gets the same arithmetic as in ScatterNoSums and every block the same as in
   // sum_of_squares_partials, so dwte and the sums are bit-identical to the two passes, for any
   // thread count.
+  const ScatterBlock block{dwte, dhidden, C};
+  const auto cold = [=, &ws](size_t v, size_t ahead) { ScatterRow(dwte, dhidden, ws, v, C, ahead); };
   const int32_t* touched = ws.touched.data();
   const int32_t* touched_end = touched + num_touched;
   const size_t num_hot_blocks = HotBlockCount(ws, C);
@@ -339,7 +409,7 @@ size_t EmbeddingBackwardWte(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT 
 #pragma omp parallel
   {
 #pragma omp for schedule(dynamic, 1)
-    for (size_t j = 0; j < num_hot_blocks; ++j) HotBlock(ws, C, j, body);
+    for (size_t j = 0; j < num_hot_blocks; ++j) HotBlock(ws, C, j, block);
     // (barrier: every hot row is final before any block is summed)
 #pragma omp for schedule(dynamic, 1) nowait
     for (size_t k = 0; k < num_chunks; ++k) {

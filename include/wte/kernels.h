@@ -60,7 +60,9 @@ float gather_read(const int32_t* ids, const float* wte, size_t N, size_t C);
 //   dwte[ids[n],:] += dhidden[n,:]   for n in [0, N); duplicate ids accumulate.
 // Only rows whose ids occur are read or written. Deterministic: ids are counting-sorted into
 // per-row segments (positions in increasing order), each touched row's upstream rows are summed
-// in that fixed order and added to dwte with one read-modify-write, in parallel over rows.
+// in that fixed order and added to dwte with one read-modify-write, in parallel over rows. Rows
+// with one position (most rows for spread ids) are a single add whatever the order, so without
+// dwte_sumsq they are done in position order instead: dhidden is then read front to back.
 // The result is bit-identical for any thread count.
 // dwte (V,C) accumulated; dhidden (N,C); ids (N), each in [0, V).
 // `workspace` holds the sort buffers between calls so no step allocates (may start empty); they
@@ -70,6 +72,7 @@ struct ScatterWorkspace {
   std::vector<int32_t> order;      // (N) positions sorted by id, stable
   std::vector<int32_t> touched;    // distinct ids, increasing
   std::vector<int32_t> hot;        // touched rows with >= kScatterHotCount positions, largest first
+  std::vector<int32_t> multi;      // touched rows with 2 .. kScatterHotCount-1 positions, increasing
   std::vector<float> scratch;      // per-thread partial sums (kPrivateHot, the fused lazy AdamW)
 };
 //
