@@ -306,9 +306,8 @@ struct ScatterBlock {
 
 // The scatter without norm sums. With more than one thread: hot rows as column blocks (every
 // thread), then the rows with one position in position order (dwte[ids[n]] += dhidden[n]:
-// dhidden is read front to back and only
-// dwte's rows are random; prefetched kScatterPrefetchRows positions ahead), then the other cold
-// rows (multi) by their sorted segments. The three sets of rows are disjoint and a one-position
+// dhidden is read front to back and only dwte's rows are random, prefetched kScatterPrefetchRows
+// positions ahead), then the other cold rows (multi) by their sorted segments. The three sets of rows are disjoint and a one-position
 // row is one add in any order, so the bits are those of every row by its segment (ForEachRowTask),
 // for any thread count. Which is faster depends on the threads (`wte profile scatter`, uniform ids,
 // V 50257, C 768, N 8192, 16 interleaved runs each): at 2 threads position order moved 15% more
