@@ -5,6 +5,8 @@
 // defaults print as typed; token-file positions are 1-based; inspect names a directory.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "src/analysis/profile.h"
 #include "tests/test_util.h"
+#include "wte/data.h"
 #include "train/cli_util.h"
 
 namespace fs = std::filesystem;
@@ -155,6 +158,35 @@ TEST(CliOptions, OutputFileCheckedAndNothingLeftBehind) {
   write(dir / "old.json", "keep");
   EXPECT_EQ(error_of([&] { cli::check_output_file("--json", (dir / "old.json").string()); }), "");
   EXPECT_EQ(slurp(dir / "old.json"), "keep");  // not truncated
+}
+
+// A special file given as an output (/dev/null, a FIFO) is refused before any work: the atomic
+// write renames a new file over the path, which as root replaced /dev/null itself
+// (report-fresh21 defect 1). commit_file refuses too, for writers that skip the early check.
+TEST(CliOptions, SpecialFileAsOutputIsRefusedNotReplaced) {
+  const fs::path dir = temp_dir("cli_options_special_out");
+  EXPECT_NE(error_of([&] { cli::check_output_file("--out", "/dev/null"); })
+                .find("--out /dev/null: is not a regular file (a character device); wte writes its "
+                      "outputs as new files renamed into place"),
+            std::string::npos);
+  const fs::path fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(error_of([&] { cli::check_output_file("--json", fifo.string()); })
+                .find("is not a regular file (a FIFO)"),
+            std::string::npos);
+  write(dir / "x.tmp", "new");
+  EXPECT_NE(error_of([&] { commit_file((dir / "x.tmp").string(), fifo.string()); })
+                .find("exists and is not a regular file"),
+            std::string::npos);
+  EXPECT_TRUE(fs::is_fifo(fifo));  // still the FIFO
+  std::string out;
+  EXPECT_EQ(run(kCli + " profile gather --quick --threads 1 --dist uniform --json " + fifo.string(),
+                &out),
+            1)  // as for the other output-path errors (README: exit status)
+      << out;
+  EXPECT_NE(out.find("is not a regular file (a FIFO)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("median"), std::string::npos) << out;  // refused before measuring
+  EXPECT_TRUE(fs::is_fifo(fifo));
 }
 
 TEST(CliOptions, OutputDirCreatedOrRejected) {

@@ -350,7 +350,8 @@ inline std::vector<std::string> split_list(const std::string& option, const std:
 }
 
 /// Checks, before any work, that the file `path` given for `option` can be written later: its
-/// directory exists and the file can be opened for writing. Leaves nothing behind: an existing
+/// directory exists, the path is not a directory or a special file (/dev/null, a FIFO, a device:
+/// the atomic rename would replace it) and the file can be opened for writing. Leaves nothing behind: an existing
 /// file is opened for appending (not truncated), a new one is created and removed again.
 /// Throws wte::Error naming the option, the path and the reason.
 inline void check_output_file(const std::string& option, const std::string& path) {
@@ -359,6 +360,12 @@ inline void check_output_file(const std::string& option, const std::string& path
   if (path.empty()) throw Error(option + " is empty; allowed: a file path");
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw Error(where + ": is a directory; allowed: a file path");
+  // /dev/null, a FIFO, a device: wte writes an output as a new file and renames it over `path`,
+  // which would replace the special file itself (as root, /dev/null became a regular file).
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    throw Error(where + ": " + io::input_file_problem(path) +
+                "; wte writes its outputs as new files renamed into place, which would replace " +
+                "it; allowed: a regular file path");
   const fs::path dir = fs::path(path).parent_path();
   if (!dir.empty() && !fs::is_directory(dir, ec))
     throw Error(where + ": cannot create the file: " +

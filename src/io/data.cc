@@ -69,6 +69,14 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 }
 
 void commit_file(const std::string& tmp, const std::string& path) {
+  // The rename would replace a special file (/dev/null, a FIFO, a device) by the output: refuse,
+  // and leave `path` as it is (callers remove tmp on error).
+  std::error_code ec;
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    throw Error("'" + path + "' exists and is not a regular file (" +
+                (fs::is_directory(path, ec) ? std::string("a directory")
+                                            : std::string("a device, FIFO or socket")) +
+                "): wte writes '" + tmp + "' and renames it into place, which would replace it");
   fsync_path(tmp, O_RDONLY);
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
