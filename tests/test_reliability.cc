@@ -336,6 +336,24 @@ TEST_F(Reliability, Finding7_SigtermFinishesTheStepCheckpointsAndResumesExactly)
   stop_and_resume(dir_, SIGTERM, 143);
 }
 
+// Waits (up to 60 s) for the child `pid` to stop itself at a test hook (state T), sends `sig`
+// (pending while it is stopped, delivered on SIGCONT) and SIGCONT, and reaps it into *status.
+// Returns whether it was seen stopped.
+bool signal_when_paused(pid_t pid, int sig, int* status) {
+  bool paused = false;
+  for (int i = 0; i < 6000 && !paused; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_s, comm, state;
+    stat >> pid_s >> comm >> state;
+    paused = state == "T";
+    if (!paused) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, sig);
+  kill(pid, SIGCONT);
+  waitpid(pid, status, 0);
+  return paused;
+}
+
 // SIGINT/SIGTERM before step 1 (data preparation, BPE training): a failed start-up that says it
 // was interrupted, exit 128 + signal; the run directory is removed if the run created it (kept,
 // untouched by training, if it existed). The run pauses itself (SIGSTOP, a test hook) at the named
@@ -346,18 +364,8 @@ void stop_before_step_1(const fs::path& dir, const std::string& stage, int sig, 
   if (existed) fs::create_directories(out_dir);
   const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(out_dir), dir / "cut.log",
                                 "WTE_TEST_PAUSE_AT_STAGE='" + stage + "'");
-  bool paused = false;
-  for (int i = 0; i < 6000 && !paused; ++i) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string pid_s, comm, state;
-    stat >> pid_s >> comm >> state;
-    paused = state == "T";
-    if (!paused) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill(pid, sig);  // pending while stopped; delivered on SIGCONT
-  kill(pid, SIGCONT);
   int status = 0;
-  waitpid(pid, &status, 0);
+  const bool paused = signal_when_paused(pid, sig, &status);
   const std::string log = slurp(dir / "cut.log");
   ASSERT_TRUE(paused) << "the run never paused at '" << stage << "': " << log;
   ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal, not by wte: " << log;
@@ -397,18 +405,8 @@ void signal_in_the_last_step(const fs::path& dir, int sig, size_t pause_step) {
   write(cfg, tiny_config(dir / "corpus.txt", steps, pause_step < steps ? pause_step : 0));
   const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(out_dir), dir / "run.log",
                                 "WTE_TEST_PAUSE_IN_CHECKPOINT_WRITE=" + std::to_string(pause_step));
-  bool paused = false;
-  for (int i = 0; i < 6000 && !paused; ++i) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string pid_s, comm, state;
-    stat >> pid_s >> comm >> state;
-    paused = state == "T";
-    if (!paused) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill(pid, sig);  // pending while stopped; delivered on SIGCONT
-  kill(pid, SIGCONT);
   int status = 0;
-  waitpid(pid, &status, 0);
+  const bool paused = signal_when_paused(pid, sig, &status);
   const std::string log = slurp(dir / "run.log");
   ASSERT_TRUE(paused) << "the run never paused in checkpoint write " << pause_step << ": " << log;
   ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal, not by wte: " << log;
