@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "src/io/file_checks.h"
 #include "wte/error.h"
 
 namespace fs = std::filesystem;
@@ -73,10 +74,8 @@ void commit_file(const std::string& tmp, const std::string& path) {
   // and leave `path` as it is (callers remove tmp on error).
   std::error_code ec;
   if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
-    throw Error("'" + path + "' exists and is not a regular file (" +
-                (fs::is_directory(path, ec) ? std::string("a directory")
-                                            : std::string("a device, FIFO or socket")) +
-                "): wte writes '" + tmp + "' and renames it into place, which would replace it");
+    throw Error("'" + path + "' exists and " + io::input_file_problem(path) + ": wte writes '" +
+                tmp + "' and renames it into place, which would replace it");
   fsync_path(tmp, O_RDONLY);
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
