@@ -254,8 +254,8 @@ void ForEachRowTask(const ScatterWorkspace& ws, size_t num_touched, size_t C, co
 // unless null, next_src[0, C) as it goes: after each 4-vector block, the lines of the same columns,
 // one cache line ahead per line read here. Spread out like this the next row's DRAM misses
 // overlap this row's work; a burst of whole rows fills the core's miss queue and the loads of the
-// row being added wait behind it (the gather's finding too; `wte profile scatter`, uniform ids,
-// V 50257, C 768, N 8192, A/B in one run: 2.0-2.6 -> 1.5-2.0 ms at 1 thread, 1.5-1.9 -> 1.3-1.6
+// row being added wait behind it (the gather's finding too; `wte profile scatter` on an AMD EPYC
+// family 26 model 2 (Zen 5), uniform ids, V 50257, C 768, N 8192, A/B in one run: 2.0-2.6 -> 1.5-2.0 ms at 1 thread, 1.5-1.9 -> 1.3-1.6
 // ms at 2). The prefetches are hints: no bit depends on them.
 template <class RowPtr>
 HWY_INLINE void AccumulateRowPrefetching(float* HWY_RESTRICT dst, size_t count, const RowPtr& row,
@@ -309,8 +309,8 @@ struct ScatterBlock {
 // dhidden is read front to back and only dwte's rows are random, prefetched kScatterPrefetchRows
 // positions ahead), then the other cold rows (multi) by their sorted segments. The three sets of rows are disjoint and a one-position
 // row is one add in any order, so the bits are those of every row by its segment (ForEachRowTask),
-// for any thread count. Which is faster depends on the threads (`wte profile scatter`, uniform ids,
-// V 50257, C 768, N 8192, 16 interleaved runs each): at 2 threads position order moved 15% more
+// for any thread count. Which is faster depends on the threads (`wte profile scatter` on an AMD
+// EPYC family 26 model 2 (Zen 5), uniform ids, V 50257, C 768, N 8192, 16 interleaved runs each): at 2 threads position order moved 15% more
 // GB/s (52.6 against 45.6 median), at 1 thread 7% less (32.8 against 35.2: one thread waits on
 // dwte's random rows either way, and in id order they at least come in increasing addresses). So
 // one thread takes every row by its segment.
