@@ -39,29 +39,15 @@
 #include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "simd/bf16-inl.h"  // ConvertRowToBf16
-#include "simd/exp-inl.h"   // ExpNonPositive
+#include "simd/bf16-inl.h"   // ConvertRowToBf16
+#include "simd/exp-inl.h"    // ExpNonPositive
+#include "simd/loops-inl.h"  // RowMax
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
 namespace wte {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// max_v row[v] for V >= 1.
-HWY_INLINE float RowMax(const float* HWY_RESTRICT row, size_t V) {
-  const hn::ScalableTag<float> d;
-  const size_t L = hn::Lanes(d);
-  float maxval = row[0];
-  size_t v = 0;
-  if (V >= L) {
-    auto vmax = hn::LoadU(d, row);
-    for (v = L; v + L <= V; v += L) vmax = hn::Max(vmax, hn::LoadU(d, row + v));
-    maxval = hn::GetLane(hn::MaxOfLanes(d, vmax));
-  }
-  for (; v < V; ++v) maxval = row[v] > maxval ? row[v] : maxval;
-  return maxval;
-}
 
 // exp(x[0, L) - maxval) for one vector (or one lane) of the row; if kStore, also stores the terms
 // to out (which may equal x: no restrict here).

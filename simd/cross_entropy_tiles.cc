@@ -28,7 +28,8 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "simd/exp-inl.h"  // ExpNonPositive
+#include "simd/exp-inl.h"    // ExpNonPositive
+#include "simd/loops-inl.h"  // RowMax
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -39,21 +40,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Below this many floats a tile runs on the calling thread (an OpenMP region costs microseconds).
 // Rows are independent, so this never changes a result.
 constexpr size_t kTileParallelMinFloats = size_t{1} << 14;
-
-// max_w row[w] for W >= 1 (exact in any order).
-HWY_INLINE float TileRowMax(const float* HWY_RESTRICT row, size_t W) {
-  const hn::ScalableTag<float> d;
-  const size_t L = hn::Lanes(d);
-  float maxval = row[0];
-  size_t w = 0;
-  if (W >= L) {
-    auto vmax = hn::LoadU(d, row);
-    for (w = L; w + L <= W; w += L) vmax = hn::Max(vmax, hn::LoadU(d, row + w));
-    maxval = hn::GetLane(hn::MaxOfLanes(d, vmax));
-  }
-  for (; w < W; ++w) maxval = row[w] > maxval ? row[w] : maxval;
-  return maxval;
-}
 
 // exp(x), x <= 0, for one float on a one-lane vector (the same function as the terms).
 HWY_INLINE float ExpOne(float x) {
@@ -81,7 +67,7 @@ HWY_INLINE void StatsRow(const float* HWY_RESTRICT row, size_t W, size_t v0, int
                          float* HWY_RESTRICT row_max, float* HWY_RESTRICT row_sum,
                          float* HWY_RESTRICT target_logit) {
   const float m_old = *row_max;
-  const float tmax = TileRowMax(row, W);
+  const float tmax = RowMax(row, W);
   const float m_new = tmax > m_old ? tmax : m_old;
   float s = *row_sum;
   // A row's first tile has s = 0 (and m_old = -inf): nothing to rescale.

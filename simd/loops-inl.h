@@ -1,5 +1,5 @@
 // Loop helpers shared by the transformer block kernels (simd/layernorm.cc, gelu.cc, attention.cc,
-// elementwise.cc): walk [0, n) in full vectors and then a one-lane tail, so no kernel reads or
+// elementwise.cc) and the softmax cross-entropy (cross_entropy.cc, cross_entropy_tiles.cc): walk [0, n) in full vectors and then a one-lane tail, so no kernel reads or
 // writes past n (Highway 1.0.3 has no LoadN/StoreN) and every element, tail included, goes through
 // the same Highway operations.
 //
@@ -67,6 +67,23 @@ HWY_INLINE float SumOver(size_t n, const F& f) {
   const hn::CappedTag<float, 1> d1;
   for (; i < n; ++i) sum += hn::GetLane(f(d1, i));
   return sum;
+}
+
+// max_{i < n} row[i] for n >= 1 (a softmax row's shift): full-vector maxima, then the one-lane
+// tail. Exact in any order (max rounds nothing); with a NaN in the row the result is whatever the
+// target's Max gives.
+HWY_INLINE float RowMax(const float* HWY_RESTRICT row, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  float maxval = row[0];
+  size_t i = 0;
+  if (n >= L) {
+    auto vmax = hn::LoadU(d, row);
+    for (i = L; i + L <= n; i += L) vmax = hn::Max(vmax, hn::LoadU(d, row + i));
+    maxval = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  }
+  for (; i < n; ++i) maxval = row[i] > maxval ? row[i] : maxval;
+  return maxval;
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
