@@ -304,24 +304,20 @@ struct ScatterBlock {
   }
 };
 
-// The scatter without norm sums. With more than one thread: hot rows as column blocks (every
-// thread), then the rows with one position in position order (dwte[ids[n]] += dhidden[n]:
-// dhidden is read front to back and only dwte's rows are random, prefetched kScatterPrefetchRows
-// positions ahead), then the other cold rows (multi) by their sorted segments. The three sets of rows are disjoint and a one-position
+// The scatter without norm sums: hot rows as column blocks (every thread), then the rows with one
+// position in position order (dwte[ids[n]] += dhidden[n]: dhidden is read front to back and only
+// dwte's rows are random, prefetched kScatterPrefetchRows positions ahead), then the other cold
+// rows (multi) by their sorted segments. The three sets of rows are disjoint and a one-position
 // row is one add in any order, so the bits are those of every row by its segment (ForEachRowTask),
-// for any thread count. Which is faster depends on the threads (`wte profile scatter` on an AMD
-// EPYC family 26 model 2 (Zen 5), uniform ids, V 50257, C 768, N 8192, 16 interleaved runs each): at 2 threads position order moved 15% more
-// GB/s (52.6 against 45.6 median), at 1 thread 7% less (32.8 against 35.2: one thread waits on
-// dwte's random rows either way, and in id order they at least come in increasing addresses). So
-// one thread takes every row by its segment.
+// for any thread count. Measured against every row by its segment (`wte profile scatter
+// --strategy auto`, AMD EPYC family 26 model 2 (Zen 5), V 50257, C 768, N 8192, interleaved runs):
+// at 2 threads, uniform ids, 15% more GB/s (52.6 against 45.6 median, 2026-12-01); at 1 thread,
+// warm, 2026-12-02: uniform 2.77 against 3.41 ms, Zipf 1.1 1.60 against 1.56, the KJV corpus's ids
+// 0.94 against 1.07 (medians of 8). An earlier 1-thread run (2026-12-01) had position order 7%
+// slower on uniform ids: this VM's random-row speed drifts, and no run showed a larger loss.
 void ScatterNoSums(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
                    const int32_t* HWY_RESTRICT ids, size_t N, size_t C,
-                   const ScatterWorkspace& ws, size_t num_touched) {
-  if (omp_get_max_threads() == 1) {
-    const auto cold = [=, &ws](size_t v, size_t ahead) { ScatterRow(dwte, dhidden, ws, v, C, ahead); };
-    ForEachRowTask(ws, num_touched, C, ScatterBlock{dwte, dhidden, C}, cold);
-    return;
-  }
+                   const ScatterWorkspace& ws) {
   const int32_t* multi = ws.multi.data();
   const size_t num_multi = ws.multi.size();
   const size_t num_hot_blocks = HotBlockCount(ws, C);
@@ -386,7 +382,7 @@ size_t EmbeddingBackwardWte(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT 
   const size_t chunk_rows = SumOfSquaresChunkRows(C);
   if (num_blocks == 0 || chunk_rows == 0 || num_touched == 0) {
     // The scatter alone, then (if asked) the blocks' sums in a pass of their own.
-    if (num_touched > 0) ScatterNoSums(dwte, dhidden, ids, N, C, ws, num_touched);
+    if (num_touched > 0) ScatterNoSums(dwte, dhidden, ids, N, C, ws);
     if (num_blocks > 0) {
 #pragma omp parallel for schedule(static)
       for (size_t b = 0; b < num_blocks; ++b) sumsq[b] = BlockSumOfSquares(dwte + b * K, K);
