@@ -279,8 +279,9 @@ class Model {
   MatmulPrecision gemm_precision_ = MatmulPrecision::f32;
 };
 
-/// Allocates n floats, 64-byte aligned, zeroed. Buffers of 16 MiB or more are 2 MiB aligned and
-/// advised as transparent huge pages (madvise(MADV_HUGEPAGE)): fewer TLB misses for random rows.
+/// Allocates n floats, 64-byte aligned, zeroed. Buffers of 4 MiB or more are 2 MiB aligned, rounded
+/// up to whole 2 MiB pages and advised as transparent huge pages (madvise(MADV_HUGEPAGE)): no page
+/// walks for random rows or for passes over large buffers.
 /// Throws wte::Error if memory runs out.
 Model::Buffer allocate_floats(size_t n);
 

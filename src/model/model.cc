@@ -38,14 +38,19 @@ namespace {
 // (every large block): it is zero already, and its pages are faulted in only when first used.
 // `touch` writes the zeros anyway, so the page faults happen here and not in a timed kernel.
 //
-// Large buffers (a V×C table, its gradient and moments) go on 2 MiB pages: a random row of a table
-// larger than the TLB's reach (4096 entries of 4 KiB on Zen 5) then costs no page walk (the
-// gather, wte profile). They are aligned to 2 MiB inside the block and advised
-// (madvise(MADV_HUGEPAGE)) before any page is touched, so the kernel backs them with huge pages
-// where transparent huge pages are `madvise` or `always`; the advice is only a hint (nothing
-// changes when THP is off). Smaller buffers pay no rounding.
+// Buffers of 4 MiB or more (a V×C table, its gradient and moments, the activation arena) go on
+// 2 MiB pages: a random row of a table larger than the TLB's reach (4096 entries of 4 KiB on Zen 5)
+// then costs no page walk (the gather, wte profile), and neither does a pass over several large
+// buffers. Measured on the AMD EPYC (Zen 5) virtual machine of the README's figures, `wte profile
+// step --config configs/embedding_only.ini` (AdamW reads 4 and writes 3 tensors of 8.5 MB): with
+// a 16 MiB threshold (those tensors on 4 KiB pages) the 1-thread AdamW took 1.3-8.1 ms from run to
+// run, with this one 1.07-1.15 ms (interleaved runs). They are aligned to 2 MiB inside the block
+// and advised (madvise(MADV_HUGEPAGE)) before any page is touched, so the kernel backs them with
+// huge pages where transparent huge pages are `madvise` or `always`; the advice is only a hint
+// (nothing changes when THP is off). Rounding up to whole 2 MiB pages costs less than half of a
+// buffer's size; smaller buffers pay no rounding.
 Model::Buffer allocate_zeroed(size_t n, bool touch) {
-  constexpr size_t kHugePage = size_t{2} << 20, kHugeMin = size_t{16} << 20;
+  constexpr size_t kHugePage = size_t{2} << 20, kHugeMin = size_t{4} << 20;
   size_t bytes = std::max<size_t>(64, ((n * sizeof(float) + 63) / 64) * 64);
   const bool huge = bytes >= kHugeMin;
   const size_t align = huge ? kHugePage : 64;
