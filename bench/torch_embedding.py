@@ -37,8 +37,7 @@ import tempfile
 
 import numpy as np
 
-OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
-TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+import torch_bench
 
 
 def torch_worker(args):
@@ -151,12 +150,8 @@ def main():
     if args.worker:
         args.threads = int(args.threads)
         return torch_worker(args)
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("SKIP: PyTorch is not importable by /usr/bin/python3; install Debian's python3-torch "
-              "(apt-get install python3-torch libopenblas0-pthread libtcmalloc-minimal4)")
-        return 77
+    if torch_bench.torch_missing():
+        return torch_bench.SKIP
 
     parts = args.parts
     V, C, N = args.vocab, args.d_model, args.tokens
@@ -197,20 +192,12 @@ def main():
             return j["kernels"]
 
         def run_torch(t, gather_only):
-            env = dict(os.environ, OMP_NUM_THREADS=str(t), OPENBLAS_NUM_THREADS=str(t))
-            if os.path.isdir(OPENBLAS_DIR):
-                env["LD_LIBRARY_PATH"] = OPENBLAS_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
-            if os.path.exists(TCMALLOC):
-                env["LD_PRELOAD"] = TCMALLOC
-            else:
-                print("warning: %s missing: torch's dense backward will pay page faults" % TCMALLOC,
-                      file=sys.stderr)
-            r = subprocess.run([sys.executable, __file__, "--worker", "--threads", str(t), "--vocab",
-                                str(V), "--d-model", str(C), "--repeat", str(args.repeat),
-                                "--ids-dir", tmp, "--dists"] + [names[n] for n in dists]
-                               + (["--gather-only"] if gather_only else []),
-                               env=env, check=True, capture_output=True, text=True)
-            return json.loads(r.stdout)
+            out = torch_bench.run_worker(
+                [sys.executable, __file__, "--worker", "--threads", str(t), "--vocab", str(V),
+                 "--d-model", str(C), "--repeat", str(args.repeat), "--ids-dir", tmp, "--dists"]
+                + [names[n] for n in dists] + (["--gather-only"] if gather_only else []),
+                torch_bench.torch_env(t, passive_wait=False))
+            return json.loads(out)
 
         for rnd in range(args.rounds):
             rows = []
@@ -315,8 +302,7 @@ def main():
                              % (t, name, a2, b2, r2, lo2, hi2, b3, r3, lo3, hi3))
     text = "\n".join(lines)
     print(text)
-    if args.out:
-        open(args.out, "w").write(text + "\n")
+    torch_bench.write_out(args.out, text)
     return 0
 
 

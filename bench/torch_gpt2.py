@@ -35,8 +35,7 @@ import subprocess
 import sys
 import tempfile
 
-OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
-TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+import torch_bench
 
 
 def read_config(path):
@@ -163,21 +162,6 @@ def torch_worker(args):
                "torch": torch.__version__}, sys.stdout)
 
 
-def torch_env(threads):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    env.setdefault("OMP_WAIT_POLICY", "passive")
-    if os.path.isdir(OPENBLAS_DIR):
-        env["LD_LIBRARY_PATH"] = OPENBLAS_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
-    else:
-        print("warning: %s missing: torch uses the slow reference BLAS" % OPENBLAS_DIR, file=sys.stderr)
-    if os.path.exists(TCMALLOC):
-        env["LD_PRELOAD"] = TCMALLOC
-    else:
-        print("warning: %s missing: torch pays page faults on fresh gradients" % TCMALLOC,
-              file=sys.stderr)
-    return env
-
-
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -194,12 +178,8 @@ def main():
     if args.worker:
         args.threads = int(args.threads)
         return torch_worker(args)
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("SKIP: PyTorch is not importable by /usr/bin/python3; install Debian's python3-torch "
-              "(apt-get install python3-torch libopenblas0-pthread libtcmalloc-minimal4)")
-        return 77
+    if torch_bench.torch_missing():
+        return torch_bench.SKIP
 
     cfg = read_config(args.config)
     if cfg["n_layer"] == 0:
@@ -218,11 +198,11 @@ def main():
     torch_res = {}
     for t in threads:
         print("running: PyTorch step, %d thread(s)" % t, file=sys.stderr)
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "--threads", str(t),
-                            "--steps", str(args.steps), "--warmup", str(args.warmup),
-                            "--cfg", json.dumps(cfg)],
-                           env=torch_env(t), check=True, capture_output=True, text=True)
-        torch_res[t] = json.loads(r.stdout)
+        out = torch_bench.run_worker([sys.executable, os.path.abspath(__file__), "--worker",
+                                      "--threads", str(t), "--steps", str(args.steps), "--warmup",
+                                      str(args.warmup), "--cfg", json.dumps(cfg)],
+                                     torch_bench.torch_env(t))
+        torch_res[t] = json.loads(out)
 
     tokens = cfg["batch_size"] * cfg["seq_len"]
     lines = [
@@ -248,9 +228,7 @@ def main():
     text = "\n".join(lines)
     print(wte_out)
     print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    torch_bench.write_out(args.out, text)
     return 0
 
 

@@ -26,8 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
-TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+import torch_bench
 
 
 def status_bytes(key):
@@ -83,21 +82,6 @@ def torch_worker(args):
                "torch": torch.__version__}, sys.stdout)
 
 
-def load_average():
-    return os.getloadavg()[0]
-
-
-def cpu_model():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--wte", default="build/wte", help="the built wte binary")
@@ -112,35 +96,22 @@ def main():
     args = p.parse_args()
     if args.worker:
         return torch_worker(args)
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("SKIP: PyTorch is not importable by /usr/bin/python3; install Debian's python3-torch "
-              "(apt-get install python3-torch libopenblas0-pthread libtcmalloc-minimal4)")
-        return 77
+    if torch_bench.torch_missing():
+        return torch_bench.SKIP
 
     N, V, C, threads = args.tokens, args.vocab, args.d_model, args.threads
     env = dict(os.environ)
     env.setdefault("OMP_WAIT_POLICY", "passive")
     env["OMP_NUM_THREADS"] = str(threads)
-    torch_env = dict(env)
-    torch_env["OPENBLAS_NUM_THREADS"] = str(threads)
-    if os.path.isdir(OPENBLAS_DIR):
-        torch_env["LD_LIBRARY_PATH"] = OPENBLAS_DIR + ":" + env.get("LD_LIBRARY_PATH", "")
-    if os.path.exists(TCMALLOC):
-        torch_env["LD_PRELOAD"] = TCMALLOC
 
-    model = cpu_model()
-    load_before = load_average()
+    model = torch_bench.cpu_model()
+    load_before = torch_bench.load_average()
     print("CPU: %s; load average %.2f; N %d, V %d, C %d, float32, %d thread(s); OMP_WAIT_POLICY=%s" %
           (model, load_before, N, V, C, threads, env["OMP_WAIT_POLICY"]), flush=True)
-    torch_out = subprocess.run(
+    pt = json.loads(torch_bench.run_worker(
         [sys.executable, os.path.abspath(__file__), "--worker", "--vocab", str(V), "--d-model", str(C),
          "--tokens", str(N), "--threads", str(threads), "--repeat", str(args.repeat)],
-        env=torch_env, capture_output=True, text=True)
-    if torch_out.returncode != 0:
-        sys.exit("PyTorch worker failed:\n" + torch_out.stderr)
-    pt = json.loads(torch_out.stdout)
+        torch_bench.torch_env(threads, base=env)))
     with tempfile.TemporaryDirectory() as tmp:
         js = os.path.join(tmp, "loss.json")
         r = subprocess.run([args.wte, "profile", "loss", "--vocab-size", str(V), "--d-model", str(C),
@@ -151,7 +122,7 @@ def main():
             sys.exit("wte profile loss failed:\n" + r.stdout + r.stderr)
         print(r.stdout, flush=True)
         w = json.load(open(js))
-    load_after = load_average()
+    load_after = torch_bench.load_average()
     unfused = [x for x in w["paths"] if not x["fused"]][0]
     mib = 1.0 / (1 << 20)
     lines = ["| path | peak RSS growth (MiB) | time fwd+bwd (ms) | PyTorch peak / this | time / wte unfused |",
@@ -173,9 +144,7 @@ def main():
             print("%s: PyTorch peak / fused peak = %.1f (issue: >= 20), fused time / unfused time = "
                   "%.3f (issue: <= 1.1)" % (x["path"], pt["peak_rss_growth_bytes"] /
                                             max(x["peak_rss_growth_bytes"], 1), x["ms"] / unfused["ms"]))
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
+    torch_bench.write_out(args.out, table)
     return 0
 
 
