@@ -1,11 +1,15 @@
-// Helpers for testing the Highway kernels (tests/test_simd_kernels.cc, test_scatter_strategies.cc):
-// a fixture that forces one Highway target per test instance, guarded, misaligned buffers with NaN
-// padding, inputs that are exact in binary, and messages that name the first difference.
+// Helpers for testing the Highway kernels (tests/test_simd_kernels.cc, test_scatter_strategies.cc,
+// test_block_kernels.cc): a fixture that forces one Highway target per test instance (and the macro
+// that instantiates it on every target), guarded, misaligned buffers with NaN padding, inputs that
+// are exact in binary, a run at 1 and at 2 OpenMP threads, and bit-for-bit comparisons whose
+// failure names the first difference.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -15,9 +19,11 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "hwy/targets.h"
+#include "simd/reference.h"
 
 namespace wte::test {
 
@@ -42,6 +48,13 @@ class TargetTest : public ::testing::TestWithParam<int64_t> {
 inline std::string TargetParamName(const ::testing::TestParamInfo<int64_t>& info) {
   return hwy::TargetName(info.param);
 }
+
+// Instantiates the TargetTest subclass SUITE once per Highway target compiled into this binary and
+// supported by this CPU, each instance named by its target (SUITE/AllTargets.Case/AVX3, ...).
+#define WTE_INSTANTIATE_ON_EVERY_TARGET(SUITE)                                            \
+  INSTANTIATE_TEST_SUITE_P(AllTargets, SUITE,                                           \
+                           ::testing::ValuesIn(hwy::SupportedAndGeneratedTargets()),  \
+                           ::wte::test::TargetParamName)
 
 // A float array of `size` elements that starts 1 float past a 64-byte boundary (so no kernel can
 // assume alignment) and is surrounded by `kPad` guard floats on each side holding a quiet NaN with
@@ -79,6 +92,13 @@ class GuardedBuffer {
 
   std::vector<float> to_vector() const { return std::vector<float>(data(), data() + size_); }
 
+  // A guarded buffer of values.size() floats holding a copy of `values`.
+  static GuardedBuffer copy_of(const std::vector<float>& values) {
+    GuardedBuffer buffer(values.size());
+    std::copy(values.begin(), values.end(), buffer.data());
+    return buffer;
+  }
+
  private:
   size_t size_;
   size_t begin_ = 0;
@@ -100,6 +120,32 @@ inline void fill_general(float* x, size_t n, std::mt19937& rng, float scale = 1.
   for (size_t i = 0; i < n; ++i) x[i] = dist(rng);
 }
 
+// The inputs of one embedding_backward_wte case (include/wte/kernels.h): dhidden (N, C), N =
+// ids.size(), in a GuardedBuffer; the gradient table's starting values dwte_init (V, C); and want,
+// dwte_init plus the float reference's scatter of dhidden's rows by ids (ref::embedding_backward_wte).
+// exact: both filled with fill_exact (multiples of 1/64 in [-4, 4]); else dhidden with
+// fill_general (N(0, 1)) and dwte_init with fill_general at init_scale. dhidden is filled first.
+struct BackwardWteCase {
+  GuardedBuffer dhidden;
+  std::vector<float> dwte_init, want;
+};
+inline BackwardWteCase MakeBackwardWteCase(const std::vector<int32_t>& ids, size_t C, size_t V,
+                                           std::mt19937& rng, bool exact = false,
+                                           float init_scale = 1.0f) {
+  const size_t N = ids.size();
+  BackwardWteCase k{GuardedBuffer(N * C), std::vector<float>(V * C), {}};
+  if (exact) {
+    fill_exact(k.dhidden.data(), N * C, rng);
+    fill_exact(k.dwte_init.data(), V * C, rng);
+  } else {
+    fill_general(k.dhidden.data(), N * C, rng);
+    fill_general(k.dwte_init.data(), V * C, rng, init_scale);
+  }
+  k.want = k.dwte_init;
+  ref::embedding_backward_wte(k.want.data(), k.dhidden.data(), ids.data(), N, C, V);
+  return k;
+}
+
 // Index of the first element whose bits differ, or n if all n are bit-identical (NaN == NaN when
 // the bits agree, +0 != -0).
 inline size_t first_bit_difference(const float* a, const float* b, size_t n) {
@@ -117,6 +163,28 @@ inline std::string describe_difference(const float* got, const float* want, size
      << std::dec << "), want " << want[i] << " (0x" << std::hex << std::bit_cast<uint32_t>(want[i])
      << std::dec << ")";
   return os.str();
+}
+
+// Passes when the n floats at `got` and `want` have the same bits (first_bit_difference(got, want,
+// n) == n); else fails naming the first differing index and both values (describe_difference).
+// Use as EXPECT_TRUE(BitIdentical(got, want, n)) << where;
+inline ::testing::AssertionResult BitIdentical(const float* got, const float* want, size_t n) {
+  const size_t i = first_bit_difference(got, want, n);
+  if (i == n) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << describe_difference(got, want, i);
+}
+
+// Runs `run(threads)` with OpenMP set to 1 thread, then with it set to 2 (TargetTest restores the
+// default count after the test) and returns both results: [0] from 1 thread, [1] from 2. `run`
+// may hold EXPECT_* checks; it must return a value (a result vector, or a struct of them).
+template <typename F>
+auto AtOneAndTwoThreads(F&& run) -> std::array<std::decay_t<std::invoke_result_t<F&, int>>, 2> {
+  std::array<std::decay_t<std::invoke_result_t<F&, int>>, 2> results;
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    results[threads - 1] = run(threads);
+  }
+  return results;
 }
 
 }  // namespace wte::test

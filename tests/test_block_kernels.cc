@@ -37,19 +37,21 @@
 namespace wte {
 namespace {
 
-using test::describe_difference;
+using test::AtOneAndTwoThreads;
+using test::BitIdentical;
 using test::fill_exact;
 using test::fill_general;
-using test::first_bit_difference;
 using test::GuardedBuffer;
 
 constexpr double kU = 0x1p-24;          // float unit roundoff
 constexpr double kSecondOrder = 1.01;   // see the top
 constexpr double kTiny = 0x1p-120;      // absolute slack for results that underflow (exp(-100))
 
-// {1, 3, L-1, L, L+1, 3L, 8L+2} for L = 1, 4, 8, 16, and 257.
-std::vector<size_t> AwkwardSizes() {
+// {1, 3, L-1, L, L+1, 3L, 8L+2} for L = 1, 4, 8, 16, and 257; and `large` (for several OpenMP
+// blocks) when it is not 0.
+std::vector<size_t> AwkwardSizes(size_t large = 0) {
   std::set<size_t> sizes = {257};
+  if (large != 0) sizes.insert(large);
   for (size_t L : {1, 4, 8, 16})
     for (size_t s : {size_t{1}, size_t{3}, L - 1, L, L + 1, 3 * L, 8 * L + 2})
       if (s > 0) sizes.insert(s);
@@ -273,10 +275,8 @@ TEST_P(BlockKernelTest, LayerNormBackwardWithinBoundOfDoubleReference) {
   shapes.emplace_back(1000, 17);  // 63 blocks of 16
   for (auto [N, C] : shapes) {
     const LayerNormCase k = MakeLayerNormCase(N, C, rng);
-    GuardedBuffer dinp(N * C), dg(C), db(C);
-    std::copy(k.dinp0.begin(), k.dinp0.end(), dinp.data());
-    std::copy(k.dg0.begin(), k.dg0.end(), dg.data());
-    std::copy(k.db0.begin(), k.db0.end(), db.data());
+    GuardedBuffer dinp = GuardedBuffer::copy_of(k.dinp0), dg = GuardedBuffer::copy_of(k.dg0),
+                  db = GuardedBuffer::copy_of(k.db0);
     layernorm_backward(dinp.data(), dg.data(), db.data(), k.dout.data(), k.inp.data(), k.g.data(),
                        k.mean.data(), k.rstd.data(), N, C);
     EXPECT_TRUE(dinp.guards_intact() && dg.guards_intact() && db.guards_intact())
@@ -303,23 +303,19 @@ TEST_P(BlockKernelTest, LayerNormBackwardSameBitsForOneAndTwoThreads) {
   std::mt19937 rng(3);
   for (auto [N, C] : {std::pair<size_t, size_t>{600, 65}, {3000, 33}, {257, 257}}) {
     const LayerNormCase k = MakeLayerNormCase(N, C, rng);
-    std::vector<float> dinp[2], dg[2], db[2];
-    for (int threads : {1, 2}) {
-      omp_set_num_threads(threads);
-      dinp[threads - 1] = k.dinp0;
-      dg[threads - 1] = k.dg0;
-      db[threads - 1] = k.db0;
-      layernorm_backward(dinp[threads - 1].data(), dg[threads - 1].data(), db[threads - 1].data(),
-                         k.dout.data(), k.inp.data(), k.g.data(), k.mean.data(), k.rstd.data(), N,
-                         C);
-    }
+    struct Grads {
+      std::vector<float> dinp, dg, db;
+    };
+    const auto out = AtOneAndTwoThreads([&](int) {
+      Grads d{k.dinp0, k.dg0, k.db0};
+      layernorm_backward(d.dinp.data(), d.dg.data(), d.db.data(), k.dout.data(), k.inp.data(),
+                         k.g.data(), k.mean.data(), k.rstd.data(), N, C);
+      return d;
+    });
     const std::string where = target() + " N=" + std::to_string(N) + " C=" + std::to_string(C);
-    size_t i = first_bit_difference(dinp[0].data(), dinp[1].data(), N * C);
-    EXPECT_EQ(i, N * C) << where << " dinp " << describe_difference(dinp[1].data(), dinp[0].data(), i);
-    i = first_bit_difference(dg[0].data(), dg[1].data(), C);
-    EXPECT_EQ(i, C) << where << " dg " << describe_difference(dg[1].data(), dg[0].data(), i);
-    i = first_bit_difference(db[0].data(), db[1].data(), C);
-    EXPECT_EQ(i, C) << where << " db " << describe_difference(db[1].data(), db[0].data(), i);
+    EXPECT_TRUE(BitIdentical(out[1].dinp.data(), out[0].dinp.data(), N * C)) << where << " dinp";
+    EXPECT_TRUE(BitIdentical(out[1].dg.data(), out[0].dg.data(), C)) << where << " dg";
+    EXPECT_TRUE(BitIdentical(out[1].db.data(), out[0].db.data(), C)) << where << " db";
   }
 }
 
@@ -401,9 +397,7 @@ void FillGeluInputs(float* x, size_t n, std::mt19937& rng) {
 
 TEST_P(BlockKernelTest, GeluForwardWithinBoundOfDoubleReference) {
   std::mt19937 rng(5);
-  std::vector<size_t> sizes = AwkwardSizes();
-  sizes.push_back(100003);  // several OpenMP blocks
-  for (size_t n : sizes) {
+  for (size_t n : AwkwardSizes(100003)) {
     GuardedBuffer inp(n), out(n);
     FillGeluInputs(inp.data(), n, rng);
     gelu_forward(out.data(), inp.data(), n);
@@ -423,17 +417,13 @@ TEST_P(BlockKernelTest, GeluForwardWithinBoundOfDoubleReference) {
     // In place (out aliases inp): the same bits.
     const std::vector<float> separate = out.to_vector();
     gelu_forward(inp.data(), inp.data(), n);
-    const size_t i = first_bit_difference(inp.data(), separate.data(), n);
-    EXPECT_EQ(i, n) << target() << " n=" << n << " in place: "
-                    << describe_difference(inp.data(), separate.data(), i);
+    EXPECT_TRUE(BitIdentical(inp.data(), separate.data(), n)) << target() << " n=" << n << " in place";
   }
 }
 
 TEST_P(BlockKernelTest, GeluBackwardWithinBoundOfDoubleReference) {
   std::mt19937 rng(6);
-  std::vector<size_t> sizes = AwkwardSizes();
-  sizes.push_back(100003);
-  for (size_t n : sizes) {
+  for (size_t n : AwkwardSizes(100003)) {
     GuardedBuffer inp(n), dout(n), dinp(n);
     FillGeluInputs(inp.data(), n, rng);
     fill_general(dout.data(), n, rng);
@@ -456,9 +446,7 @@ TEST_P(BlockKernelTest, GeluBackwardWithinBoundOfDoubleReference) {
     // In place (dinp aliases dout): the same bits.
     const std::vector<float> separate = dinp.to_vector();
     gelu_backward(dout.data(), inp.data(), dout.data(), n);
-    const size_t i = first_bit_difference(dout.data(), separate.data(), n);
-    EXPECT_EQ(i, n) << target() << " n=" << n << " in place: "
-                    << describe_difference(dout.data(), separate.data(), i);
+    EXPECT_TRUE(BitIdentical(dout.data(), separate.data(), n)) << target() << " n=" << n << " in place";
   }
 }
 
@@ -553,9 +541,7 @@ TEST_P(BlockKernelTest, AttentionSoftmaxForwardWithinBoundOfDoubleReference) {
     // In place (att aliases preatt): the same bits, zeros included.
     const std::vector<float> separate = att.to_vector();
     attention_softmax_forward(preatt.data(), preatt.data(), Z, T, scale);
-    const size_t i = first_bit_difference(preatt.data(), separate.data(), Z * T * T);
-    EXPECT_EQ(i, Z * T * T) << where << " in place: "
-                            << describe_difference(preatt.data(), separate.data(), i);
+    EXPECT_TRUE(BitIdentical(preatt.data(), separate.data(), Z * T * T)) << where << " in place";
   }
 }
 
@@ -604,12 +590,10 @@ TEST_P(BlockKernelTest, AttentionSoftmaxRowsDoNotDependOnT) {
     attention_softmax_forward(att.data(), p.data(), 1, T, scale);
     attention_softmax_backward(datt.data(), u.data(), att.data(), 1, T, scale);
     for (size_t t = 0; t < T0; ++t) {
-      size_t i = first_bit_difference(att.data() + t * T, att0.data() + t * T0, t + 1);
-      EXPECT_EQ(i, t + 1) << target() << " T=" << T << " forward row " << t << " "
-                          << describe_difference(att.data() + t * T, att0.data() + t * T0, i);
-      i = first_bit_difference(datt.data() + t * T, datt0.data() + t * T0, t + 1);
-      EXPECT_EQ(i, t + 1) << target() << " T=" << T << " backward row " << t << " "
-                          << describe_difference(datt.data() + t * T, datt0.data() + t * T0, i);
+      EXPECT_TRUE(BitIdentical(att.data() + t * T, att0.data() + t * T0, t + 1))
+          << target() << " T=" << T << " forward row " << t;
+      EXPECT_TRUE(BitIdentical(datt.data() + t * T, datt0.data() + t * T0, t + 1))
+          << target() << " T=" << T << " backward row " << t;
     }
   }
 }
@@ -660,9 +644,7 @@ TEST_P(BlockKernelTest, AttentionSoftmaxBackwardWithinBoundOfDoubleReference) {
     // In place (dpreatt aliases datt): the same bits.
     const std::vector<float> separate = dpreatt.to_vector();
     attention_softmax_backward(datt.data(), datt.data(), att.data(), Z, T, scale);
-    const size_t i = first_bit_difference(datt.data(), separate.data(), Z * T * T);
-    EXPECT_EQ(i, Z * T * T) << where << " in place: "
-                            << describe_difference(datt.data(), separate.data(), i);
+    EXPECT_TRUE(BitIdentical(datt.data(), separate.data(), Z * T * T)) << where << " in place";
   }
 }
 
@@ -689,27 +671,22 @@ TEST_P(BlockKernelTest, AttentionSoftmaxBackwardExactForUniformRows) {
 
 TEST_P(BlockKernelTest, ResidualForwardMatchesReferenceBitForBit) {
   std::mt19937 rng(10);
-  std::vector<size_t> sizes = AwkwardSizes();
-  sizes.push_back(100003);
-  for (size_t n : sizes) {
+  for (size_t n : AwkwardSizes(100003)) {
     GuardedBuffer a(n), b(n), out(n);
     fill_general(a.data(), n, rng);
     fill_general(b.data(), n, rng, 3.0f);
     residual_forward(out.data(), a.data(), b.data(), n);
     std::vector<float> want(n);
     ref::residual_forward<float>(want.data(), a.data(), b.data(), n);
-    size_t i = first_bit_difference(out.data(), want.data(), n);
-    EXPECT_EQ(i, n) << target() << " n=" << n << " " << describe_difference(out.data(), want.data(), i);
+    EXPECT_TRUE(BitIdentical(out.data(), want.data(), n)) << target() << " n=" << n;
     EXPECT_TRUE(out.guards_intact() && a.guards_intact() && b.guards_intact()) << target() << " n=" << n;
     // out aliasing a, then b.
     const std::vector<float> a0 = a.to_vector(), b0 = b.to_vector();
     residual_forward(a.data(), a.data(), b.data(), n);
-    i = first_bit_difference(a.data(), want.data(), n);
-    EXPECT_EQ(i, n) << target() << " n=" << n << " out = a";
+    EXPECT_TRUE(BitIdentical(a.data(), want.data(), n)) << target() << " n=" << n << " out = a";
     std::copy(a0.begin(), a0.end(), a.data());
     residual_forward(b.data(), a.data(), b.data(), n);
-    i = first_bit_difference(b.data(), want.data(), n);
-    EXPECT_EQ(i, n) << target() << " n=" << n << " out = b";
+    EXPECT_TRUE(BitIdentical(b.data(), want.data(), n)) << target() << " n=" << n << " out = b";
   }
 }
 
@@ -726,9 +703,7 @@ TEST_P(BlockKernelTest, BiasBackwardMatchesReferenceBitForBit) {
     std::vector<float> want = dbias.to_vector();
     bias_backward(dbias.data(), dout.data(), N, OC);
     ref::bias_backward<float>(want.data(), dout.data(), N, OC);
-    const size_t i = first_bit_difference(dbias.data(), want.data(), OC);
-    EXPECT_EQ(i, OC) << target() << " N=" << N << " OC=" << OC << " "
-                     << describe_difference(dbias.data(), want.data(), i);
+    EXPECT_TRUE(BitIdentical(dbias.data(), want.data(), OC)) << target() << " N=" << N << " OC=" << OC;
     EXPECT_TRUE(dbias.guards_intact() && dout.guards_intact()) << target() << " N=" << N << " OC=" << OC;
   }
 }
@@ -752,21 +727,16 @@ TEST_P(BlockKernelTest, BiasBackwardSameBitsForOneAndTwoThreads) {
   for (auto [N, OC] : {std::pair<size_t, size_t>{300, 257}, {2048, 768}, {97, 1030}}) {
     std::vector<float> dout(N * OC);
     fill_general(dout.data(), dout.size(), rng);
-    std::vector<float> dbias[2];
-    for (int threads : {1, 2}) {
-      omp_set_num_threads(threads);
-      dbias[threads - 1].assign(OC, 0.5f);
-      bias_backward(dbias[threads - 1].data(), dout.data(), N, OC);
-    }
-    const size_t i = first_bit_difference(dbias[0].data(), dbias[1].data(), OC);
-    EXPECT_EQ(i, OC) << target() << " N=" << N << " OC=" << OC << " "
-                     << describe_difference(dbias[1].data(), dbias[0].data(), i);
+    const auto dbias = AtOneAndTwoThreads([&](int) {
+      std::vector<float> d(OC, 0.5f);
+      bias_backward(d.data(), dout.data(), N, OC);
+      return d;
+    });
+    EXPECT_TRUE(BitIdentical(dbias[1].data(), dbias[0].data(), OC)) << target() << " N=" << N << " OC=" << OC;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTargets, BlockKernelTest,
-                         ::testing::ValuesIn(hwy::SupportedAndGeneratedTargets()),
-                         test::TargetParamName);
+WTE_INSTANTIATE_ON_EVERY_TARGET(BlockKernelTest);
 
 }  // namespace
 }  // namespace wte

@@ -21,11 +21,11 @@
 namespace wte {
 namespace {
 
-using test::describe_difference;
-using test::fill_exact;
+using test::AtOneAndTwoThreads;
+using test::BitIdentical;
 using test::fill_general;
-using test::first_bit_difference;
 using test::GuardedBuffer;
+using test::MakeBackwardWteCase;
 
 const ScatterStrategy kAll[] = {ScatterStrategy::kAuto, ScatterStrategy::kSerial,
                                 ScatterStrategy::kSorted, ScatterStrategy::kRowRange,
@@ -52,23 +52,16 @@ TEST_P(ScatterTest, EveryStrategyMatchesReferenceOnExactInputs) {
   for (size_t C : {1, 3, 15, 16, 17, 63, 257, 300, 513}) {
     for (size_t N : {1, 5, 50, 200}) {
       const std::vector<int32_t> ids = HotIds(N, V, rng);
-      GuardedBuffer dhidden(N * C);
-      fill_exact(dhidden.data(), dhidden.size(), rng);
-      std::vector<float> init(V * C);
-      fill_exact(init.data(), init.size(), rng);
-      std::vector<float> want = init;
-      ref::embedding_backward_wte(want.data(), dhidden.data(), ids.data(), N, C, V);
+      const test::BackwardWteCase k = MakeBackwardWteCase(ids, C, V, rng, /*exact=*/true);
       for (ScatterStrategy s : kAll) {
         for (int threads : {1, 2}) {
           omp_set_num_threads(threads);
-          GuardedBuffer dwte(V * C);
-          std::copy(init.begin(), init.end(), dwte.data());
-          embedding_backward_wte_strategy(s, dwte.data(), dhidden.data(), ids.data(), N, C, V, &ws);
-          const size_t i = first_bit_difference(dwte.data(), want.data(), V * C);
-          EXPECT_EQ(i, V * C) << target() << " " << scatter_strategy_name(s) << " C=" << C
-                              << " N=" << N << " threads=" << threads << " "
-                              << describe_difference(dwte.data(), want.data(), i);
-          EXPECT_TRUE(dwte.guards_intact() && dhidden.guards_intact())
+          GuardedBuffer dwte = GuardedBuffer::copy_of(k.dwte_init);
+          embedding_backward_wte_strategy(s, dwte.data(), k.dhidden.data(), ids.data(), N, C, V, &ws);
+          EXPECT_TRUE(BitIdentical(dwte.data(), k.want.data(), V * C))
+              << target() << " " << scatter_strategy_name(s) << " C=" << C << " N=" << N
+              << " threads=" << threads;
+          EXPECT_TRUE(dwte.guards_intact() && k.dhidden.guards_intact())
               << target() << " " << scatter_strategy_name(s) << " C=" << C << " N=" << N;
         }
       }
@@ -84,12 +77,10 @@ TEST_P(ScatterTest, DeterministicStrategiesSameBitsForAnyThreadCount) {
   const size_t V = 300, N = 2000, C = 70;
   std::vector<int32_t> ids = HotIds(N, V, rng);
   for (size_t n = 0; n < N; n += 7) ids[n] = 5;  // a second hot row
-  GuardedBuffer dhidden(N * C);
-  fill_general(dhidden.data(), dhidden.size(), rng);
-  std::vector<float> init(V * C);
-  fill_general(init.data(), init.size(), rng);
-  std::vector<float> want = init;
-  ref::embedding_backward_wte(want.data(), dhidden.data(), ids.data(), N, C, V);
+  const test::BackwardWteCase k = MakeBackwardWteCase(ids, C, V, rng);
+  const GuardedBuffer& dhidden = k.dhidden;
+  const std::vector<float>& init = k.dwte_init;
+  const std::vector<float>& want = k.want;
   std::vector<double> exact(V * C), mag(V * C);
   for (size_t i = 0; i < V * C; ++i) exact[i] = init[i], mag[i] = std::fabs(init[i]);
   for (size_t n = 0; n < N; ++n)
@@ -100,28 +91,27 @@ TEST_P(ScatterTest, DeterministicStrategiesSameBitsForAnyThreadCount) {
   ScatterWorkspace ws;
   std::vector<float> serial;
   for (ScatterStrategy s : kAll) {
-    std::vector<float> got[2];
-    for (int threads : {1, 2}) {
-      omp_set_num_threads(threads);
-      got[threads - 1] = init;
-      embedding_backward_wte_strategy(s, got[threads - 1].data(), dhidden.data(), ids.data(), N, C,
-                                      V, &ws);
+    const auto got = AtOneAndTwoThreads([&](int threads) {
+      std::vector<float> dwte = init;
+      embedding_backward_wte_strategy(s, dwte.data(), dhidden.data(), ids.data(), N, C, V, &ws);
       // Recursive summation of k terms: error <= (k-1) u sum|x| (Higham, Accuracy and Stability, 4.2).
-      for (size_t i = 0; i < V * C; ++i)
-        ASSERT_LE(std::fabs(got[threads - 1][i] - exact[i]), N * 0x1p-24 * mag[i])
-            << target() << " " << scatter_strategy_name(s) << " index " << i;
-    }
+      size_t bad = V * C;
+      for (size_t i = 0; i < V * C && bad == V * C; ++i)
+        if (!(std::fabs(dwte[i] - exact[i]) <= N * 0x1p-24 * mag[i])) bad = i;
+      EXPECT_EQ(bad, V * C) << target() << " " << scatter_strategy_name(s) << " threads=" << threads
+                            << " index " << bad << ": |error| above (N u) sum|x|";
+      return dwte;
+    });
     if (scatter_strategy_deterministic(s)) {
-      const size_t i = first_bit_difference(got[0].data(), got[1].data(), V * C);
-      EXPECT_EQ(i, V * C) << target() << " " << scatter_strategy_name(s) << ": 1 vs 2 threads "
-                          << describe_difference(got[1].data(), got[0].data(), i);
+      EXPECT_TRUE(BitIdentical(got[1].data(), got[0].data(), V * C))
+          << target() << " " << scatter_strategy_name(s) << ": 1 vs 2 threads";
     }
     if (s == ScatterStrategy::kSorted) {
-      EXPECT_EQ(first_bit_difference(got[1].data(), want.data(), V * C), V * C) << target();
+      EXPECT_TRUE(BitIdentical(got[1].data(), want.data(), V * C)) << target();
     }
     if (s == ScatterStrategy::kSerial) serial = got[0];
     if (s == ScatterStrategy::kRowRange) {
-      EXPECT_EQ(first_bit_difference(got[1].data(), serial.data(), V * C), V * C) << target();
+      EXPECT_TRUE(BitIdentical(got[1].data(), serial.data(), V * C)) << target();
     }
   }
   EXPECT_FALSE(scatter_strategy_deterministic(ScatterStrategy::kPrivateHot));
@@ -161,8 +151,7 @@ TEST_P(ScatterTest, SumOfSquaresBlocksOfTheScatteredTable) {
       const std::string where = target() + " V=" + std::to_string(V) + " C=" + std::to_string(C) +
                                 " N=" + std::to_string(N) + " threads=" + std::to_string(threads);
       EXPECT_EQ(count, blocks) << where;
-      const size_t i = first_bit_difference(got.data(), want.data(), V * C);
-      EXPECT_EQ(i, V * C) << where << " " << describe_difference(got.data(), want.data(), i);
+      EXPECT_TRUE(BitIdentical(got.data(), want.data(), V * C)) << where;
       for (size_t b = 0; b < blocks; ++b)
         ASSERT_EQ(sums[b], ref::sum_of_squares(want.data() + b * K, K)) << where << " block " << b;
       EXPECT_EQ(sums[blocks], -1.0) << where << ": a sum past the whole blocks was written";
@@ -223,23 +212,22 @@ TEST_P(ScatterTest, RowsAndLazyAdamWMatchReference) {
         if (!hit[r]) continue;
         ASSERT_LT(want_count, count);
         EXPECT_EQ(touched[want_count], static_cast<int32_t>(r));
-        EXPECT_EQ(first_bit_difference(rows.data() + want_count * C, dense.data() + r * C, C), C)
+        EXPECT_TRUE(BitIdentical(rows.data() + want_count * C, dense.data() + r * C, C))
             << target() << " C=" << C << " row " << r;
         ++want_count;
       }
       EXPECT_EQ(count, want_count);
       std::vector<float> p = p0, m = m0, v = v0;
       adamw_update_rows(p.data(), m.data(), v.data(), rows.data(), touched.data(), count, C, hp);
-      EXPECT_EQ(first_bit_difference(p.data(), pw.data(), V * C), V * C) << target() << " C=" << C;
-      EXPECT_EQ(first_bit_difference(m.data(), mw.data(), V * C), V * C) << target() << " C=" << C;
-      EXPECT_EQ(first_bit_difference(v.data(), vw.data(), V * C), V * C) << target() << " C=" << C;
+      EXPECT_TRUE(BitIdentical(p.data(), pw.data(), V * C)) << target() << " C=" << C << " param";
+      EXPECT_TRUE(BitIdentical(m.data(), mw.data(), V * C)) << target() << " C=" << C << " m";
+      EXPECT_TRUE(BitIdentical(v.data(), vw.data(), V * C)) << target() << " C=" << C << " v";
       std::vector<float> pf = p0, mf = m0, vf = v0;
       embedding_backward_adamw_lazy(pf.data(), mf.data(), vf.data(), dhidden.data(), ids.data(), N,
                                     C, V, hp, &ws);
-      const size_t i = first_bit_difference(pf.data(), pw.data(), V * C);
-      EXPECT_EQ(i, V * C) << target() << " fused C=" << C << " threads=" << threads << " "
-                          << describe_difference(pf.data(), pw.data(), i);
-      EXPECT_EQ(first_bit_difference(vf.data(), vw.data(), V * C), V * C) << target() << " fused";
+      EXPECT_TRUE(BitIdentical(pf.data(), pw.data(), V * C))
+          << target() << " fused C=" << C << " threads=" << threads;
+      EXPECT_TRUE(BitIdentical(vf.data(), vw.data(), V * C)) << target() << " fused";
     }
   }
 }
@@ -267,20 +255,13 @@ TEST_P(ScatterTest, LazyVersusDenseAdamWByHand) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTargets, ScatterTest,
-                         ::testing::ValuesIn(hwy::SupportedAndGeneratedTargets()),
-                         test::TargetParamName);
+WTE_INSTANTIATE_ON_EVERY_TARGET(ScatterTest);
 
 // Untied model: lm_head is its own tensor; one step changes only the wte rows in the batch (their
 // m too), changes lm_head, and the result is bit-identical for 1 and 2 threads of the lookup path
 // (same thread count for the GEMMs, as Model documents).
 TEST(UntiedModel, OneStepUpdatesOnlyLookedUpRows) {
-  ModelConfig mc;
-  mc.vocab_size = 300;
-  mc.d_model = 24;
-  mc.n_ctx = 8;
-  mc.tie_embeddings = false;
-  Model model(mc);
+  Model model(ModelConfig{.vocab_size = 300, .d_model = 24, .n_ctx = 8, .tie_embeddings = false});
   model.init_weights(5);
   ASSERT_EQ(model.tensors().size(), 5u);
   EXPECT_EQ(model.tensors()[4].name, "lm_head");
@@ -322,12 +303,8 @@ TEST(UntiedModel, OneStepUpdatesOnlyLookedUpRows) {
 // more sums than the arena has blocks is an error.
 TEST(TiedModelNorm, ScatterBlockSumsGiveTheSameNorm) {
   for (const bool tied : {true, false}) {
-    ModelConfig mc;
-    mc.vocab_size = 1100;
-    mc.d_model = 128;  // wte 140800 floats: 2 whole blocks, the third shared with wpe and ln_f
-    mc.n_ctx = 16;
-    mc.tie_embeddings = tied;
-    Model model(mc);
+    // wte 1100 x 128 = 140800 floats: 2 whole blocks, the third shared with wpe and ln_f.
+    Model model(ModelConfig{.vocab_size = 1100, .d_model = 128, .n_ctx = 16, .tie_embeddings = tied});
     model.init_weights(6);
     const size_t B = 3, T = 16;
     std::vector<int32_t> inputs(B * T), targets(B * T);

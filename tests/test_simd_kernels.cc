@@ -31,11 +31,12 @@
 namespace wte {
 namespace {
 
-using test::describe_difference;
+using test::AtOneAndTwoThreads;
+using test::BitIdentical;
 using test::fill_exact;
 using test::fill_general;
-using test::first_bit_difference;
 using test::GuardedBuffer;
+using test::MakeBackwardWteCase;
 
 // Float unit roundoff, 2^-24.
 constexpr double kU = 0x1p-24;
@@ -45,6 +46,17 @@ const std::vector<size_t> kSizes = {1,  2,  3,  4,  5,  7,  8,  9,   15,  16,  1
                                     32, 33, 47, 48, 63, 64, 65, 127, 128, 129, 130, 257};
 
 std::string Name(int64_t target) { return hwy::TargetName(target); }
+
+// n target ids uniform in [0, V) from rng, then targets[0] = 0 and targets[last_at] = V - 1: the
+// first and the last id (the logits next to the guards) are always some row's target.
+std::vector<int32_t> RandomTargets(size_t n, size_t V, std::mt19937& rng, size_t last_at) {
+  std::vector<int32_t> targets(n);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V) - 1);
+  for (int32_t& t : targets) t = pick(rng);
+  targets[0] = 0;
+  targets[last_at] = static_cast<int32_t>(V) - 1;
+  return targets;
+}
 
 // Forces one Highway target for the duration of each test; resets the mock afterwards.
 class SimdKernelTest : public test::TargetTest {};
@@ -70,9 +82,7 @@ TEST_P(SimdKernelTest, EmbeddingForwardMatchesReferenceBitForBit) {
 
     std::vector<float> want(N * C);
     ref::embedding_forward(want.data(), ids.data(), wte.data(), wpe.data(), B, T, C);
-    const size_t i = first_bit_difference(hidden.data(), want.data(), N * C);
-    EXPECT_EQ(i, N * C) << target() << " C=" << C << " "
-                        << describe_difference(hidden.data(), want.data(), i);
+    EXPECT_TRUE(BitIdentical(hidden.data(), want.data(), N * C)) << target() << " C=" << C;
     EXPECT_TRUE(hidden.guards_intact() && wte.guards_intact() && wpe.guards_intact())
         << target() << " C=" << C << ": a guard around a buffer was written";
   }
@@ -85,8 +95,7 @@ TEST_P(SimdKernelTest, EmbeddingForwardMatchesReferenceBitForBit) {
 std::vector<float> RunBackwardWte(const std::vector<float>& dwte_init, const GuardedBuffer& dhidden,
                                   const std::vector<int32_t>& ids, size_t C, size_t V,
                                   ScatterWorkspace* workspace, bool* guards_ok) {
-  GuardedBuffer dwte(V * C);
-  std::copy(dwte_init.begin(), dwte_init.end(), dwte.data());
+  GuardedBuffer dwte = GuardedBuffer::copy_of(dwte_init);
   embedding_backward_wte(dwte.data(), dhidden.data(), ids.data(), ids.size(), C, V, workspace);
   *guards_ok = dwte.guards_intact() && dhidden.guards_intact();
   return dwte.to_vector();
@@ -101,20 +110,16 @@ TEST_P(SimdKernelTest, EmbeddingBackwardWteIssueCase) {
   std::copy(std::begin(upstream), std::end(upstream), dhidden.data());
   const std::vector<float> want = {0, 0, 10, 20, 0, 0, 101, 202, 0, 0};
 
-  std::vector<float> results[2];
-  for (int threads : {1, 2}) {
-    omp_set_num_threads(threads);
+  const auto results = AtOneAndTwoThreads([&](int threads) {
     ScatterWorkspace workspace;
     bool guards_ok = false;
-    results[threads - 1] =
+    std::vector<float> got =
         RunBackwardWte(std::vector<float>(V * C, 0.0f), dhidden, ids, C, V, &workspace, &guards_ok);
-    const std::vector<float>& got = results[threads - 1];
-    const size_t i = first_bit_difference(got.data(), want.data(), V * C);
-    EXPECT_EQ(i, V * C) << target() << " threads=" << threads << " "
-                        << describe_difference(got.data(), want.data(), i);
+    EXPECT_TRUE(BitIdentical(got.data(), want.data(), V * C)) << target() << " threads=" << threads;
     EXPECT_TRUE(guards_ok) << target() << " threads=" << threads;
-  }
-  EXPECT_EQ(first_bit_difference(results[0].data(), results[1].data(), V * C), V * C)
+    return got;
+  });
+  EXPECT_TRUE(BitIdentical(results[0].data(), results[1].data(), V * C))
       << target() << ": 1 and 2 threads differ";
 }
 
@@ -130,29 +135,18 @@ TEST_P(SimdKernelTest, EmbeddingBackwardWteMatchesReferenceBitForBit) {
       std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V) - 3);
       for (int32_t& id : ids) id = pick(rng);  // rows V-2 and V-1 stay untouched
       ids[5] = 0;
-      GuardedBuffer dhidden(N * C);
-      std::vector<float> dwte_init(V * C);
-      if (exact) {
-        fill_exact(dhidden.data(), dhidden.size(), rng);
-        fill_exact(dwte_init.data(), dwte_init.size(), rng);
-      } else {
-        fill_general(dhidden.data(), dhidden.size(), rng);
-        fill_general(dwte_init.data(), dwte_init.size(), rng, 10.0f);
-      }
-      std::fill(dwte_init.end() - static_cast<ptrdiff_t>(2 * C), dwte_init.end(),
-                GuardedBuffer::guard_value());
-
-      std::vector<float> want = dwte_init;
-      ref::embedding_backward_wte(want.data(), dhidden.data(), ids.data(), N, C, V);
+      test::BackwardWteCase k = MakeBackwardWteCase(ids, C, V, rng, exact, 10.0f);
+      // The untouched rows V-2, V-1 hold NaN (the reference scatter leaves them as they start).
+      for (std::vector<float>* table : {&k.dwte_init, &k.want})
+        std::fill(table->end() - static_cast<ptrdiff_t>(2 * C), table->end(),
+                  GuardedBuffer::guard_value());
       for (int threads : {1, 2}) {
         omp_set_num_threads(threads);
         bool guards_ok = false;
         const std::vector<float> got =
-            RunBackwardWte(dwte_init, dhidden, ids, C, V, &workspace, &guards_ok);
-        const size_t i = first_bit_difference(got.data(), want.data(), V * C);
-        EXPECT_EQ(i, V * C) << target() << " C=" << C << " exact=" << exact
-                            << " threads=" << threads << " "
-                            << describe_difference(got.data(), want.data(), i);
+            RunBackwardWte(k.dwte_init, k.dhidden, ids, C, V, &workspace, &guards_ok);
+        EXPECT_TRUE(BitIdentical(got.data(), k.want.data(), V * C))
+            << target() << " C=" << C << " exact=" << exact << " threads=" << threads;
         EXPECT_TRUE(guards_ok) << target() << " C=" << C;
       }
     }
@@ -172,18 +166,12 @@ TEST_P(SimdKernelTest, EmbeddingBackwardWteReusesWorkspaceAcrossShapes) {
     std::vector<int32_t> ids(N);
     std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V) - 1);
     for (int32_t& id : ids) id = pick(rng);
-    GuardedBuffer dhidden(N * C);
-    fill_general(dhidden.data(), dhidden.size(), rng);
-    std::vector<float> dwte_init(V * C);
-    fill_general(dwte_init.data(), dwte_init.size(), rng);
-    std::vector<float> want = dwte_init;
-    ref::embedding_backward_wte(want.data(), dhidden.data(), ids.data(), N, C, V);
+    const test::BackwardWteCase k = MakeBackwardWteCase(ids, C, V, rng);
     bool guards_ok = false;
     const std::vector<float> got =
-        RunBackwardWte(dwte_init, dhidden, ids, C, V, &workspace, &guards_ok);
-    const size_t i = first_bit_difference(got.data(), want.data(), V * C);
-    EXPECT_EQ(i, V * C) << target() << " V=" << V << " N=" << N << " C=" << C << " "
-                        << describe_difference(got.data(), want.data(), i);
+        RunBackwardWte(k.dwte_init, k.dhidden, ids, C, V, &workspace, &guards_ok);
+    EXPECT_TRUE(BitIdentical(got.data(), k.want.data(), V * C))
+        << target() << " V=" << V << " N=" << N << " C=" << C;
     EXPECT_TRUE(guards_ok) << target() << " V=" << V << " N=" << N << " C=" << C;
   }
   EXPECT_GE(workspace.row_start.size(), 301u);
@@ -200,26 +188,17 @@ TEST_P(SimdKernelTest, EmbeddingBackwardWteZipfDeterministic) {
   std::discrete_distribution<int32_t> zipf(weights.begin(), weights.end());
   std::vector<int32_t> ids(N);
   for (int32_t& id : ids) id = zipf(rng);
-  GuardedBuffer dhidden(N * C);
-  fill_general(dhidden.data(), dhidden.size(), rng);
-  std::vector<float> dwte_init(V * C);
-  fill_general(dwte_init.data(), dwte_init.size(), rng);
+  const test::BackwardWteCase k = MakeBackwardWteCase(ids, C, V, rng);
 
-  std::vector<float> want = dwte_init;
-  ref::embedding_backward_wte(want.data(), dhidden.data(), ids.data(), N, C, V);
-  std::vector<float> results[2];
   ScatterWorkspace workspace;
-  for (int threads : {1, 2}) {
-    omp_set_num_threads(threads);
+  const auto results = AtOneAndTwoThreads([&](int threads) {
     bool guards_ok = false;
-    results[threads - 1] = RunBackwardWte(dwte_init, dhidden, ids, C, V, &workspace, &guards_ok);
-    const std::vector<float>& got = results[threads - 1];
-    const size_t i = first_bit_difference(got.data(), want.data(), V * C);
-    EXPECT_EQ(i, V * C) << target() << " threads=" << threads << " "
-                        << describe_difference(got.data(), want.data(), i);
+    std::vector<float> got = RunBackwardWte(k.dwte_init, k.dhidden, ids, C, V, &workspace, &guards_ok);
+    EXPECT_TRUE(BitIdentical(got.data(), k.want.data(), V * C)) << target() << " threads=" << threads;
     EXPECT_TRUE(guards_ok) << target() << " threads=" << threads;
-  }
-  EXPECT_EQ(first_bit_difference(results[0].data(), results[1].data(), V * C), V * C)
+    return got;
+  });
+  EXPECT_TRUE(BitIdentical(results[0].data(), results[1].data(), V * C))
       << target() << ": 1 and 2 threads differ";
   EXPECT_GT(std::count(ids.begin(), ids.end(), 0), 100)
       << "ids are not Zipf-like enough to test duplicates";
@@ -245,13 +224,10 @@ TEST_P(SimdKernelTest, EmbeddingBackwardWpeMatchesReferenceBitForBit) {
 
       for (int threads : {1, 2}) {
         omp_set_num_threads(threads);
-        GuardedBuffer dwpe(n_ctx * C);
-        std::copy(dwpe_init.begin(), dwpe_init.end(), dwpe.data());
+        GuardedBuffer dwpe = GuardedBuffer::copy_of(dwpe_init);
         embedding_backward_wpe(dwpe.data(), dhidden.data(), B, T, C);
-        const size_t i = first_bit_difference(dwpe.data(), want.data(), n_ctx * C);
-        EXPECT_EQ(i, n_ctx * C) << target() << " B=" << B << " T=" << T << " C=" << C
-                                << " threads=" << threads << " "
-                                << describe_difference(dwpe.data(), want.data(), i);
+        EXPECT_TRUE(BitIdentical(dwpe.data(), want.data(), n_ctx * C))
+            << target() << " B=" << B << " T=" << T << " C=" << C << " threads=" << threads;
         EXPECT_TRUE(dwpe.guards_intact() && dhidden.guards_intact()) << target() << " C=" << C;
       }
     }
@@ -312,11 +288,7 @@ TEST_P(SimdKernelTest, SoftmaxCrossEntropyMatchesDoubleReference) {
     fill_exact(logits.data(), logits.size(), rng, -8, 8);
     for (size_t v = 0; v < V; ++v) logits[2 * V + v] += 1000.0f;  // a row of large logits
     for (size_t v = 0; v < V; ++v) logits[3 * V + v] -= 1000.0f;  // and one of large negatives
-    std::vector<int32_t> targets(N);
-    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V) - 1);
-    for (int32_t& t : targets) t = pick(rng);
-    targets[0] = 0;
-    targets[1] = static_cast<int32_t>(V) - 1;
+    const std::vector<int32_t> targets = RandomTargets(N, V, rng, 1);
 
     const std::vector<float> input = logits.to_vector();
     std::vector<double> want_grad(input.begin(), input.end());
@@ -326,7 +298,7 @@ TEST_P(SimdKernelTest, SoftmaxCrossEntropyMatchesDoubleReference) {
 
     GuardedBuffer losses(N), eval_losses(N);
     cross_entropy_loss(eval_losses.data(), logits.data(), targets.data(), N, V);
-    EXPECT_EQ(first_bit_difference(logits.data(), input.data(), N * V), N * V)
+    EXPECT_TRUE(BitIdentical(logits.data(), input.data(), N * V))
         << target() << " V=" << V << ": cross_entropy_loss modified the logits";
     softmax_cross_entropy(logits.data(), losses.data(), targets.data(), N, V, grad_scale);
     EXPECT_TRUE(logits.guards_intact() && losses.guards_intact() && eval_losses.guards_intact())
@@ -363,16 +335,16 @@ TEST_P(SimdKernelTest, SoftmaxCrossEntropySameBitsForAnyThreadCount) {
   fill_general(input.data(), input.size(), rng, 3.0f);
   std::vector<int32_t> targets(N);
   for (size_t n = 0; n < N; ++n) targets[n] = static_cast<int32_t>((n * 7) % V);
-  std::vector<float> grads[2], losses[2];
-  for (int threads : {1, 2}) {
-    omp_set_num_threads(threads);
-    grads[threads - 1] = input;
-    losses[threads - 1].resize(N);
-    softmax_cross_entropy(grads[threads - 1].data(), losses[threads - 1].data(), targets.data(), N,
-                          V, 0.5f);
-  }
-  EXPECT_EQ(first_bit_difference(grads[0].data(), grads[1].data(), N * V), N * V) << target();
-  EXPECT_EQ(first_bit_difference(losses[0].data(), losses[1].data(), N), N) << target();
+  struct Out {
+    std::vector<float> grads, losses;
+  };
+  const auto out = AtOneAndTwoThreads([&](int) {
+    Out o{input, std::vector<float>(N)};
+    softmax_cross_entropy(o.grads.data(), o.losses.data(), targets.data(), N, V, 0.5f);
+    return o;
+  });
+  EXPECT_TRUE(BitIdentical(out[0].grads.data(), out[1].grads.data(), N * V)) << target();
+  EXPECT_TRUE(BitIdentical(out[0].losses.data(), out[1].losses.data(), N)) << target();
 }
 
 // Exact values where a naive softmax overflows (exp(1000) = inf) or loses the loss to rounding.
@@ -452,18 +424,18 @@ TiledRow TiledRowExact(const float* row, size_t V, size_t tile) {
 
 // Runs the tile kernels over rows of V logits (row-major, row stride V) in tiles of `tile` ids,
 // every tile through the strided (ld = V) interface, as the fused layer's callers may; returns the
-// statistics and leaves the gradient in `logits`.
-void RunTiles(std::vector<float>* logits, const std::vector<int32_t>& targets, size_t R, size_t V,
+// statistics and leaves the gradient in `logits` (R, V).
+void RunTiles(float* logits, const std::vector<int32_t>& targets, size_t R, size_t V,
               size_t tile, float grad_scale, std::vector<float>* max, std::vector<float>* sum,
               std::vector<float>* xt) {
   max->assign(R, -std::numeric_limits<float>::infinity());
   sum->assign(R, 0.0f);
   xt->assign(R, 0.0f);
   for (size_t v0 = 0; v0 < V; v0 += tile)
-    cross_entropy_tile_stats(logits->data() + v0, R, std::min(tile, V - v0), V, v0, targets.data(),
+    cross_entropy_tile_stats(logits + v0, R, std::min(tile, V - v0), V, v0, targets.data(),
                              max->data(), sum->data(), xt->data());
   for (size_t v0 = 0; v0 < V; v0 += tile)
-    cross_entropy_tile_grad(logits->data() + v0, R, std::min(tile, V - v0), V, v0, targets.data(),
+    cross_entropy_tile_grad(logits + v0, R, std::min(tile, V - v0), V, v0, targets.data(),
                             max->data(), sum->data(), grad_scale);
 }
 
@@ -484,11 +456,7 @@ TEST_P(SimdKernelTest, CrossEntropyTilesMatchDoubleReference) {
     for (size_t v = 0; v < V; ++v) g[1 * V + v] = 0.05f * static_cast<float>(v);
     for (size_t v = 0; v < V; ++v) g[2 * V + v] += 1000.0f;
     g[3 * V + V - 1] = 40.0f;
-    std::vector<int32_t> targets(R);
-    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V) - 1);
-    for (int32_t& t : targets) t = pick(rng);
-    targets[0] = 0;
-    targets[4] = static_cast<int32_t>(V) - 1;
+    const std::vector<int32_t> targets = RandomTargets(R, V, rng, 4);
     const std::vector<float> input = g.to_vector();
 
     // The double reference of the same tiled math agrees with the plain one (a check of the test).
@@ -502,22 +470,12 @@ TEST_P(SimdKernelTest, CrossEntropyTilesMatchDoubleReference) {
                                        grad_scale);
 
     std::vector<float> got(input), max, sum, xt;
-    RunTiles(&got, targets, R, V, tile, grad_scale, &max, &sum, &xt);
+    RunTiles(got.data(), targets, R, V, tile, grad_scale, &max, &sum, &xt);
     // The strided run never touched a float outside its tiles: run once more in the guarded buffer.
     std::vector<float> gmax, gsum, gxt;
-    {
-      gmax.assign(R, -std::numeric_limits<float>::infinity());
-      gsum.assign(R, 0.0f);
-      gxt.assign(R, 0.0f);
-      for (size_t v0 = 0; v0 < V; v0 += tile)
-        cross_entropy_tile_stats(g.data() + v0, R, std::min(tile, V - v0), V, v0, targets.data(),
-                                 gmax.data(), gsum.data(), gxt.data());
-      for (size_t v0 = 0; v0 < V; v0 += tile)
-        cross_entropy_tile_grad(g.data() + v0, R, std::min(tile, V - v0), V, v0, targets.data(),
-                                gmax.data(), gsum.data(), grad_scale);
-      EXPECT_TRUE(g.guards_intact());
-      EXPECT_EQ(first_bit_difference(g.data(), got.data(), R * V), R * V);
-    }
+    RunTiles(g.data(), targets, R, V, tile, grad_scale, &gmax, &gsum, &gxt);
+    EXPECT_TRUE(g.guards_intact());
+    EXPECT_TRUE(BitIdentical(g.data(), got.data(), R * V));
     const size_t tiles = (V + tile - 1) / tile;
     for (size_t r = 0; r < R; ++r) {
       const TiledRow e = TiledRowExact(input.data() + r * V, V, tile);
@@ -564,8 +522,8 @@ TEST_P(SimdKernelTest, CrossEntropyOneTileIsTheUnfusedKernel) {
     std::vector<int32_t> targets = {0, static_cast<int32_t>(V / 2), static_cast<int32_t>(V - 1)};
     std::vector<float> unfused(x), losses(R), tiled(x), max, sum, xt;
     softmax_cross_entropy(unfused.data(), losses.data(), targets.data(), R, V, 0.25f);
-    RunTiles(&tiled, targets, R, V, V, 0.25f, &max, &sum, &xt);
-    EXPECT_EQ(first_bit_difference(tiled.data(), unfused.data(), R * V), R * V) << target() << " V=" << V;
+    RunTiles(tiled.data(), targets, R, V, V, 0.25f, &max, &sum, &xt);
+    EXPECT_TRUE(BitIdentical(tiled.data(), unfused.data(), R * V)) << target() << " V=" << V;
     for (size_t r = 0; r < R; ++r) {
       const float loss = (max[r] - xt[r]) + std::log(sum[r]);
       EXPECT_EQ(std::bit_cast<uint32_t>(loss), std::bit_cast<uint32_t>(losses[r]))
@@ -583,15 +541,16 @@ TEST_P(SimdKernelTest, CrossEntropyTilesSameBitsForAnyThreadCount) {
   fill_general(input.data(), input.size(), rng, 3.0f);
   std::vector<int32_t> targets(R);
   for (size_t r = 0; r < R; ++r) targets[r] = static_cast<int32_t>((r * 61) % V);
-  std::vector<float> out[2], max[2], sum[2], xt[2];
-  for (int threads : {1, 2}) {
-    omp_set_num_threads(threads);
-    out[threads - 1] = input;
-    RunTiles(&out[threads - 1], targets, R, V, tile, 0.5f, &max[threads - 1], &sum[threads - 1],
-             &xt[threads - 1]);
-  }
-  EXPECT_EQ(first_bit_difference(out[0].data(), out[1].data(), R * V), R * V) << target();
-  EXPECT_EQ(first_bit_difference(sum[0].data(), sum[1].data(), R), R) << target();
+  struct Out {
+    std::vector<float> grad, max, sum, xt;
+  };
+  const auto out = AtOneAndTwoThreads([&](int) {
+    Out o{input, {}, {}, {}};
+    RunTiles(o.grad.data(), targets, R, V, tile, 0.5f, &o.max, &o.sum, &o.xt);
+    return o;
+  });
+  EXPECT_TRUE(BitIdentical(out[0].grad.data(), out[1].grad.data(), R * V)) << target();
+  EXPECT_TRUE(BitIdentical(out[0].sum.data(), out[1].sum.data(), R)) << target();
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -620,9 +579,8 @@ TEST_P(SimdKernelTest, AdamWMatchesReferenceBitForBit) {
       for (auto [name, got, want] :
            {Named{"param", params.data(), want_params.data()}, Named{"m", m.data(), want_m.data()},
             Named{"v", v.data(), want_v.data()}}) {
-        const size_t i = first_bit_difference(got, want, n);
-        EXPECT_EQ(i, n) << target() << " n=" << n << " step " << step << " " << name << " "
-                        << describe_difference(got, want, i);
+        EXPECT_TRUE(BitIdentical(got, want, n)) << target() << " n=" << n << " step " << step << " "
+                                                << name;
       }
     }
     EXPECT_TRUE(params.guards_intact() && grads.guards_intact() && m.guards_intact() &&
@@ -669,14 +627,11 @@ TEST_P(SimdKernelTest, AdamWGradScaleEqualsScalingTheGradientsFirst) {
     for (auto [name, got, in_place, want] :
          {Named{"param", params.data(), p2.data(), p3.data()},
           Named{"m", m.data(), m2.data(), m3.data()}, Named{"v", v.data(), v2.data(), v3.data()}}) {
-      size_t i = first_bit_difference(got, in_place, n);
-      EXPECT_EQ(i, n) << target() << " n=" << n << " " << name << " vs scaled in place: "
-                      << describe_difference(got, in_place, i);
-      i = first_bit_difference(got, want, n);
-      EXPECT_EQ(i, n) << target() << " n=" << n << " " << name << " vs reference: "
-                      << describe_difference(got, want, i);
+      EXPECT_TRUE(BitIdentical(got, in_place, n))
+          << target() << " n=" << n << " " << name << " vs scaled in place";
+      EXPECT_TRUE(BitIdentical(got, want, n)) << target() << " n=" << n << " " << name << " vs reference";
     }
-    EXPECT_EQ(first_bit_difference(grads.data(), grads_before.data(), n), n)
+    EXPECT_TRUE(BitIdentical(grads.data(), grads_before.data(), n))
         << target() << " n=" << n << ": the gradients were modified";
     EXPECT_TRUE(params.guards_intact() && grads.guards_intact() && m.guards_intact() &&
                 v.guards_intact())
@@ -727,9 +682,7 @@ TEST_P(SimdKernelTest, SumOfSquaresMatchesReferenceBitForBit) {
   EXPECT_EQ(sum_of_squares(nullptr, 0), 0.0) << target();
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTargets, SimdKernelTest,
-                         ::testing::ValuesIn(hwy::SupportedAndGeneratedTargets()),
-                         test::TargetParamName);
+WTE_INSTANTIATE_ON_EVERY_TARGET(SimdKernelTest);
 
 }  // namespace
 }  // namespace wte
