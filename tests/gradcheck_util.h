@@ -37,13 +37,22 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
-// Central differences of loss() w.r.t. every entry of *theta (restored afterwards), against
-// `analytic`; one failure per entry out of tolerance (the first 10 printed), labelled `label`.
-inline void expect_fd(const std::function<double()>& loss, std::vector<double>* theta,
-                      const std::vector<double>& analytic, const std::string& label) {
-  ASSERT_EQ(theta->size(), analytic.size()) << label;
-  size_t failures = 0;
-  double max_err = 0;
+// What central_differences found over one tensor.
+struct FdResult {
+  size_t checked = 0;   // entries compared
+  size_t failures = 0;  // entries out of tolerance
+  double max_err = 0;   // max |analytic - numeric|
+  double max_abs = 0;   // max |numeric|
+};
+
+// The check of the header comment for callers that report failures their own way: central
+// differences of loss() w.r.t. every entry of *theta (each entry restored to its bits afterwards)
+// against `analytic` (at least theta->size() entries); on_failure(i, analytic[i], numeric,
+// |analytic[i] - numeric|) is called for every entry out of tolerance.
+template <typename Loss, typename OnFailure>
+FdResult central_differences(const Loss& loss, std::vector<double>* theta,
+                             const std::vector<double>& analytic, const OnFailure& on_failure) {
+  FdResult r;
   for (size_t i = 0; i < theta->size(); ++i) {
     const double saved = (*theta)[i];
     (*theta)[i] = saved + kFdEps;
@@ -53,11 +62,29 @@ inline void expect_fd(const std::function<double()>& loss, std::vector<double>* 
     (*theta)[i] = saved;
     const double numeric = (up - down) / (2 * kFdEps);
     const double err = std::fabs(analytic[i] - numeric);
-    max_err = std::max(max_err, err);
-    if (!(err <= kFdAtol + kFdRtol * std::fabs(numeric)) && ++failures <= 10)
-      ADD_FAILURE() << label << "[" << i << "]: analytic " << analytic[i] << " numeric " << numeric;
+    r.max_err = std::max(r.max_err, err);
+    r.max_abs = std::max(r.max_abs, std::fabs(numeric));
+    ++r.checked;
+    if (!(err <= kFdAtol + kFdRtol * std::fabs(numeric))) {
+      ++r.failures;
+      on_failure(i, analytic[i], numeric, err);
+    }
   }
-  EXPECT_EQ(failures, 0u) << label << ": max |analytic - numeric| " << max_err;
+  return r;
+}
+
+// Central differences of loss() w.r.t. every entry of *theta (restored afterwards), against
+// `analytic`; one failure per entry out of tolerance (the first 10 printed), labelled `label`.
+inline void expect_fd(const std::function<double()>& loss, std::vector<double>* theta,
+                      const std::vector<double>& analytic, const std::string& label) {
+  ASSERT_EQ(theta->size(), analytic.size()) << label;
+  size_t printed = 0;
+  const FdResult r =
+      central_differences(loss, theta, analytic, [&](size_t i, double a, double numeric, double) {
+        if (++printed <= 10)
+          ADD_FAILURE() << label << "[" << i << "]: analytic " << a << " numeric " << numeric;
+      });
+  EXPECT_EQ(r.failures, 0u) << label << ": max |analytic - numeric| " << r.max_err;
 }
 
 }  // namespace wte::test

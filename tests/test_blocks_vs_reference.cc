@@ -23,21 +23,17 @@
 #include "wte/config.h"
 #include "wte/model.h"
 #include "wte/rng.h"
+#include "tests/model_test_util.h"
 
 namespace wte {
 namespace {
 
+using test::make_ids;
+
 ModelConfig block_config(size_t V, size_t C, size_t n_ctx, size_t n_layer, size_t n_head,
                          bool ln_f, bool tied) {
-  ModelConfig c;
-  c.vocab_size = V;
-  c.d_model = C;
-  c.n_ctx = n_ctx;
-  c.n_layer = n_layer;
-  c.n_head = n_head;
-  c.ln_f = ln_f;
-  c.tie_embeddings = tied;
-  return c;
+  return {.vocab_size = V, .d_model = C, .n_ctx = n_ctx, .n_layer = n_layer, .n_head = n_head,
+          .ln_f = ln_f, .tie_embeddings = tied};
 }
 
 // Every tensor random (weights ~ 1/sqrt(fan-in), biases ±0.3, gains around 1), so attention spreads
@@ -56,13 +52,6 @@ void set_random_params(Model* model, uint64_t seed) {
       p[i] = static_cast<float>(gain ? 1.0 + 0.3 * u : weight ? 1.5 * u / std::sqrt(fan_in) : 0.5 * u);
     }
   }
-}
-
-std::vector<int32_t> random_ids(size_t n, size_t used, Rng* rng) {
-  std::vector<int32_t> ids(n);
-  for (int32_t& id : ids) id = static_cast<int32_t>(rng->below(used));
-  if (n >= 2) ids[1] = ids[0];
-  return ids;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -95,8 +84,8 @@ TEST_P(BlocksVsReference, LossLogitsResidualsAndEveryGradientAgree) {
     TokenBatch batch;
     batch.B = B;
     batch.T = T;
-    batch.inputs = random_ids(N, tc.V * 2 / 3, &rng);
-    batch.targets = random_ids(N, tc.V, &rng);
+    batch.inputs = make_ids(N, tc.V * 2 / 3, &rng);
+    batch.targets = make_ids(N, tc.V, &rng);
 
     // gradcheck's own comparison: loss, logits, residual(1..n_layer), every gradient tensor.
     GradcheckOptions opt;
@@ -175,7 +164,7 @@ TEST_P(BlocksCausality, ChangingLaterTokensLeavesEarlierRowsBitIdenticalAtFixedS
   Model model(block_config(V, C, n_ctx, L, 4, true, GetParam()));
   set_random_params(&model, 17);
   Rng rng(18);
-  const std::vector<int32_t> x = random_ids(B * T, V, &rng);
+  const std::vector<int32_t> x = make_ids(B * T, V, &rng);
   const Rows base = forward_rows(&model, x, B, T);
   for (size_t P = 1; P < T; ++P) {
     std::vector<int32_t> y = x;
@@ -206,7 +195,7 @@ TEST_P(BlocksCausality, AppendingTokensLeavesEarlierRowsBitIdenticalAtAFixedPadd
   Model model(block_config(V, C, n_ctx, L, 4, true, GetParam()));
   set_random_params(&model, 19);
   Rng rng(20);
-  const std::vector<int32_t> text = random_ids(n_ctx, V, &rng);
+  const std::vector<int32_t> text = make_ids(n_ctx, V, &rng);
   for (size_t B : {size_t{1}, size_t{2}}) {
     // B copies of the text (the second shifted by one id), the first P tokens kept, padded after.
     auto batch_of = [&](size_t P) {
@@ -233,7 +222,7 @@ TEST_P(BlocksCausality, UnpaddedPrefixAgreesWithinRounding) {
   Model model(block_config(V, C, n_ctx, L, 4, true, GetParam()));
   set_random_params(&model, 21);
   Rng rng(22);
-  const std::vector<int32_t> text = random_ids(n_ctx, V, &rng);
+  const std::vector<int32_t> text = make_ids(n_ctx, V, &rng);
   const Rows whole = forward_rows(&model, text, 1, n_ctx);
   size_t bit_identical_layers = 0, layers = 0;
   for (size_t T = 1; T < n_ctx; ++T) {

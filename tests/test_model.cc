@@ -23,27 +23,16 @@
 #include "wte/model.h"
 #include "src/model/reference_model.h"
 #include "wte/rng.h"
+#include "tests/model_test_util.h"
 
 namespace wte {
 namespace {
 
+using test::fill_uniform;
+using test::make_ids;
+
 // ------------------------------------------------------------------------------------------------
 // Helpers
-
-// Uniform in [-scale, scale) from a seeded wte::Rng.
-template <typename F>
-void fill_uniform(std::vector<F>* v, Rng* rng, double scale) {
-  for (F& x : *v) x = static_cast<F>(scale * (2.0 * rng->uniform() - 1.0));
-}
-
-// A batch of ids in [0, V) that uses only ids < used_ids (so rows >= used_ids are not in the batch)
-// and repeats ids on purpose (first two inputs are equal, and ids are drawn from a small range).
-std::vector<int32_t> make_ids(size_t n, size_t used_ids, Rng* rng) {
-  std::vector<int32_t> ids(n);
-  for (int32_t& id : ids) id = static_cast<int32_t>(rng->below(used_ids));
-  if (n >= 2) ids[1] = ids[0];
-  return ids;
-}
 
 template <typename F>
 ref::ModelParams<F> random_params(size_t V, size_t C, size_t n_ctx, bool ln_f, uint64_t seed) {
@@ -87,33 +76,18 @@ TEST_P(ReferenceGradcheck, EveryEntryMatchesCentralDifference) {
       ref::model_forward_backward(params, inputs.data(), targets.data(), tc.B, tc.T, &grads);
   EXPECT_DOUBLE_EQ(loss, ref::model_loss(params, inputs.data(), targets.data(), tc.B, tc.T));
 
-  const double eps = 1e-6;
   auto param_tensors = ref::named_tensors(params);
   auto grad_tensors = ref::named_tensors(grads);
+  const auto loss_now = [&] {
+    return ref::model_loss(params, inputs.data(), targets.data(), tc.B, tc.T);
+  };
   size_t checked = 0, failures = 0;
   double max_err = 0;
   for (size_t k = 0; k < param_tensors.size(); ++k) {
-    std::vector<double>& theta = *param_tensors[k].data;
-    const std::vector<double>& analytic = *grad_tensors[k].data;
-    ASSERT_EQ(theta.size(), analytic.size()) << param_tensors[k].name;
-    for (size_t i = 0; i < theta.size(); ++i) {
-      const double saved = theta[i];
-      theta[i] = saved + eps;
-      const double up = ref::model_loss(params, inputs.data(), targets.data(), tc.B, tc.T);
-      theta[i] = saved - eps;
-      const double down = ref::model_loss(params, inputs.data(), targets.data(), tc.B, tc.T);
-      theta[i] = saved;
-      const double numeric = (up - down) / (2 * eps);
-      const double err = std::fabs(analytic[i] - numeric);
-      max_err = std::max(max_err, err);
-      ++checked;
-      if (!(err <= 1e-5 + 1e-3 * std::fabs(numeric))) {
-        if (++failures <= 20)
-          ADD_FAILURE() << tc.label << ": " << param_tensors[k].name << "[" << i
-                        << "] analytic " << analytic[i] << " numeric " << numeric << " |diff| "
-                        << err;
-      }
-    }
+    ASSERT_EQ(param_tensors[k].data->size(), grad_tensors[k].data->size()) << param_tensors[k].name;
+    const test::FdResult r = test::check_tensor_fd(loss_now, param_tensors[k].data, *grad_tensors[k].data,
+                                                   tc.label, param_tensors[k].name, &checked, &failures);
+    max_err = std::max(max_err, r.max_err);
   }
   EXPECT_EQ(failures, 0u) << tc.label << ": " << failures << " of " << checked
                           << " entries failed; max |analytic - numeric| = " << max_err;
@@ -248,12 +222,7 @@ TEST(ReferenceModel, RejectsBadInputs) {
 // The production float32 wte::Model.
 
 ModelConfig small_config(size_t V, size_t C, size_t n_ctx, bool ln_f) {
-  ModelConfig config;
-  config.vocab_size = V;
-  config.d_model = C;
-  config.n_ctx = n_ctx;
-  config.ln_f = ln_f;
-  return config;
+  return {.vocab_size = V, .d_model = C, .n_ctx = n_ctx, .ln_f = ln_f};
 }
 
 // Random float parameters written through model.params(), and the same values (exactly, widened)

@@ -15,14 +15,13 @@
 #include "src/model/reference_model.h"
 #include "wte/error.h"
 #include "wte/rng.h"
+#include "tests/model_test_util.h"
 
 namespace wte {
 namespace {
 
-template <typename F>
-void fill_uniform(std::vector<F>* v, Rng* rng, double scale) {
-  for (F& x : *v) x = static_cast<F>(scale * (2.0 * rng->uniform() - 1.0));
-}
+using test::fill_uniform;
+using test::make_ids;
 
 // Every tensor random: weights and biases uniform in ±scale, LayerNorm gains around 1, so every term
 // of every op is exercised (zero biases or unit gains would hide a missing term).
@@ -44,13 +43,6 @@ ref::ModelParams<double> random_block_params(size_t V, size_t C, size_t n_ctx, s
     }
   }
   return p;
-}
-
-std::vector<int32_t> make_ids(size_t n, size_t used_ids, Rng* rng) {
-  std::vector<int32_t> ids(n);
-  for (int32_t& id : ids) id = static_cast<int32_t>(rng->below(used_ids));
-  if (n >= 2) ids[1] = ids[0];
-  return ids;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -96,37 +88,22 @@ TEST_P(ReferenceBlocksGradcheck, EveryEntryOfEveryTensorMatchesCentralDifference
   auto grad_tensors = ref::named_tensors(grads);
   ASSERT_EQ(param_tensors.size(), grad_tensors.size());
   ASSERT_EQ(param_tensors.size(), 4 + (tc.tied ? 0 : 1) + 12 * tc.n_layer);
-  const double eps = 1e-6;
+  const auto loss_now = [&] {
+    return ref::model_loss(params, inputs.data(), targets.data(), tc.B, tc.T);
+  };
   size_t checked = 0, failures = 0;
   for (size_t k = 0; k < param_tensors.size(); ++k) {
     const std::string& name = param_tensors[k].name;
     ASSERT_EQ(name, grad_tensors[k].name);
-    std::vector<double>& theta = *param_tensors[k].data;
-    const std::vector<double>& analytic = *grad_tensors[k].data;
-    ASSERT_EQ(theta.size(), analytic.size()) << name;
-    double max_err = 0, max_abs = 0;
-    for (size_t i = 0; i < theta.size(); ++i) {
-      const double saved = theta[i];
-      theta[i] = saved + eps;
-      const double up = ref::model_loss(params, inputs.data(), targets.data(), tc.B, tc.T);
-      theta[i] = saved - eps;
-      const double down = ref::model_loss(params, inputs.data(), targets.data(), tc.B, tc.T);
-      theta[i] = saved;
-      const double numeric = (up - down) / (2 * eps);
-      const double err = std::fabs(analytic[i] - numeric);
-      max_err = std::max(max_err, err);
-      max_abs = std::max(max_abs, std::fabs(numeric));
-      ++checked;
-      if (!(err <= 1e-5 + 1e-3 * std::fabs(numeric)) && ++failures <= 20) {
-        ADD_FAILURE() << tc.label << ": " << name << "[" << i << "] analytic " << analytic[i]
-                      << " numeric " << numeric << " |diff| " << err;
-      }
-    }
+    ASSERT_EQ(param_tensors[k].data->size(), grad_tensors[k].data->size()) << name;
+    const test::FdResult r = test::check_tensor_fd(loss_now, param_tensors[k].data,
+                                                   *grad_tensors[k].data, tc.label, name, &checked,
+                                                   &failures);
     // Every block tensor really carries gradient (a tensor the loss ignored would pass vacuously).
     if (name[0] == 'h') {
-      EXPECT_GT(max_abs, 1e-4) << name << ": gradient is (nearly) all zero";
+      EXPECT_GT(r.max_abs, 1e-4) << name << ": gradient is (nearly) all zero";
     }
-    RecordProperty(name, std::to_string(max_err));
+    RecordProperty(name, std::to_string(r.max_err));
   }
   EXPECT_EQ(failures, 0u) << tc.label << ": " << failures << " of " << checked << " entries failed";
   // wpe rows at positions >= T are not read: exactly zero.
