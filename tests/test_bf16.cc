@@ -238,14 +238,8 @@ INSTANTIATE_TEST_SUITE_P(AllTargets, Bf16KernelTest,
 // The model
 
 ModelConfig block_config(MatmulPrecision p) {
-  ModelConfig c;
-  c.vocab_size = 300;
-  c.d_model = 64;
-  c.n_ctx = 32;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.matmul_precision = p;
-  return c;
+  return {.vocab_size = 300, .d_model = 64, .n_ctx = 32, .n_layer = 2, .n_head = 4,
+          .matmul_precision = p};
 }
 
 constexpr size_t kB = 4, kT = 32;

@@ -18,6 +18,7 @@
 #include "wte/model.h"
 #include "wte/optimizer.h"
 #include "wte/rng.h"
+#include "tests/model_test_util.h"
 
 namespace wte {
 namespace {
@@ -29,13 +30,7 @@ uint32_t bits(float f) {
 }
 
 ModelConfig pin_config(bool tied, bool ln_f) {
-  ModelConfig c;
-  c.vocab_size = 64;
-  c.d_model = 32;
-  c.n_ctx = 16;
-  c.tie_embeddings = tied;
-  c.ln_f = ln_f;
-  return c;
+  return {.vocab_size = 64, .d_model = 32, .n_ctx = 16, .ln_f = ln_f, .tie_embeddings = tied};
 }
 
 // Six AdamW steps of `config` on fixed random batches (B 4, T 16), one thread; the loss of each
@@ -122,15 +117,8 @@ TEST(NLayerZero, TodaysLossesBitForBit) {
 }
 
 ModelConfig block_config(size_t n_layer, size_t n_head, bool tied = true, bool ln_f = true) {
-  ModelConfig c;
-  c.vocab_size = 40;
-  c.d_model = 16;
-  c.n_ctx = 12;
-  c.n_layer = n_layer;
-  c.n_head = n_head;
-  c.tie_embeddings = tied;
-  c.ln_f = ln_f;
-  return c;
+  return {.vocab_size = 40, .d_model = 16, .n_ctx = 12, .n_layer = n_layer, .n_head = n_head,
+          .ln_f = ln_f, .tie_embeddings = tied};
 }
 
 // HELPERS.md's contract: names, shapes, order (blocks after today's tensors), weight decay on */w.
@@ -255,12 +243,8 @@ TEST(Blocks, ResidualStreamAndFinalHidden) {
     Model model(block_config(2, 2, true, ln_f));
     model.init_weights(7);
     const size_t B = 2, T = 5, C = 16;
-    std::vector<int32_t> x(B * T), y(B * T);
     Rng rng(1);
-    for (size_t i = 0; i < B * T; ++i) {
-      x[i] = static_cast<int32_t>(rng.below(40));
-      y[i] = static_cast<int32_t>(rng.below(40));
-    }
+    const auto [x, y] = test::random_batch(B * T, 40, &rng);
     model.forward(x.data(), y.data(), B, T);
     EXPECT_EQ(model.residual(0), model.hidden_states());
     // residual(0) = wte[x] + wpe[t], exactly.
@@ -288,12 +272,8 @@ TEST(Blocks, DeterministicForAFixedThreadCount) {
     Model model(block_config(2, 4));
     model.init_weights(3);
     const size_t B = 3, T = 12;
-    std::vector<int32_t> x(B * T), y(B * T);
     Rng rng(8);
-    for (size_t i = 0; i < B * T; ++i) {
-      x[i] = static_cast<int32_t>(rng.below(40));
-      y[i] = static_cast<int32_t>(rng.below(40));
-    }
+    const auto [x, y] = test::random_batch(B * T, 40, &rng);
     const float loss = model.forward(x.data(), y.data(), B, T);
     model.backward();
     std::vector<float> out(model.grad_data(), model.grad_data() + model.num_parameters());

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "src/model/data_parallel.h"
+#include "tests/model_test_util.h"
 #include "wte/error.h"
 #include "wte/model.h"
 #include "wte/optimizer.h"
@@ -151,21 +152,14 @@ TEST(DataParallel, BlocksAreAlignedContiguousAndCoverTheGradient) {
 // bit those of one process clipping in place (clip_grad_norm) and updating everything.
 TEST(DataParallel, ZeroOneBlocksGiveTheReplicatedOptimizerBits) {
   for (bool tie : {true, false}) {
-    wte::ModelConfig mc;
-    mc.vocab_size = 1000;
-    mc.d_model = 64;
-    mc.n_ctx = 16;
-    mc.n_layer = 2;
-    mc.n_head = 2;
-    mc.tie_embeddings = tie;
+    const wte::ModelConfig mc{.vocab_size = 1000, .d_model = 64, .n_ctx = 16, .n_layer = 2,
+                              .n_head = 2, .tie_embeddings = tie};
     wte::Model one(mc), zero(mc);
     one.init_weights(5);
     zero.init_weights(5);
     const size_t B = 4, T = 16, n = one.num_parameters();
-    std::vector<int32_t> x(B * T), y(B * T);
     wte::Rng rng(9);
-    for (size_t i = 0; i < B * T; ++i)
-      x[i] = static_cast<int32_t>(rng.below(1000)), y[i] = static_cast<int32_t>(rng.below(1000));
+    const auto [x, y] = wte::test::random_batch(B * T, 1000, &rng);
     wte::OptimConfig hp;
     hp.weight_decay = 0.1f;
     const double max_norm = 0.05;  // below the norm: clipping scales
@@ -224,10 +218,7 @@ TEST(DataParallel, ZeroOneBlocksGiveTheReplicatedOptimizerBits) {
       EXPECT_EQ(0, std::memcmp(opt_one.m(), opt[0]->m(), dense_begin * 4));  // lazy wte rows
     }
   }
-  wte::ModelConfig mc;
-  mc.vocab_size = 10;
-  mc.d_model = 4;
-  wte::Model m(mc);
+  wte::Model m(wte::ModelConfig{.vocab_size = 10, .d_model = 4});
   wte::AdamW o(m);
   EXPECT_THROW(o.update_part(m, 1e-3f, wte::OptimConfig{}, 2, 1, wte::SparseRowGrad{}), wte::Error);
   EXPECT_THROW(o.update_part(m, 1e-3f, wte::OptimConfig{}, 0, m.num_parameters() + 1,

@@ -29,6 +29,7 @@
 
 #include "src/model/grad_accum.h"
 #include "src/model/matmul.h"
+#include "tests/model_test_util.h"
 #include "tests/test_util.h"
 #include "wte/checkpoint.h"
 #include "wte/config.h"
@@ -50,16 +51,9 @@ using test::write;
 const std::string kCli = WTE_CLI;
 
 ModelConfig model_config(bool tied, size_t n_layer, size_t loss_chunk) {
-  ModelConfig c;
-  c.vocab_size = 97;
-  c.d_model = 16;
-  c.n_ctx = 8;
-  c.n_layer = n_layer;
-  c.n_head = 2;
-  c.tie_embeddings = tied;
-  c.loss_chunk = loss_chunk;
-  c.loss_vocab_tile = loss_chunk > 0 ? 13 : 0;
-  return c;
+  return {.vocab_size = 97, .d_model = 16, .n_ctx = 8, .n_layer = n_layer, .n_head = 2,
+          .tie_embeddings = tied, .loss_chunk = loss_chunk,
+          .loss_vocab_tile = loss_chunk > 0 ? size_t{13} : size_t{0}};
 }
 
 struct AccumCase {
@@ -78,11 +72,7 @@ TEST_P(GradAccumModel, FourMicroBatchesOfTwoAreOneBatchOfEight) {
   Model micro(model_config(tc.tied, tc.n_layer, tc.loss_chunk));
   std::memcpy(micro.param_data(), one.param_data(), one.num_parameters() * sizeof(float));
   Rng rng(5);
-  std::vector<int32_t> x(B * T), y(B * T);
-  for (size_t i = 0; i < B * T; ++i) {
-    x[i] = static_cast<int32_t>(rng.below(97));
-    y[i] = static_cast<int32_t>(rng.below(97));
-  }
+  const auto [x, y] = test::random_batch(B * T, 97, &rng);
   const float loss_one = one.forward(x.data(), y.data(), B, T);
   one.backward();
 

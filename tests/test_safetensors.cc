@@ -97,14 +97,8 @@ std::vector<Raw> gpt2_tensors(const wte::ModelConfig& c, uint64_t seed, const st
 }
 
 wte::ModelConfig tiny_config(bool tied = true) {
-  wte::ModelConfig c;
-  c.vocab_size = 256;
-  c.d_model = 8;
-  c.n_ctx = 6;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.tie_embeddings = tied;
-  return c;
+  return {.vocab_size = 256, .d_model = 8, .n_ctx = 6, .n_layer = 2, .n_head = 2,
+          .tie_embeddings = tied};
 }
 
 std::string tiny_config_json(const std::string& extra = "") {

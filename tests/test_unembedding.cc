@@ -34,6 +34,7 @@
 #include "src/analysis/gradcheck.h"
 #include "src/model/matmul.h"
 #include "src/model/unembedding.h"
+#include "tests/model_test_util.h"
 #include "wte/error.h"
 #include "wte/kernels.h"
 #include "wte/model.h"
@@ -202,6 +203,25 @@ struct Shape {
   size_t N, V, C, rows, tile;
 };
 
+// "N=37 V=101 C=24 rows=8 tile=16", for SCOPED_TRACE and printed results.
+std::string describe(const Shape& s) {
+  return "N=" + std::to_string(s.N) + " V=" + std::to_string(s.V) + " C=" + std::to_string(s.C) +
+         " rows=" + std::to_string(s.rows) + " tile=" + std::to_string(s.tile);
+}
+
+// The loss-only forward (evaluation) at the shape's tiles, on operands h (N, C) and W (V, C) (float
+// or bf16, as the fused run had) and p's targets, gives `fused_losses` (N) bit for bit: the same
+// tiles and kernels.
+void expect_loss_only_forward_matches(const Shape& s, GemmInput h, GemmInput W, const Problem& p,
+                                      const std::vector<float>& fused_losses, Gemm& gemm) {
+  const UnembeddingTiles t{std::min(s.rows, s.N), std::min(s.tile, s.V)};
+  std::vector<float> ws(unembedding_workspace_floats(t, s.V)), losses(s.N);
+  unembedding_loss_forward(losses.data(), h, W, p.y.data(), s.N, s.V, s.C, t, ws.data(), gemm);
+  for (size_t n = 0; n < s.N; ++n)
+    EXPECT_EQ(std::bit_cast<uint32_t>(losses[n]), std::bit_cast<uint32_t>(fused_losses[n]))
+        << "row " << n;
+}
+
 // Fused (several block heights and tile widths) and unfused, each against the double reference
 // within the bound; the loss-only forward gives the fused losses bit for bit.
 TEST(FusedUnembedding, FusedAndUnfusedMatchTheDoubleReferenceAtAwkwardSizes) {
@@ -220,22 +240,14 @@ TEST(FusedUnembedding, FusedAndUnfusedMatchTheDoubleReferenceAtAwkwardSizes) {
       {4, 3, 5, 2, 2}};
   Gemm gemm;
   for (const Shape& s : shapes) {
-    const std::string what = "N=" + std::to_string(s.N) + " V=" + std::to_string(s.V) + " C=" +
-                             std::to_string(s.C) + " rows=" + std::to_string(s.rows) +
-                             " tile=" + std::to_string(s.tile);
+    const std::string what = describe(s);
     SCOPED_TRACE(what);
     const Problem p = make_problem(s.N, s.V, s.C, static_cast<uint32_t>(s.N * 131 + s.V));
     const Result fused = run_fused(p, s.rows, s.tile, gemm);
     expect_within(fused, reference(p, s.tile), "fused");
     expect_within(run_unfused(p, gemm), reference(p, p.V), "unfused");
     // Loss only (evaluation): the same tiles and kernels, the same bits.
-    const UnembeddingTiles t{std::min(s.rows, s.N), std::min(s.tile, s.V)};
-    std::vector<float> ws(unembedding_workspace_floats(t, s.V)), losses(s.N);
-    unembedding_loss_forward(losses.data(), p.h.data(), p.W.data(), p.y.data(), s.N, s.V, s.C, t,
-                             ws.data(), gemm);
-    for (size_t n = 0; n < s.N; ++n)
-      EXPECT_EQ(std::bit_cast<uint32_t>(losses[n]), std::bit_cast<uint32_t>(fused.losses[n]))
-          << "row " << n;
+    expect_loss_only_forward_matches(s, p.h.data(), p.W.data(), p, fused.losses, gemm);
   }
 }
 
@@ -344,9 +356,7 @@ TEST(FusedUnembeddingBf16, FusedMatchesTheUnfusedBf16PathWithinTheBound) {
                                      {50, 257, 32, 3, 32}, {64, 1000, 48, 16, 96}};
   Gemm gemm;
   for (const Shape& s : shapes) {
-    const std::string what = "N=" + std::to_string(s.N) + " V=" + std::to_string(s.V) + " C=" +
-                             std::to_string(s.C) + " rows=" + std::to_string(s.rows) +
-                             " tile=" + std::to_string(s.tile);
+    const std::string what = describe(s);
     SCOPED_TRACE(what);
     const Problem p = make_problem(s.N, s.V, s.C, static_cast<uint32_t>(s.N * 17 + s.V));
     const Bf16Problem b = make_bf16_problem(p);
@@ -368,14 +378,8 @@ TEST(FusedUnembeddingBf16, FusedMatchesTheUnfusedBf16PathWithinTheBound) {
     const Result f32 = run_fused(p, s.rows, s.tile, gemm);
     EXPECT_NE(0, std::memcmp(f32.dW.data(), fused.dW.data(), f32.dW.size() * sizeof(float)));
     // The loss-only forward with bf16 operands gives the same losses bit for bit.
-    const UnembeddingTiles t{std::min(s.rows, s.N), std::min(s.tile, s.V)};
-    std::vector<float> ws(unembedding_workspace_floats(t, s.V)), losses(s.N);
-    unembedding_loss_forward(losses.data(), GemmInput(p.h.data(), b.h16.data()),
-                             GemmInput(p.W.data(), b.W16.data()), p.y.data(), s.N, s.V, s.C, t,
-                             ws.data(), gemm);
-    for (size_t n = 0; n < s.N; ++n)
-      EXPECT_EQ(std::bit_cast<uint32_t>(losses[n]), std::bit_cast<uint32_t>(fused.losses[n]))
-          << "row " << n;
+    expect_loss_only_forward_matches(s, GemmInput(p.h.data(), b.h16.data()),
+                                     GemmInput(p.W.data(), b.W16.data()), p, fused.losses, gemm);
   }
 }
 
@@ -426,17 +430,8 @@ TEST(FusedUnembedding, TilesAreResolvedFromTheConfig) {
 
 ModelConfig config(size_t V, size_t C, size_t n_layer, bool ln_f, bool tied, size_t chunk,
                    size_t tile) {
-  ModelConfig c;
-  c.vocab_size = V;
-  c.d_model = C;
-  c.n_ctx = 12;
-  c.n_layer = n_layer;
-  c.n_head = 2;
-  c.ln_f = ln_f;
-  c.tie_embeddings = tied;
-  c.loss_chunk = chunk;
-  c.loss_vocab_tile = tile;
-  return c;
+  return {.vocab_size = V, .d_model = C, .n_ctx = 12, .n_layer = n_layer, .n_head = 2,
+          .ln_f = ln_f, .tie_embeddings = tied, .loss_chunk = chunk, .loss_vocab_tile = tile};
 }
 
 void set_random_params(Model* model, uint64_t seed) {
@@ -566,12 +561,8 @@ TEST(FusedModelBf16, FusedMatchesUnfusedUnderBf16Gemms) {
     set_random_params(&fused, 17);
     std::memcpy(unfused.param_data(), fused.param_data(), fused.num_parameters() * sizeof(float));
     const size_t B = 3, T = 11;
-    std::vector<int32_t> x(B * T), y(B * T);
     Rng rng(5);
-    for (size_t i = 0; i < B * T; ++i) {
-      x[i] = static_cast<int32_t>(rng.below(211));
-      y[i] = static_cast<int32_t>(rng.below(211));
-    }
+    const auto [x, y] = test::random_batch(B * T, 211, &rng);
     const float lf = fused.forward(x.data(), y.data(), B, T);
     fused.backward();
     ASSERT_EQ(fused.loss_rows(), 5u) << "the fused path is in use";
