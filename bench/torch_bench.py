@@ -1,11 +1,12 @@
 """Helpers shared by the wte-against-PyTorch benchmarks (bench/torch_embedding.py, torch_gpt2.py,
-torch_loss.py): the skip when PyTorch is missing, the environment of a fair PyTorch worker process
+torch_loss.py): their common options, the skip when PyTorch is missing, the environment of a fair PyTorch worker process
 (../shared/PLATFORM.md: OpenBLAS, tcmalloc, thread counts), running a worker that answers in JSON,
 the CPU's model name and the load average printed beside the numbers, and writing the --out table.
 
 The benchmarks run as scripts (/usr/bin/python3 bench/torch_X.py), so this file's folder is on
 sys.path and they `import torch_bench`.
 """
+import argparse
 import os
 import subprocess
 import sys
@@ -15,6 +16,19 @@ TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 
 # ctest's exit code for a skipped test; the benchmarks use it when PyTorch is missing.
 SKIP = 77
+
+
+def argument_parser(doc, shapes=False):
+    """The benchmark's argparse parser: `doc` as its description (shown as written), --wte, and
+    with `shapes` the loss/embedding shape options --vocab (GPT-2's 50257), --d-model (768) and
+    --tokens (8192), in that order."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--wte", default="build/wte", help="the built wte binary")
+    if shapes:
+        p.add_argument("--vocab", type=int, default=50257)
+        p.add_argument("--d-model", type=int, default=768)
+        p.add_argument("--tokens", type=int, default=8192)
+    return p
 
 
 def torch_missing():

@@ -128,11 +128,7 @@ def parts_list(text):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--wte", default="build/wte", help="the built wte binary")
-    p.add_argument("--vocab", type=int, default=50257)
-    p.add_argument("--d-model", type=int, default=768)
-    p.add_argument("--tokens", type=int, default=8192)
+    p = torch_bench.argument_parser(__doc__, shapes=True)
     p.add_argument("--threads", default="1,2")
     p.add_argument("--repeat", type=int, default=15)
     p.add_argument("--rounds", type=int, default=3, help="interleaved wte/PyTorch rounds")

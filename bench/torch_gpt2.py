@@ -164,8 +164,7 @@ def torch_worker(args):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--wte", default="build/wte", help="the built wte binary")
+    p = torch_bench.argument_parser(__doc__)
     p.add_argument("--config", default=os.path.join(here, "..", "configs", "default.ini"),
                    help="wte config whose model and batch both sides train (default: configs/default.ini)")
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
