@@ -19,9 +19,12 @@
 #include "wte/optimizer.h"
 #include "wte/rng.h"
 #include "tests/model_test_util.h"
+#include "tests/test_util.h"
 
 namespace wte {
 namespace {
+
+using test::error_of;
 
 uint32_t bits(float f) {
   uint32_t u;
@@ -41,11 +44,7 @@ std::vector<uint32_t> train_losses(const ModelConfig& config, size_t steps = 6) 
   Model model(config);
   model.init_weights(1337);
   AdamW opt(model);
-  OptimConfig hp;
-  hp.lr = 1e-2f;
-  hp.min_lr = 1e-3f;
-  hp.warmup_steps = 2;
-  hp.weight_decay = 0.1f;
+  const OptimConfig hp{.lr = 1e-2f, .min_lr = 1e-3f, .warmup_steps = 2, .weight_decay = 0.1f};
   const size_t B = 4, T = 16;
   Rng rng(99);
   std::vector<int32_t> inputs(B * T), targets(B * T);
@@ -62,16 +61,6 @@ std::vector<uint32_t> train_losses(const ModelConfig& config, size_t steps = 6) 
   }
   omp_set_num_threads(threads_before);
   return out;
-}
-
-template <typename F>
-std::string test_error(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 std::string hex(const std::vector<uint32_t>& v) {
@@ -217,18 +206,18 @@ TEST(Blocks, InitIsGpt2sAndLeavesTheZeroBlockDrawsAlone) {
 }
 
 TEST(Blocks, NHeadMustDivideDModelAndTheErrorNamesBoth) {
-  const std::string msg = test_error([] { Model m(block_config(1, 3)); });
+  const std::string msg = error_of([] { Model m(block_config(1, 3)); });
   EXPECT_NE(msg.find("model.n_head = 3"), std::string::npos) << msg;
   EXPECT_NE(msg.find("model.d_model = 16"), std::string::npos) << msg;
   // Without blocks there are no heads: any d_model stays valid (old checkpoints load).
-  EXPECT_EQ(test_error([] { Model m(block_config(0, 3)); }), "");
+  EXPECT_EQ(error_of([] { Model m(block_config(0, 3)); }), "");
   // Through the config: both values and where they came from.
-  const std::string cfg_msg = test_error([] {
+  const std::string cfg_msg = error_of([] {
     parse_config("[model]\nd_model = 16\nn_layer = 2\n", "test.ini", {"--model.n_head=6"});
   });
   EXPECT_NE(cfg_msg.find("model.n_head = 6 (from the command line)"), std::string::npos) << cfg_msg;
   EXPECT_NE(cfg_msg.find("model.d_model = 16 (from test.ini)"), std::string::npos) << cfg_msg;
-  EXPECT_EQ(test_error([] { parse_config("[model]\nd_model = 6\n", "test.ini"); }), "");
+  EXPECT_EQ(error_of([] { parse_config("[model]\nd_model = 6\n", "test.ini"); }), "");
   const Config c = parse_config("[model]\nd_model = 32\nn_layer = 3\nn_head = 8\n", "test.ini");
   EXPECT_EQ(c.model.n_layer, 3u);
   EXPECT_EQ(c.model.n_head, 8u);
@@ -260,7 +249,7 @@ TEST(Blocks, ResidualStreamAndFinalHidden) {
     } else {
       EXPECT_EQ(model.final_hidden(), model.residual(2));
     }
-    const std::string msg = test_error([&] { model.residual(3); });
+    const std::string msg = error_of([&] { model.residual(3); });
     EXPECT_NE(msg.find("n_layer = 2"), std::string::npos) << msg;
   }
 }
@@ -295,10 +284,7 @@ TEST(Blocks, TrainingLowersTheLossOnAContextRule) {
   Model model(c);
   model.init_weights(11);
   AdamW opt(model);
-  OptimConfig hp;
-  hp.lr = 2e-2f;
-  hp.min_lr = 2e-3f;
-  hp.warmup_steps = 10;
+  const OptimConfig hp{.lr = 2e-2f, .min_lr = 2e-3f, .warmup_steps = 10};
   const size_t B = 8, T = 12;
   Rng rng(5);
   std::vector<int32_t> x(B * T), y(B * T);
