@@ -122,20 +122,73 @@ TEST_F(Reliability, Finding2_GradRefusesAnOutputThatIsItsInput) {
     std::string msg;
     EXPECT_EQ(run(kCli + " grad --checkpoint " + q(ckpt) + " --tokens " + q(dir_ / "batch.txt") +
                       " --out " + q(out), &msg),
-              1)
+              2)
         << msg;
     EXPECT_NE(msg.find("is the same file as --checkpoint"), std::string::npos) << msg;
     EXPECT_EQ(slurp(ckpt), before) << "the checkpoint was changed by --out " << out;
   }
+  // The batch is named by the option's name, --batch, also when typed as its old alias --tokens.
   std::string msg;
   EXPECT_EQ(run(kCli + " grad --checkpoint " + q(ckpt) + " --tokens " + q(dir_ / "batch.txt") +
-                    " --out " + q(dir_ / "batch.txt"), &msg), 1) << msg;
-  EXPECT_NE(msg.find("is the same file as --tokens"), std::string::npos) << msg;
+                    " --out " + q(dir_ / "batch.txt"), &msg), 2) << msg;
+  EXPECT_NE(msg.find("is the same file as --batch"), std::string::npos) << msg;
   // The temporary file of --out must not be the input either.
   fs::copy_file(ckpt, dir_ / "c.h5.tmp");
-  EXPECT_EQ(run(kCli + " grad --checkpoint " + q(dir_ / "c.h5.tmp") + " --tokens " +
-                    q(dir_ / "batch.txt") + " --out " + q(dir_ / "c.h5"), &msg), 1) << msg;
+  EXPECT_EQ(run(kCli + " grad --checkpoint " + q(dir_ / "c.h5.tmp") + " --batch " +
+                    q(dir_ / "batch.txt") + " --out " + q(dir_ / "c.h5"), &msg), 2) << msg;
   EXPECT_EQ(slurp(dir_ / "c.h5.tmp"), before);
+}
+
+// report-fresh21 defect 2: `hidden-states --data F -o F` replaced its token file with its output.
+// Every command with an input file and an output refuses (exit 2, naming both options) an output
+// that is one of its inputs: hidden-states (--data, the val.bin it reads by default), export and
+// geometry (a file they would write into their --out directory).
+TEST_F(Reliability, Fresh21_NoCommandWritesOverItsOwnInput) {
+  const fs::path ckpt = train("run", 2);
+  const fs::path val = dir_ / "run" / "val.bin";
+  fs::copy_file(val, dir_ / "vcopy.bin");
+  const std::string tokens = slurp(dir_ / "vcopy.bin");
+  const std::string hs = kCli + " hidden-states --checkpoint " + q(ckpt) + " --text 'ab' ";
+  std::string msg;
+  EXPECT_EQ(run(hs + "--data " + q(dir_ / "vcopy.bin") + " -o " + q(dir_ / "vcopy.bin"), &msg), 2) << msg;
+  EXPECT_NE(msg.find("--out " + (dir_ / "vcopy.bin").string() + " is the same file as --data"),
+            std::string::npos) << msg;
+  EXPECT_EQ(slurp(dir_ / "vcopy.bin"), tokens);
+  // Another spelling of the same file.
+  EXPECT_EQ(run(hs + "--data " + q(dir_ / "vcopy.bin") + " -o " + q(dir_ / "run" / ".." / "vcopy.bin"), &msg), 2) << msg;
+  EXPECT_EQ(slurp(dir_ / "vcopy.bin"), tokens);
+  // Without --data the baseline reads val.bin beside the checkpoint: that is an input too.
+  EXPECT_EQ(run(hs + "-o " + q(val), &msg), 2) << msg;
+  EXPECT_NE(msg.find("is the same file as the default --data (val.bin beside --checkpoint)"),
+            std::string::npos) << msg;
+  EXPECT_EQ(slurp(val), tokens);
+  // An output elsewhere still works.
+  EXPECT_EQ(run(hs + "--data " + q(dir_ / "vcopy.bin") + " -o " + q(dir_ / "hs.h5"), &msg), 0) << msg;
+
+  // export --out DIR writes config.json, vocab.json, merges.txt and model.safetensors there.
+  fs::create_directories(dir_ / "exp");
+  fs::copy_file(ckpt, dir_ / "exp" / "config.json");
+  const std::string ck = slurp(ckpt);
+  EXPECT_EQ(run(kCli + " export --checkpoint " + q(dir_ / "exp" / "config.json") + " --out " +
+                    q(dir_ / "exp"), &msg), 2) << msg;
+  EXPECT_NE(msg.find("--checkpoint " + (dir_ / "exp" / "config.json").string() + " is in --out " +
+                     (dir_ / "exp").string() + ", where this command writes 'config.json'"),
+            std::string::npos) << msg;
+  EXPECT_EQ(slurp(dir_ / "exp" / "config.json"), ck);
+  // ... and with --format npy, NAME.npy: a checkpoint named wte.npy is an input, not an output.
+  fs::copy_file(ckpt, dir_ / "exp" / "wte.npy");
+  EXPECT_EQ(run(kCli + " export --format npy --checkpoint " + q(dir_ / "exp" / "wte.npy") +
+                    " --out " + q(dir_ / "exp"), &msg), 2) << msg;
+  EXPECT_EQ(slurp(dir_ / "exp" / "wte.npy"), ck);
+
+  // geometry --out DIR writes geometry.csv, index.html and *.svg there.
+  fs::create_directories(dir_ / "geo");
+  write(dir_ / "geo" / "geometry.csv", "a\tb\n");
+  EXPECT_EQ(run(kCli + " geometry --checkpoint " + q(ckpt) + " --labels " +
+                    q(dir_ / "geo" / "geometry.csv") + " --out " + q(dir_ / "geo"), &msg), 2) << msg;
+  EXPECT_NE(msg.find("--labels " + (dir_ / "geo" / "geometry.csv").string() + " is in --out"),
+            std::string::npos) << msg;
+  EXPECT_EQ(slurp(dir_ / "geo" / "geometry.csv"), "a\tb\n");
 }
 
 // ---- 3. A locked file is called corrupt --------------------------------------------------------

@@ -379,28 +379,54 @@ inline void check_output_file(const std::string& option, const std::string& path
   if (!existed) fs::remove(path, ec);
 }
 
+/// True if the paths `a` and `b` name the same file: the same device and inode when both exist
+/// (hard and symbolic links), else the same canonical path ("..", ".", symbolic links of the
+/// directories on the way).
+inline bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  const fs::path ca = fs::weakly_canonical(a, ec), cb = fs::weakly_canonical(b, ec);
+  return !ec && ca == cb;
+}
+
 /// Checks, before any work, that the output file `path` given for `option` is none of `inputs`
 /// (pairs of option and path, e.g. {"--checkpoint", "c.h5"}) under any spelling (a relative
 /// path, "..", a symbolic or hard link), and that its temporary file path + ".tmp" (which
 /// write_file_atomic truncates) is none of them either: a command must never destroy its input.
-/// Throws wte::Error naming both options and paths.
+/// Throws UsageError (exit 2: options that cannot be combined) naming both options and paths.
 inline void check_output_not_input(const std::string& option, const std::string& path,
                                    const std::vector<std::pair<std::string, std::string>>& inputs) {
-  namespace fs = std::filesystem;
-  auto same = [](const std::string& a, const std::string& b) {
-    std::error_code ec;
-    if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
-    const fs::path ca = fs::weakly_canonical(a, ec), cb = fs::weakly_canonical(b, ec);
-    return !ec && ca == cb;
-  };
+  const auto same = same_file;
   for (const auto& [in_option, in_path] : inputs) {
     if (same(path, in_path))
-      throw Error(option + " " + path + " is the same file as " + in_option + " " + in_path +
+      throw UsageError(option + " " + path + " is the same file as " + in_option + " " + in_path +
                   ": writing it would destroy the input; choose another output path");
     if (same(path + ".tmp", in_path))
-      throw Error(option + " " + path + " would be written through the temporary file " + path +
+      throw UsageError(option + " " + path + " would be written through the temporary file " + path +
                   ".tmp, which is " + in_option + " " + in_path +
                   ": that would destroy the input; choose another output path");
+  }
+}
+
+/// The directory form of check_output_not_input, for a command that writes files into the
+/// directory `dir` given for `option` (export, geometry): throws UsageError naming both options
+/// if an input of `inputs` (pairs of option and path) is a file directly in `dir` (any spelling,
+/// as same_file) whose name `writes` says the command may write there, or that file's NAME.tmp.
+template <typename Writes>
+void check_output_dir_not_input(const std::string& option, const std::string& dir,
+                                const std::vector<std::pair<std::string, std::string>>& inputs,
+                                Writes&& writes) {
+  namespace fs = std::filesystem;
+  for (const auto& [in_option, in_path] : inputs) {
+    std::string name = fs::path(in_path).filename().string();
+    const bool tmp = name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
+    if (tmp) name.resize(name.size() - 4);
+    if (name.empty() || !writes(name)) continue;
+    if (!same_file((fs::path(dir) / fs::path(in_path).filename()).string(), in_path)) continue;
+    throw UsageError(in_option + " " + in_path + " is in " + option + " " + dir + ", where this "
+                     "command writes '" + name + "'" + (tmp ? " through '" + name + ".tmp'" : "") +
+                     ": writing it would destroy the input; choose another output directory");
   }
 }
 

@@ -53,6 +53,12 @@ int cmd_export(int argc, char** argv) {
     throw Error("--checkpoint " + ckpt + " is a directory; give a checkpoint file (.h5)");
   if (fs::exists(out) && !fs::is_directory(out))
     throw Error("--out " + out + " exists and is not a directory");
+  // The files export_hf_gpt2 writes into --out, each through NAME.tmp.
+  check_output_dir_not_input("--out", out, {{"--checkpoint", ckpt}}, [&](const std::string& n) {
+    if (n == "config.json" || n == "vocab.json" || n == "merges.txt") return true;
+    if (fmt == "npy") return n.size() > 4 && n.compare(n.size() - 4, 4, ".npy") == 0;
+    return n == "model.safetensors";
+  });
   const ExportSummary s =
       export_hf_gpt2(ckpt, fmt == "npy" ? ExportFormat::kNpy : ExportFormat::kSafetensors, out);
   std::printf("wte export: %s -> %s: %zu tensors, %zu files, %llu bytes:\n", ckpt.c_str(),

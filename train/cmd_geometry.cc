@@ -162,7 +162,21 @@ int cmd_geometry(int argc, char** argv) {
                      "comma-separated tokens, each a token's text or #ID (or leave --query out)");
   if (vm.count("context-data")) io::require_input_file("--context-data ", vm["context-data"].as<std::string>());
   // The output directory is created (and checked writable) before any checkpoint is read.
-  if (vm.count("out")) prepare_output_dir("--out", vm["out"].as<std::string>());
+  if (vm.count("out")) {
+    // --out's files: index.html, geometry.csv and the pictures (*.svg), each through NAME.tmp.
+    std::vector<std::pair<std::string, std::string>> inputs;
+    for (const char* o : {"labels", "data", "context-data"})
+      if (vm.count(o)) inputs.push_back({std::string("--") + o, vm[o].as<std::string>()});
+    for (const std::string& c : vm["checkpoint"].as<std::vector<std::string>>())
+      inputs.push_back({"--checkpoint", c});
+    check_output_dir_not_input("--out", vm["out"].as<std::string>(), inputs, [](const std::string& n) {
+      const auto ends = [&](const std::string& e) {
+        return n.size() >= e.size() && n.compare(n.size() - e.size(), e.size(), e) == 0;
+      };
+      return n == "index.html" || n == "geometry.csv" || ends(".svg");
+    });
+    prepare_output_dir("--out", vm["out"].as<std::string>());
+  }
 
   // --- Read every checkpoint (validated) before any output.
   const std::vector<std::string> paths = expand_checkpoints(vm["checkpoint"].as<std::vector<std::string>>());

@@ -87,7 +87,7 @@ int cmd_grad(int argc, char** argv) {
   const std::string tokens = vm["batch"].as<std::string>();
   const std::string out = vm["out"].as<std::string>();
   require_checkpoint_file("--checkpoint", ckpt);
-  check_output_not_input("--out", out, {{"--checkpoint", ckpt}, {"--tokens", tokens}});
+  check_output_not_input("--out", out, {{"--checkpoint", ckpt}, {"--batch", tokens}});
 
   Config cfg;
   std::unique_ptr<Model> model = load_model_file(ckpt, &cfg);

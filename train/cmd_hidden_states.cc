@@ -205,7 +205,14 @@ int cmd_hidden_states(int argc, char** argv) {
   const std::string out = vm.count("out") ? vm["out"].as<std::string>() : "";
   if (!out.empty()) {
     check_output_file("--out", out);
-    check_output_not_input("--out", out, {{"--checkpoint", path}});
+    // Every input: --checkpoint, --data or (without it) the val.bin read beside the checkpoint.
+    std::vector<std::pair<std::string, std::string>> inputs = {{"--checkpoint", path}};
+    if (vm.count("data"))
+      inputs.push_back({"--data", vm["data"].as<std::string>()});
+    else
+      inputs.push_back({"the default --data (val.bin beside --checkpoint)",
+                        (fs::path(path).parent_path() / "val.bin").string()});
+    check_output_not_input("--out", out, inputs);
   }
   const CheckpointModel ck = load_checkpoint_model(path);
   const CheckpointInfo& info = ck.info;
