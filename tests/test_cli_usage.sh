@@ -85,6 +85,17 @@ expect 2 "wte sample: error: option '--checkpoint' takes a value, but the argume
 expect 2 "a value that starts with '-' is written --prompt=VALUE" -- sample --checkpoint "$ck" --prompt -x
 expect 1 "none.h5" -- sample --checkpoint "$ck" --prompt=-x   # the =VALUE form is a value
 
+# An argument without an option name, in a command that takes none, is bad usage naming it
+# (report-fresh21 defect 6: `sample --prompt the cat sat` sampled from "the" and dropped the rest).
+expect 2 "wte sample: error: unexpected argument 'cat': this command takes no arguments without an option name; --prompt took 'the' as its value; if 'cat' belongs to it, quote the whole value: --prompt \"the cat sat\"" \
+  -- sample --checkpoint "$ck" --prompt the cat sat -n 3
+expect 2 "unexpected argument 'cat'" -- hidden-states --checkpoint "$ck" --text the cat
+expect 2 "unexpected argument 'stray'" -- geometry --checkpoint "$ck" stray
+expect 2 "unexpected argument 'stray'" -- export --checkpoint "$ck" --out "$dir/e" stray
+expect 2 "unexpected argument 'stray'" -- import stray --safetensors "$dir/m.safetensors" --out "$dir/i.h5"
+expect 2 "unexpected argument 'stray'" -- grad --checkpoint "$ck" --batch "$dir/b.txt" --out "$dir/g.h5" stray
+[ -e "$dir/e" ] && fail "export created its --out before refusing a stray argument"
+
 # A bad value for each command (each names its option).
 expect 2 "--stop-at"     -- train --stop-at x
 expect 2 "train.steps"   -- train --train.steps=-5

@@ -186,12 +186,50 @@ inline void refuse_option_as_value(const boost::program_options::parsed_options&
   }
 }
 
+/// Throws UsageError for the first argument of `parsed` that is no option and no value of one, in
+/// a command that takes no positional arguments: Boost's parser keeps such an argument apart and
+/// nothing reads it, so `sample --prompt the cat sat` would sample from "the" alone. Names the
+/// argument and, when it follows an option's value, that option, and says to quote a value
+/// with spaces: `--prompt "the cat sat"`.
+inline void refuse_stray_arguments(const boost::program_options::parsed_options& parsed) {
+  const auto& opts = parsed.options;
+  // An argument without an option name: Boost gives it no name (or a position).
+  const auto stray_at = [&](size_t i) {
+    return opts[i].position_key >= 0 || opts[i].string_key.empty();
+  };
+  const auto text_of = [&](size_t i) {
+    const auto& o = opts[i];
+    return !o.original_tokens.empty() ? o.original_tokens.front()
+                                      : (o.value.empty() ? std::string() : o.value.front());
+  };
+  for (size_t i = 0; i < opts.size(); ++i) {
+    if (!stray_at(i)) continue;
+    const std::string stray = text_of(i);
+    std::string m = "unexpected argument '" + stray + "': this command takes no arguments "
+                    "without an option name";
+    if (i > 0 && !stray_at(i - 1) && !opts[i - 1].value.empty()) {
+      // The option before it and every stray argument after it: the value the user meant.
+      const std::string name = "--" + opts[i - 1].string_key;
+      const std::string value = opts[i - 1].value.back();
+      std::string whole = value;
+      for (size_t j = i; j < opts.size() && stray_at(j); ++j) {
+        whole += ' ';  // (append, not " " + ...: GCC 12 warns falsely with -Wrestrict on that)
+        whole += text_of(j);
+      }
+      m += "; " + name + " took '" + value + "' as its value; if '" + stray +
+           "' belongs to it, quote the whole value: " + name + " \"" + whole + "\"";
+    }
+    throw UsageError(m);
+  }
+}
+
 /// Parses argv[1..argc) (argv[0] is the command's name) for the options `options` and `spec`,
 /// with exact option names only (exact_style). With --help, prints the help (print_help) to
 /// *spec.help_out and returns with `help` set, before any value is checked.
 /// Throws UsageError (exit status 2) with Boost's message, which names the option, for an unknown
 /// option, a missing value, a value that does not parse, or a value that is the next argument and
-/// reads as an option (refuse_option_as_value). With spec.config_overrides, an
+/// reads as an option (refuse_option_as_value), or an argument without an option name in a
+/// command without positional arguments (refuse_stray_arguments). With spec.config_overrides, an
 /// undeclared option without a '.' is "unrecognised" as in any other command, and an argument
 /// that is no option ("--train.steps 5" leaves "5") is "unexpected": config keys take '='.
 inline CommandLine parse_command_line(int argc, char** argv,
@@ -221,6 +259,7 @@ inline CommandLine parse_command_line(int argc, char** argv,
     if (spec.config_overrides) parser.allow_unregistered();
     const po::parsed_options parsed = parser.run();
     refuse_option_as_value(parsed);
+    if (!spec.positional && !spec.config_overrides) refuse_stray_arguments(parsed);
     if (spec.config_overrides) {
       // Arguments that are no option are the positional options' (too many is an error), or,
       // for a command without them, collected here to be rejected below.
