@@ -85,6 +85,13 @@ expect 2 "wte sample: error: option '--checkpoint' takes a value, but the argume
 expect 2 "a value that starts with '-' is written --prompt=VALUE" -- sample --checkpoint "$ck" --prompt -x
 expect 1 "none.h5" -- sample --checkpoint "$ck" --prompt=-x   # the =VALUE form is a value
 
+# A value config.ini cannot store (our INI reader has no quoting: '#' starts a comment) is refused
+# at start-up, before the run directory exists (report-fresh21 defect 3: the run trained, and
+# every checkpoint then failed to resume).
+expect 2 "wte train: error: data.text = '$dir/d#1/p.txt' from the command line (--data.text) contains '#'" \
+  -- train "--data.text=$dir/d#1/p.txt" -o "$dir/hashrun"
+[ -e "$dir/hashrun" ] && fail "train created its run directory for a data.text it refuses"
+
 # An argument without an option name, in a command that takes none, is bad usage naming it
 # (report-fresh21 defect 6: `sample --prompt the cat sat` sampled from "the" and dropped the rest).
 expect 2 "wte sample: error: unexpected argument 'cat': this command takes no arguments without an option name; --prompt took 'the' as its value; if 'cat' belongs to it, quote the whole value: --prompt \"the cat sat\"" \

@@ -65,6 +65,53 @@ TEST(Config, DefaultsRoundTripThroughIni) {
   EXPECT_NE(a.to_ini().find("[model]\nvocab_size = 4096"), std::string::npos) << a.to_ini();
 }
 
+// report-fresh21 defect 3: a data path with '#' trained, but config.ini read it back cut at the
+// '#' (an INI comment), and a newline split it into injected keys: no checkpoint could be resumed.
+// Every string key's value reads back from config.ini unchanged, or is refused at start-up.
+TEST(Config, EveryStringKeyReadsBackFromTheIniOrIsRefused) {
+  const std::vector<std::string> keys = {"data.text", "data.train_tokens", "data.val_tokens",
+                                         "data.tokenizer"};
+  // Characters INI files often treat specially that our reader keeps as they are.
+  const std::string odd = "/tmp/a b=c;d'e\"f\\g[h] \xc3\xa9\rx%$";
+  std::vector<std::string> overrides;
+  for (const std::string& k : keys) overrides.push_back("--" + k + "=" + odd + k);
+  const Config a = wte::load_config("", overrides);
+  const Config b = wte::parse_config(a.to_ini(), "round trip");
+  EXPECT_EQ(b.data.text, odd + "data.text");
+  EXPECT_EQ(b.data.train_tokens, odd + "data.train_tokens");
+  EXPECT_EQ(b.data.val_tokens, odd + "data.val_tokens");
+  EXPECT_EQ(b.data.tokenizer, odd + "data.tokenizer");
+  EXPECT_EQ(a.to_ini(), b.to_ini());
+
+  struct Bad {
+    std::string value, why;
+  };
+  for (const std::string& k : keys)
+    for (const Bad& bad : std::vector<Bad>{{"/tmp/dir#1/p.txt", "contains '#'"},
+                                          {"/tmp/inj\nsteps = 3\nx", "contains a line break"},
+                                          {"/tmp/p.txt ", "ends with a space"},
+                                          {"/tmp/p.txt\t", "begins or ends with a space"}}) {
+      try {
+        wte::load_config("", {"--" + k + "=" + bad.value});
+        ADD_FAILURE() << k << " = '" << bad.value << "' was accepted";
+      } catch (const wte::ConfigValueError& e) {  // bad usage: exit 2
+        const std::string msg = e.what();
+        EXPECT_EQ(msg.rfind(k + " = '", 0), 0u) << msg;
+        EXPECT_NE(msg.find(bad.why), std::string::npos) << msg;
+        EXPECT_NE(msg.find("the command line (--" + k + ")"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("config.ini"), std::string::npos) << msg;
+      }
+    }
+  // A relative path in a config file is resolved against the file's directory: a '#' there is
+  // refused too, naming the value as written.
+  const fs::path dir = temp_dir("config_hash") / "d#1";
+  fs::create_directories(dir);
+  write(dir / "c.ini", "[data]\ntext = p.txt\n");
+  const std::string msg = error_of([&] { wte::load_config((dir / "c.ini").string(), {}); });
+  EXPECT_NE(msg.find("(resolved from 'p.txt')"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("contains '#'"), std::string::npos) << msg;
+}
+
 TEST(Config, CommandLineOverridesFileAndPathsResolveAgainstTheFile) {
   const fs::path dir = temp_dir("config_override");
   write(dir / "c.ini", "[model]\nd_model = 32\n[data]\ntext = corpus.txt\n");

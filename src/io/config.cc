@@ -381,6 +381,21 @@ void validate(const Config& c, const std::function<std::string(const std::string
          val("optim.lr", fmt_double(c.optim.lr)));
 }
 
+// Why `value` would not read back unchanged from an INI line "key = value", or nullptr. The
+// reader is Boost.Program_options' parse_config_file, which has no quoting or escapes: '#' starts
+// a comment anywhere in a line, a line ends at '\n', and spaces, tabs, '\r' and '\n' at either
+// end of a value are trimmed. A value holding one of them would be cut (a path "dir#1/p.txt"
+// read back as "dir") or split into other keys (a newline followed by "steps = 3").
+const char* ini_unsafe(const std::string& value) {
+  if (value.find('#') != std::string::npos) return "contains '#'";
+  if (value.find('\n') != std::string::npos) return "contains a line break";
+  const std::string ws = " \t\r";
+  if (!value.empty() && (ws.find(value.front()) != std::string::npos ||
+                         ws.find(value.back()) != std::string::npos))
+    return "begins or ends with a space, tab or carriage return";
+  return nullptr;
+}
+
 // Applies every stored option of `vm` to `cfg`. `from_cli` holds keys given on the command line.
 // A value that does not parse or is out of range throws ConfigValueError if it came from the
 // command line or `user_config` (load_config's file), else wte::Error (a checkpoint's stored config).
@@ -407,6 +422,19 @@ void apply(Config& cfg, const po::variables_map& vm, const std::set<std::string>
     if (path_like && !value.empty() && fs::path(value).is_relative()) {
       const fs::path base = (cli || file_dir.empty()) ? fs::current_path() : fs::absolute(file_dir);
       k.set(cfg, (base / value).lexically_normal().string());
+    }
+    // The value as config.ini will store it must read back unchanged (see ini_unsafe).
+    const std::string stored = k.get(cfg);
+    if (const char* why = ini_unsafe(stored)) {
+      const std::string msg =
+          k.name + " = '" + printable(stored) + "'" + (stored == value ? "" : " (resolved from '" +
+          printable(value) + "')") + " from " + where + " " + why + ", which the run's config.ini "
+          "(also stored in each checkpoint, read back by --resume, inspect and sample) cannot "
+          "hold: our INI reader has no quoting; allowed: " + k.allowed + " without '#', a line "
+          "break, or spaces at either end (rename the file or directory, or give a symbolic link "
+          "to it)";
+      if (cli || user_config) throw ConfigValueError(msg);
+      throw Error(msg);
     }
   }
 }
