@@ -452,16 +452,15 @@ TEST_F(Reliability, Finding7_SigtermAfterTheRunFilesKeepsADirectoryThatExisted) 
 // summary, says the run is complete (no "continue with"), exits 128 + signal, and --resume auto
 // then has nothing to train. The run pauses itself in a checkpoint write (a test hook) where the
 // signal is sent.
-void signal_in_the_last_step(const fs::path& dir, int sig, size_t pause_step) {
+void signal_in_the_last_step(const fs::path& dir, int sig, const std::string& hook) {
   const size_t steps = 4;
   const fs::path cfg = dir / "short.ini", out_dir = dir / "run";
-  write(cfg, tiny_config(dir / "corpus.txt", steps, pause_step < steps ? pause_step : 0));
-  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(out_dir), dir / "run.log",
-                                "WTE_TEST_PAUSE_IN_CHECKPOINT_WRITE=" + std::to_string(pause_step));
+  write(cfg, tiny_config(dir / "corpus.txt", steps, 0));
+  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(out_dir), dir / "run.log", hook);
   int status = 0;
   const bool paused = signal_when_paused(pid, sig, &status);
   const std::string log = slurp(dir / "run.log");
-  ASSERT_TRUE(paused) << "the run never paused in checkpoint write " << pause_step << ": " << log;
+  ASSERT_TRUE(paused) << "the run never paused at " << hook << ": " << log;
   ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal, not by wte: " << log;
   EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << log;
   const std::string name = sig == SIGINT ? "SIGINT" : "SIGTERM";
@@ -477,11 +476,50 @@ void signal_in_the_last_step(const fs::path& dir, int sig, size_t pause_step) {
 }
 
 TEST_F(Reliability, Fresh20_SigtermBeforeTheLastStepsStopCheckCompletesTheRunAndSaysSo) {
-  signal_in_the_last_step(dir_, SIGTERM, 3);  // sent during checkpoint 3: seen after step 4
+  // Sent during the last step's evaluation, before its stop check.
+  signal_in_the_last_step(dir_, SIGTERM, "WTE_TEST_PAUSE_AT_STAGE='evaluation after step 4'");
 }
 
 TEST_F(Reliability, Fresh20_SigintDuringTheFinalCheckpointCompletesTheRunAndSaysSo) {
-  signal_in_the_last_step(dir_, SIGINT, 4);  // sent during the final checkpoint write
+  // Sent during the final checkpoint write.
+  signal_in_the_last_step(dir_, SIGINT, "WTE_TEST_PAUSE_IN_CHECKPOINT_WRITE=4");
+}
+
+// report-fresh21 defect 8: a SIGINT/SIGTERM during a periodic evaluation, or during a periodic
+// checkpoint's write, trained one more step before it stopped. Now the run stops after the step
+// it was in: its checkpoint is that step's, and metrics.csv ends with that step.
+void signal_after_step_2(const fs::path& dir, int sig, const std::string& hook, size_t interval) {
+  const size_t steps = 6;
+  const fs::path cfg = dir / "eval.ini", out_dir = dir / "run";
+  std::string text = tiny_config(dir / "corpus.txt", steps, interval);
+  const std::string no_eval = "eval_interval = 0";
+  text.replace(text.find(no_eval), no_eval.size(), "eval_interval = 2");
+  write(cfg, text);
+  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(out_dir), dir / "run.log", hook);
+  int status = 0;
+  const bool paused = signal_when_paused(pid, sig, &status);
+  const std::string log = slurp(dir / "run.log");
+  ASSERT_TRUE(paused) << "the run never paused at " << hook << ": " << log;
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal, not by wte: " << log;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << log;
+  const std::string ckpt = wte::checkpoint_path(out_dir.string(), 2);
+  EXPECT_NE(log.find(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                     " received: finished step 2 of 6 and wrote checkpoint " + ckpt),
+            std::string::npos) << log;
+  const auto found = wte::list_checkpoints(out_dir.string());
+  ASSERT_EQ(found.size(), 1u) << log;
+  EXPECT_EQ(found[0].first, 2u) << log;
+  const std::string metrics = slurp(out_dir / "metrics.csv");
+  EXPECT_EQ(metrics.find("\n3,"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("\n2,"), std::string::npos) << metrics;
+}
+
+TEST_F(Reliability, Fresh21_SigtermDuringAPeriodicEvaluationStopsAfterThatStep) {
+  signal_after_step_2(dir_, SIGTERM, "WTE_TEST_PAUSE_AT_STAGE='evaluation after step 2'", 0);
+}
+
+TEST_F(Reliability, Fresh21_SigintDuringAPeriodicCheckpointStopsAfterThatStep) {
+  signal_after_step_2(dir_, SIGINT, "WTE_TEST_PAUSE_IN_CHECKPOINT_WRITE=2", 2);
 }
 
 // report-fresh20 defect 5: a second SIGINT during the start-up ends the process at once, and says

@@ -91,6 +91,17 @@ const char* signal_name(int sig) {
   }
 }
 
+void pause_for_test(const std::string& point) {
+  static bool paused = false;
+  const char* want = std::getenv("WTE_TEST_PAUSE_AT_STAGE");
+  if (want == nullptr || paused || point.find(want) == std::string::npos) return;
+  paused = true;
+  std::fprintf(stderr, "wte: test pause at %s; SIGSTOP\n", point.c_str());
+  std::fflush(stderr);
+  ::raise(SIGSTOP);
+  for (int i = 0; i < 10000 && g_signal == 0; ++i) ::usleep(1000);  // as in throw_if_stop_requested
+}
+
 void throw_if_stop_requested(const std::string& stage) {
   // Test hook: WTE_TEST_PAUSE_AT_STAGE=TEXT stops the process (SIGSTOP) at the first check whose
   // stage contains TEXT, before the check: a test sends a signal, then SIGCONT, and the check sees

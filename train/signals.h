@@ -67,4 +67,10 @@ class Interrupted : public Error {
 /// the test's next signal is a second request.
 void throw_if_stop_requested(const std::string& stage);
 
+/// Test hook of the training loop (no effect unless the environment asks): if
+/// WTE_TEST_PAUSE_AT_STAGE is a part of `point` ("evaluation after step 2"), the first such call
+/// stops the process with SIGSTOP and, once continued, waits (at most 10 s) until the signal the
+/// test sent meanwhile has been recorded, so the loop's next stop check sees it.
+void pause_for_test(const std::string& point);
+
 }  // namespace wte

@@ -909,8 +909,6 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
 
     const bool last = done == cfg.train.steps;
     if (done == start_step + 1 && opts.on_first_step) opts.on_first_step();
-    // A SIGINT/SIGTERM seen by any rank stops every rank after the same step.
-    const bool stop_now = done == opts.stop_at || agreed_stop_signal(comm) != 0;
     const bool eval_now = last || (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0);
     double val_loss = -1.0;
     if (eval_now && writer) {
@@ -918,9 +916,13 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
       say("step %6zu/%zu | evaluating on %zu validation tokens%s...\n", done, cfg.train.steps,
           windows * T, last ? " (the whole split)" : "");
       const auto t_eval = Clock::now();
+      pause_for_test("evaluation after step " + std::to_string(done));
       val_loss = evaluate(model, d.val_ids, T, B_micro, windows);
       eval_clock.add(seconds_since(t_eval), windows);
     }
+    // A SIGINT/SIGTERM seen by any rank stops every rank after the same step. Read after the
+    // evaluation, so a signal during it stops after this step, not the next one.
+    bool stop_now = done == opts.stop_at || agreed_stop_signal(comm) != 0;
     log_step(metrics, say, cfg, done, start_step, r, val_loss, tok_s, step_seconds,
              seconds_since(t_start), eval_now, comm.size(),
              eval_clock.seconds_left(done, cfg.train.steps, cfg.train.eval_interval,
@@ -937,6 +939,9 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
       if (!metrics) throw Error(write_failed(metrics_path));
       write_checkpoint(cfg, opts, model, optimizer, d, loader, done, r.lr, &summary);
     }
+    // A signal during a periodic checkpoint's write: that checkpoint is this step's, so stop now
+    // rather than after another step. (The last step's is read after the loop.)
+    if (checkpoint_now && !stop_now && !last && agreed_stop_signal(comm) != 0) stop_now = true;
     if (last) summary.final_val_loss = val_loss;
     if (stop_now) {
       summary.stopped = true;
