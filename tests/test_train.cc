@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -672,6 +673,79 @@ TEST_F(TrainCli, AFreshRunNeverReplacesFilesItDidNotWrite) {
   fs::create_directories(dir_ / "empty");
   out = train("empty", "--train.steps=1", &code);
   EXPECT_EQ(code, 0) << out;
+}
+
+// report-fresh21 defects 4, 5, 7 and 9: what a run directory holds is checked before any work
+// (data preparation included), for fresh and resumed runs alike, and bad usage exits 2.
+TEST_F(TrainCli, Fresh21_TheRunDirectoryIsCheckedBeforeAnyWorkForFreshAndResumedRuns) {
+  const std::string four = "--train.steps=4 --checkpoint.interval=2 --train.eval_interval=0";
+  int code = 0;
+  std::string out = train("run", four, &code);
+  ASSERT_EQ(code, 0) << out;
+  const fs::path run_dir = dir_ / "run";
+  const std::string c2 = (run_dir / "checkpoint_00000002.h5").string();
+  const std::string metrics = slurp(run_dir / "metrics.csv");
+
+  // Defect 7: a fresh run into a directory with checkpoints: exit 2 before the data is prepared.
+  out = train("run", four, &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("run directory (--out) '" + run_dir.string() + "' already holds 2 "
+                     "checkpoint/snapshot file(s) of an earlier run (checkpoint_00000002.h5, "
+                     "checkpoint_00000004.h5)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("tokens:"), std::string::npos) << "data was prepared first: " << out;
+
+  // Defect 4: --resume CKPT -o DIR into a directory holding the user's own files.
+  const fs::path own = dir_ / "own";
+  fs::create_directories(own);
+  write(own / "config.ini", "my own notes\n");
+  write(own / "metrics.csv", "my,data\n");
+  const std::string resume_own = kCli + " train --resume '" + c2 + "' --out '" + own.string() + "'";
+  EXPECT_EQ(run(resume_own, &out), 2) << out;
+  EXPECT_NE(out.find("holds config.ini, metrics.csv, which a run writes, and no config.ini of an "
+                     "earlier wte run: a run resumed into it would replace them"),
+            std::string::npos) << out;
+  EXPECT_EQ(slurp(own / "config.ini"), "my own notes\n");
+  EXPECT_EQ(slurp(own / "metrics.csv"), "my,data\n");
+  // With --overwrite they are replaced, and metrics.csv holds the resumed run's rows only.
+  EXPECT_EQ(run(resume_own + " --overwrite", &out), 0) << out;
+  const std::string resumed = slurp(own / "metrics.csv");
+  EXPECT_EQ(resumed.rfind("step,train_loss,", 0), 0u) << resumed;
+  EXPECT_EQ(resumed.find("my,data"), std::string::npos) << resumed;
+  EXPECT_NE(resumed.find("\n3,"), std::string::npos) << resumed;
+  EXPECT_EQ(resumed.find("\n2,"), std::string::npos) << resumed;
+
+  // Defect 5: a copy of a run's config.ini (byte for byte what wte writes) given as --config in
+  // the directory it is read from is the input, never the output; also as a hard link.
+  const fs::path copy = dir_ / "copy";
+  fs::create_directories(copy);
+  fs::copy_file(run_dir / "config.ini", copy / "config.ini");
+  const std::string ini = slurp(copy / "config.ini");
+  for (const std::string& extra : {std::string(""), std::string(" --overwrite")}) {
+    EXPECT_EQ(run(kCli + " train -c '" + (copy / "config.ini").string() + "' -o '" +
+                      (copy / "." ).string() + "' --train.steps=1" + extra, &out), 2) << out;
+    EXPECT_NE(out.find("is the run directory's config.ini"), std::string::npos) << out;
+    EXPECT_EQ(slurp(copy / "config.ini"), ini);
+  }
+  fs::create_hard_link(copy / "config.ini", dir_ / "linked.ini");
+  EXPECT_EQ(run(kCli + " train -c '" + (dir_ / "linked.ini").string() + "' -o '" + copy.string() +
+                    "' --train.steps=1", &out), 2) << out;
+  EXPECT_EQ(slurp(copy / "config.ini"), ini);
+
+  // Defect 9: resuming an older checkpoint in its own directory, beside later checkpoints.
+  const std::string resume_old = kCli + " train --resume '" + c2 + "' --stop-at=3";
+  EXPECT_EQ(run(resume_old, &out), 2) << out;
+  EXPECT_NE(out.find("--resume '" + c2 + "' is the checkpoint of step 2, but its run directory '" +
+                     run_dir.string() + "' also holds 1 checkpoint(s) of later steps "
+                     "(checkpoint_00000004.h5)"), std::string::npos) << out;
+  EXPECT_EQ(slurp(run_dir / "metrics.csv"), metrics);
+  // --overwrite deletes them: one history, metrics.csv to step 3, and --resume auto continues it.
+  EXPECT_EQ(run(resume_old + " --overwrite", &out), 0) << out;
+  EXPECT_FALSE(fs::exists(run_dir / "checkpoint_00000004.h5")) << out;
+  EXPECT_TRUE(fs::exists(run_dir / "checkpoint_00000003.h5")) << out;
+  EXPECT_EQ(run(kCli + " train --resume auto --out '" + run_dir.string() + "'", &out), 0) << out;
+  EXPECT_NE(out.find("at step 3"), std::string::npos) << out;
+  const std::string after = slurp(run_dir / "metrics.csv");
+  EXPECT_EQ(std::count(after.begin(), after.end(), '\n'), 5) << after;  // the header and 4 rows
 }
 
 TEST_F(TrainCli, BadTokenIdsStopBeforeAnyComputeAndWriteNothing) {

@@ -184,6 +184,7 @@ int train_main(int argc, char** argv) {
   const po::variables_map& vm = cl.vm;
   const std::vector<std::string>& overrides = cl.overrides;
   std::string config_path = file_option(vm, "config");
+  const std::string user_config_path = config_path;  // --resume auto may read DIR/config.ini
   const std::string resume = vm.count("resume") ? vm["resume"].as<std::string>() : "";
   const std::string init_from = vm.count("init-from") ? vm["init-from"].as<std::string>() : "";
   if (!init_from.empty() && !resume.empty())
@@ -314,10 +315,12 @@ int train_main(int argc, char** argv) {
   } else {
     opts.resume = resume;
   }
-  // Files in the run directory that wte did not write are never replaced without --overwrite, and
-  // the input config is never the output (train/run_guard.h); before any work.
+  // Files in the run directory that wte did not write, and an earlier run's checkpoints, are
+  // never replaced without --overwrite, and the input config is never the output
+  // (train/run_guard.h); before any work.
   if (run_dir)
-    check_run_files(opts.out_dir, config_path, opts.resume.empty(), vm.count("overwrite") > 0);
+    check_run_files(opts.out_dir, user_config_path, opts.resume, vm.count("overwrite") > 0,
+                    opts.overwrite);
   // Without --config a resumed run takes the checkpoint's own resolved config (paths absolute).
   const Config cfg = user_cfg ? *user_cfg : usage_errors_of_overrides([&] {
     // --init-from without --config: the checkpoint's own config, as --resume does.

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/io/snapshot.h"
 #include "src/model/unembedding.h"
 #include "train/cli_util.h"
 #include "wte/data.h"
@@ -72,20 +73,73 @@ bool is_written_config(const std::string& path) {
   }
 }
 
-void check_run_files(const std::string& dir, const std::string& config_file, bool fresh,
-                     bool overwrite) {
+bool in_run_directory(const std::string& checkpoint, const std::string& dir) {
+  std::string parent = fs::path(checkpoint).parent_path().string();
+  if (parent.empty()) parent = ".";
+  return cli::same_file(parent, dir);
+}
+
+namespace {
+
+// "a, b, c" of the file names of `files` (pairs of step and path), at most 6 then "... (N in all)".
+std::string file_list(const std::vector<std::pair<uint64_t, std::string>>& files) {
+  std::string out;
+  for (size_t i = 0; i < files.size() && i < 6; ++i)
+    out += (i ? ", " : "") + fs::path(files[i].second).filename().string();
+  if (files.size() > 6) out += ", ... (" + std::to_string(files.size()) + " in all)";
+  return out;
+}
+
+}  // namespace
+
+void check_run_files(const std::string& dir, const std::string& user_config,
+                     const std::string& resume, bool overwrite, bool replace_earlier) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;  // created by this run (or refused elsewhere)
   const fs::path run_config = fs::path(dir) / "config.ini";
-  const bool written = is_written_config(run_config.string());
-  if (!config_file.empty() && !written && fs::exists(run_config, ec) &&
-      fs::equivalent(config_file, run_config, ec))
+  if (!user_config.empty() && fs::exists(run_config, ec) &&
+      cli::same_file(user_config, run_config.string()))
     throw cli::UsageError(
-        "--config '" + config_file + "' is the run directory's config.ini (--out '" + dir +
+        "--config '" + user_config + "' is the run directory's config.ini (--out '" + dir +
         "'), where the run writes its resolved config (every key, no comments): that would "
-        "replace your config file. Choose another --out, or move the config file out of '" +
-        dir + "'");
-  if (!fresh || overwrite || written) return;
+        "replace your config file. Copy it out of '" + dir + "' and give the copy, or choose "
+        "another --out" + (resume.empty() ? std::string()
+                                          : "; to continue the run there as it was, give --resume "
+                                            "auto --out " + dir + " without --config"));
+  if (!resume.empty() && in_run_directory(resume, dir)) {
+    // Resuming in the checkpoint's own run directory: its files are the run's. Checkpoints of
+    // later steps would stay beside a metrics.csv cut back to the resumed step.
+    int64_t step = -1;
+    try {
+      step = read_checkpoint_info(resume).step;
+    } catch (const Error&) {
+      return;  // reported by the resume's own checks
+    }
+    std::vector<std::pair<uint64_t, std::string>> newer;
+    for (const auto& c : list_checkpoints(dir))
+      if (c.first > static_cast<uint64_t>(step)) newer.push_back(c);
+    if (newer.empty() || overwrite) return;
+    throw cli::UsageError(
+        "--resume '" + resume + "' is the checkpoint of step " + std::to_string(step) +
+        ", but its run directory '" + dir + "' also holds " + std::to_string(newer.size()) +
+        " checkpoint(s) of later steps (" + file_list(newer) + "): resuming there would cut "
+        "metrics.csv back to step " + std::to_string(step) + " while they stay, and --resume auto "
+        "would later continue from the newest. Continue the newest with --resume auto --out " +
+        dir + ", resume into another directory with --out DIR, or pass --overwrite to delete the "
+        "later checkpoint(s) once every check has passed");
+  }
+  // A fresh run, or a resumed one writing into another directory: as a fresh run.
+  if (!replace_earlier) {
+    auto earlier = list_checkpoints(dir);
+    for (const auto& s : list_snapshots(dir)) earlier.push_back(s);
+    if (!earlier.empty())
+      throw cli::UsageError(
+          "run directory (--out) '" + dir + "' already holds " + std::to_string(earlier.size()) +
+          " checkpoint/snapshot file(s) of an earlier run (" + file_list(earlier) + "); continue "
+          "that run with --resume auto --out " + dir + ", choose another --out, or pass "
+          "--overwrite to delete them and start over");
+  }
+  if (overwrite || is_written_config(run_config.string())) return;
   std::string present;
   for (const std::string& name : run_file_names())
     if (fs::exists(fs::symlink_status(fs::path(dir) / name, ec)))
@@ -93,7 +147,8 @@ void check_run_files(const std::string& dir, const std::string& config_file, boo
   if (present.empty()) return;
   throw cli::UsageError(
       "run directory (--out) '" + dir + "' holds " + present +
-      ", which a run writes, and no config.ini of an earlier wte run: a fresh run would replace "
+      ", which a run writes, and no config.ini of an earlier wte run: " +
+      (resume.empty() ? "a fresh run" : "a run resumed into it") + " would replace "
       "them. Choose another --out, remove them, or pass --overwrite to replace them");
 }
 

@@ -48,21 +48,32 @@ const std::vector<std::string>& run_file_names();
 /// left at their defaults, another order) is not one; a missing or unparsable file is not either.
 bool is_written_config(const std::string& path);
 
-/// Checks, before any work, that writing a run's files (run_file_names()) into the run directory
-/// `dir` (--out) destroys nothing `wte train` did not write. `config_file`: the config file the
-/// run reads ("" if none; with --resume auto it may be DIR/config.ini itself); `fresh`: the run
-/// starts at step 0 (no checkpoint to resume from); `overwrite`: --overwrite was given.
-/// Throws cli::UsageError (exit status 2), naming the directory, the files and what to do, if
-///  - `config_file` is DIR/config.ini (under any spelling) and not a config wte wrote
-///    (is_written_config): the run would replace it by its resolved config. Also with --overwrite
-///    and on resume: the input config is never the output;
-///  - the run is fresh, not `overwrite`, and DIR holds any of run_file_names() but no config.ini
-///    wte wrote. A directory an earlier run left before its first checkpoint holds one (wte writes
-///    config.ini before the other files), and its files are replaced, as before; an empty or new
-///    directory passes. Checkpoints and snapshots are checked later (the trainer's
-///    clear_earlier_run), as before.
-void check_run_files(const std::string& dir, const std::string& config_file, bool fresh,
-                     bool overwrite);
+/// True if the checkpoint `checkpoint` lies directly in the run directory `dir` (any spelling:
+/// same_file of its directory and `dir`): resuming it there continues that run's own files.
+bool in_run_directory(const std::string& checkpoint, const std::string& dir);
+
+/// Checks, before any work (data preparation included), that a run into the run directory `dir`
+/// (--out) destroys nothing it should not. `user_config`: the --config the user gave ("" if none);
+/// `resume`: the checkpoint the run continues ("" for a fresh run, --init-from included);
+/// `overwrite`: --overwrite was given; `replace_earlier`: checkpoints and snapshots in `dir` may be
+/// replaced (--overwrite, or --resume auto restarting a run that stopped before its first
+/// checkpoint). Throws cli::UsageError (exit status 2), naming the directory, the files and what
+/// to do, if
+///  - `user_config` is DIR/config.ini (the same file: device and inode, or canonical path), where
+///    the run writes its resolved config: always, with --overwrite and on resume too, whatever
+///    the file holds (a copy of a run's config.ini included): the input config is never the output;
+///  - `resume` is in `dir` (in_run_directory) and `dir` holds checkpoints of later steps than
+///    `resume`'s, unless `overwrite` (the trainer then deletes them): metrics.csv would be cut back
+///    to the resumed step while they stay, and --resume auto would later pick the newest;
+///  - the run is fresh or resumes a checkpoint of another directory, and `dir` holds
+///    checkpoint_<step>.h5 or snapshot_<step>.h5 files, unless `replace_earlier` (the trainer
+///    deletes them once every check has passed);
+///  - the same, `dir` holds any of run_file_names() but no config.ini wte wrote, unless
+///    `overwrite`. A directory an earlier run left before its first checkpoint holds one (wte
+///    writes config.ini before the other files), and its files are replaced; an empty or new
+///    directory passes.
+void check_run_files(const std::string& dir, const std::string& user_config,
+                     const std::string& resume, bool overwrite, bool replace_earlier);
 
 /// One part of a training run's memory: bytes, what it is and which setting scales it.
 struct MemoryPart {

@@ -574,6 +574,23 @@ void remove_unfinished_checkpoints(const std::string& out_dir, const Say& say) {
   }
 }
 
+// Resuming an older checkpoint in its own run directory with --overwrite (train/run_guard.h,
+// check_run_files): the checkpoints of later steps are deleted, so the directory holds one run's
+// history (metrics.csv is cut back to `step` too).
+void remove_later_checkpoints(const std::string& out_dir, uint64_t step, const Say& say) {
+  size_t removed = 0;
+  for (const auto& c : list_checkpoints(out_dir)) {
+    if (c.first <= step) continue;
+    std::error_code ec;
+    fs::remove(c.second, ec);
+    if (ec) throw Error("cannot delete '" + c.second + "' for --overwrite: " + ec.message());
+    ++removed;
+  }
+  if (removed)
+    say("--overwrite: deleted %zu checkpoint(s) of steps after %llu in '%s'\n", removed,
+        static_cast<unsigned long long>(step), out_dir.c_str());
+}
+
 const char kMetricsHeader[] =
     "step,train_loss,val_loss,lr,grad_norm,tokens_per_s_avg,elapsed_s,ranks\n";
 
@@ -587,15 +604,19 @@ std::ofstream write_run_files(const Config& cfg, const RunOptions& opts, const R
   write_token_file((fs::path(opts.out_dir) / "train.bin").string(), d.train_ids);
   write_token_file((fs::path(opts.out_dir) / "val.bin").string(), d.val_ids);
   *metrics_path = (fs::path(opts.out_dir) / "metrics.csv").string();
+  // Resumed in its own run directory: metrics.csv keeps its rows up to the checkpoint's step.
+  // Resumed into another directory: that directory's metrics.csv (if any) is not this run's.
   const bool resuming = !opts.resume.empty();
+  const bool continuing = resuming && in_run_directory(opts.resume, opts.out_dir);
   if (resuming) {
-    truncate_metrics(*metrics_path, start_step, kMetricsHeader);
+    if (continuing) truncate_metrics(*metrics_path, start_step, kMetricsHeader);
     remove_unfinished_checkpoints(opts.out_dir, say);
+    if (continuing && opts.overwrite) remove_later_checkpoints(opts.out_dir, start_step, say);
   }
-  std::ofstream metrics(*metrics_path, resuming ? std::ios::app : std::ios::trunc);
+  std::ofstream metrics(*metrics_path, continuing ? std::ios::app : std::ios::trunc);
   if (!metrics) throw Error("cannot create '" + *metrics_path + "'");
   metrics.precision(9);  // float32 losses round-trip exactly
-  if (!resuming) metrics << kMetricsHeader;
+  if (!continuing) metrics << kMetricsHeader;
   return metrics;
 }
 
@@ -865,6 +886,11 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     }
     throw_if_stop_requested("start-up (building the model)");
     if (writer) clear_earlier_run(opts, say);
+  }
+  // Resumed into another directory with --overwrite: its earlier checkpoints go, as for a fresh run.
+  if (resuming && writer && opts.overwrite && !in_run_directory(opts.resume, opts.out_dir)) {
+    throw_if_stop_requested("start-up (building the model)");
+    clear_earlier_run(opts, say);
   }
   std::string metrics_path;
   std::ofstream metrics;  // ranks other than 0 write nothing

@@ -21,8 +21,10 @@ struct RunOptions {
                          // checkpoint, snapshot or `wte import`ed model); excludes `resume`
   size_t stop_at = 0;    // if > 0: after this step, write a checkpoint and return (the schedule
                          // still spans train.steps), as a pre-empted job would; resume continues
-  bool overwrite = false;  // a fresh run into a directory holding an earlier run's checkpoints
-                           // deletes them (after every check passed); without it, that is an error
+  bool overwrite = false;  // a fresh run (or a resume into another directory) deletes the earlier
+                           // checkpoints and snapshots in out_dir, a resume in its own directory
+                           // the checkpoints of later steps, after every check passed; without it,
+                           // cmd_train refuses such a directory (train/run_guard.h)
   std::function<void()> on_first_step;  // called once the first step of this run has finished
                                         // (cmd_train: the run directory is kept from then on)
 };
