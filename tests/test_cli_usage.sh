@@ -52,6 +52,8 @@ expect 2 "wte profile comm: error: unexpected argument 'x'" -- profile comm x
 expect 2 "wte profile comm: error: --net item '1:x'" -- profile comm --net 1:x
 expect 2 "wte profile loss: error: --paths item 'sideways'" -- profile loss --paths sideways
 expect 2 "wte train: error: --resume auto needs the run directory" -- train --resume auto
+expect 1 "wte train: error: --resume auto: the run directory '$dir/none' does not exist" \
+  -- train --resume auto -o "$dir/none"
 # An empty --config (an unset shell variable) is an error, not the built-in defaults.
 for c in train gradcheck "profile step"; do
   expect 2 "error: --config is empty: give a file, or leave --config out" -- $c --config ""

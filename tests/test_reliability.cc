@@ -447,6 +447,26 @@ TEST_F(Reliability, Finding7_SigtermAfterTheRunFilesKeepsADirectoryThatExisted) 
   stop_before_step_1(dir_, "start-up (writing the run files)", SIGTERM, true);
 }
 
+// report-fresh21 item 10: a SIGTERM during an --overwrite start-up, after the earlier run's
+// checkpoints were deleted, said only that the directory "existed before and is kept".
+TEST_F(Reliability, Fresh21_AnInterruptedOverwriteSaysTheEarlierRunIsGone) {
+  train("cut", 2, 1);
+  const fs::path cfg = config("long", 3000, 0), out_dir = dir_ / "cut";
+  const pid_t pid = spawn_train("--overwrite --config " + q(cfg) + " --out " + q(out_dir),
+                                dir_ / "cut.log",
+                                "WTE_TEST_PAUSE_AT_STAGE='start-up (writing the run files)'");
+  int status = 0;
+  const bool paused = signal_when_paused(pid, SIGTERM, &status);
+  const std::string log = slurp(dir_ / "cut.log");
+  ASSERT_TRUE(paused) << log;
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 143) << log;
+  EXPECT_NE(log.find("the run directory '" + out_dir.string() + "' existed before and is kept, "
+                     "but --overwrite had already deleted the earlier run's checkpoints"),
+            std::string::npos) << log;
+  EXPECT_TRUE(wte::list_checkpoints(out_dir.string()).empty()) << log;
+}
+
 // report-fresh20 defect 4: SIGINT/SIGTERM in the last step (before its stop check: the step
 // finishes) or after it (during its final checkpoint write): the run is complete; it ends with the
 // summary, says the run is complete (no "continue with"), exits 128 + signal, and --resume auto

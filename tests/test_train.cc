@@ -748,6 +748,29 @@ TEST_F(TrainCli, Fresh21_TheRunDirectoryIsCheckedBeforeAnyWorkForFreshAndResumed
   EXPECT_EQ(std::count(after.begin(), after.end(), '\n'), 5) << after;  // the header and 4 rows
 }
 
+// report-fresh21 item 10: a malformed metrics.csv row was found only when the loss curve was
+// drawn, after every step had trained. A row the resumed run keeps is now checked at start-up; a
+// torn row after the checkpoint's step (a run killed while writing it) is dropped, as before.
+TEST_F(TrainCli, Fresh21_AMalformedMetricsRowIsFoundBeforeAResumedRunTrains) {
+  int code = 0;
+  std::string out = train("run", "--train.steps=4 --checkpoint.interval=2 --train.eval_interval=0 "
+                          "--stop-at=2", &code);
+  ASSERT_EQ(code, 0) << out;
+  const fs::path metrics = dir_ / "run" / "metrics.csv";
+  const std::string good = slurp(metrics);
+  const size_t row1 = good.find('\n') + 1, end1 = good.find('\n', row1);
+  write(metrics, good.substr(0, end1) + ",x" + good.substr(end1));  // row of step 1: 9 fields
+  const std::string resume = kCli + " train --resume auto --out '" + (dir_ / "run").string() + "'";
+  EXPECT_EQ(run(resume, &out), 1) << out;
+  EXPECT_NE(out.find(metrics.string() + " line 2: 9 fields, the header has 8; resuming at step 2 "
+                     "keeps metrics.csv's rows up to that step"), std::string::npos) << out;
+  EXPECT_EQ(out.find("tokens:"), std::string::npos) << "data was prepared first: " << out;
+  EXPECT_FALSE(fs::exists(dir_ / "run" / "checkpoint_00000004.h5")) << out;
+  write(metrics, good + "3,4.1");  // torn after the checkpoint's step: dropped by the resume
+  EXPECT_EQ(run(resume, &out), 0) << out;
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "checkpoint_00000004.h5")) << out;
+}
+
 TEST_F(TrainCli, BadTokenIdsStopBeforeAnyComputeAndWriteNothing) {
   int code = 0;
   const std::string prep = train("prep", "--train.steps=1", &code);
@@ -817,6 +840,19 @@ TEST_F(TrainCli, UserErrorsAreNamedAndWriteNothing) {
     EXPECT_NE(code, 0) << c.args << ": " << out;
     EXPECT_NE(out.find(c.expect), std::string::npos) << c.args << ": " << out;
     EXPECT_FALSE(fs::exists(dir_ / "never")) << c.args;
+  }
+  // The parents of --out that the failed start-up created go too (report-fresh21 item 10).
+  {
+    int code = 0;
+    const std::string out = train("newp/a/b", "--data.text=/nonexistent/corpus.txt", &code);
+    EXPECT_EQ(code, 1) << out;
+    EXPECT_FALSE(fs::exists(dir_ / "newp")) << out;
+    // "keep/new/..": removing what it created must never remove keep, which existed.
+    fs::create_directories(dir_ / "keep");
+    write(dir_ / "keep" / "mine.txt", "mine\n");
+    const std::string dots = train("keep/new/..", "--data.text=/nonexistent/corpus.txt", &code);
+    EXPECT_EQ(code, 1) << dots;
+    EXPECT_EQ(slurp(dir_ / "keep" / "mine.txt"), "mine\n") << dots;
   }
   std::string out;
   EXPECT_EQ(run(kCli + " train --config /nonexistent.ini", &out), 1);

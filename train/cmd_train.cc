@@ -227,9 +227,15 @@ int train_main(int argc, char** argv) {
                                             : fs::path(config_path).stem().string()))
                        .string();
   }
+  bool earlier_run_deleted = false;  // set by the trainer (--overwrite)
+  opts.earlier_run_deleted = &earlier_run_deleted;
   opts.init_from = init_from;
   opts.config_file = config_path;
   opts.overrides = overrides;
+  // --resume auto without --config continues the run in --out: a directory that must exist.
+  if (resume == "auto" && config_path.empty() && !fs::exists(opts.out_dir))
+    throw Error("--resume auto: the run directory '" + opts.out_dir + "' does not exist; give "
+                "the --out of an earlier run, or --config FILE to start a run there from step 0");
   // The user's config is read before the stop handlers and the run directory exist: one that
   // blocks (a FIFO nobody writes to) ends at the first Ctrl-C, and leaves nothing behind.
   std::optional<Config> user_cfg;
@@ -348,11 +354,27 @@ int train_main(int argc, char** argv) {
     // As a failed start-up: a run directory this run created is removed; then the shell's code
     // for a process ended by that signal.
     const bool created = run_dir && run_dir->created();
+    const std::string run_dir_top = created ? run_dir->created_top() : "";
+    std::string parents;  // `-o new/a/b`: new and new/a were created too, and are removed
+    if (created && !run_dir->created_top().empty() &&
+        !cli::same_file(run_dir->created_top(), opts.out_dir))
+      parents = " (with '" + run_dir->created_top() + "', created for it)";
     run_dir.reset();
+    // An existing directory is kept; with --overwrite its earlier run may already be gone.
+    const std::string kept =
+        "the run directory '" + opts.out_dir + "' existed before and is kept" +
+        (earlier_run_deleted
+             ? ", but --overwrite had already deleted the earlier run's checkpoints and snapshots "
+               "there (its config.ini and token files may be this start-up's): start the run "
+               "again, with --overwrite"
+             : "");
     std::fprintf(stderr, "wte train: %s; %s\n", e.what(),
-                 created ? ("removed the run directory '" + opts.out_dir + "' it had created").c_str()
-                         : ("the run directory '" + opts.out_dir + "' existed before and is kept")
-                               .c_str());
+                 !created ? kept.c_str()
+                 : run_dir_top.empty()
+                     ? ("the run directory '" + opts.out_dir + "' it created is kept: its path "
+                        "holds '.' or '..' after a directory it created").c_str()
+                     : ("removed the run directory '" + opts.out_dir + "' it had created" + parents)
+                           .c_str());
     return 128 + e.signal();
   }
   // Printed by run_training. Stopped by SIGINT/SIGTERM after a checkpoint: the shell's code for

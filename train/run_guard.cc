@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/analysis/loss_curve.h"
 #include "src/io/snapshot.h"
 #include "src/model/unembedding.h"
 #include "train/cli_util.h"
@@ -26,14 +27,26 @@ namespace wte {
 RunDirectory::RunDirectory(const std::string& dir) : dir_(dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) {
+    // The outermost directory that does not exist yet: created here with the ones inside it,
+    // and removed with them if the start-up fails (`-o new/a/b` must not leave new/a). A "." or
+    // ".." after it ("new/..") would make removing it remove a directory that existed: then
+    // nothing is removed.
+    fs::path prefix, top;
+    bool unsafe = false;
+    for (const fs::path& part : fs::absolute(dir, ec)) {
+      prefix /= part;
+      if (top.empty() && !fs::exists(prefix, ec)) top = prefix;
+      else if (!top.empty() && (part == "." || part == "..")) unsafe = true;
+    }
     fs::create_directories(dir, ec);
     if (ec) throw Error("run directory (--out) '" + dir + "' cannot be created: " + ec.message());
     created_ = true;
+    if (!unsafe) created_top_ = top.string();
   }
   fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd_ < 0) {
     const std::string why = std::strerror(errno);
-    if (created_) fs::remove(dir, ec);
+    if (created_ && !created_top_.empty()) fs::remove_all(created_top_, ec);
     throw Error("run directory (--out) '" + dir + "' cannot be opened: " + why);
   }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
@@ -50,9 +63,9 @@ RunDirectory::RunDirectory(const std::string& dir) : dir_(dir) {
 }
 
 RunDirectory::~RunDirectory() {
-  if (created_ && !keep_) {
+  if (created_ && !keep_ && !created_top_.empty()) {
     std::error_code ec;
-    fs::remove_all(dir_, ec);  // a start-up that failed leaves no half-made directory
+    fs::remove_all(created_top_, ec);  // a start-up that failed leaves no half-made directory
   }
   if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
@@ -61,6 +74,10 @@ const std::vector<std::string>& run_file_names() {
   static const std::vector<std::string> names = {"config.ini", "metrics.csv", "loss.svg",
                                                  "train.bin",  "val.bin",     "tokenizer"};
   return names;
+}
+
+const char* metrics_header() {
+  return "step,train_loss,val_loss,lr,grad_norm,tokens_per_s_avg,elapsed_s,ranks\n";
 }
 
 bool is_written_config(const std::string& path) {
@@ -88,6 +105,30 @@ std::string file_list(const std::vector<std::pair<uint64_t, std::string>>& files
     out += (i ? ", " : "") + fs::path(files[i].second).filename().string();
   if (files.size() > 6) out += ", ... (" + std::to_string(files.size()) + " in all)";
   return out;
+}
+
+// The rows of metrics.csv at `path` that a run resumed at `step` keeps (the trainer's
+// truncate_metrics: steps 1..step, under the header it writes) must read back as the loss curve
+// reads them; checked before any work, or the run would train every step and then fail.
+void check_resumed_metrics(const std::string& path, uint64_t step) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return;
+  std::istringstream in(read_text_file(path));
+  std::string line, kept = metrics_header();
+  std::getline(in, line);  // the header, rewritten
+  while (std::getline(in, line)) {
+    const uint64_t row_step = std::strtoull(line.c_str(), nullptr, 10);
+    if (row_step >= 1 && row_step <= step) kept += line;
+    kept += '\n';  // a dropped row stays an empty line: the line numbers stay the file's
+  }
+  try {
+    parse_loss_rows(kept, path);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + "; resuming at step " + std::to_string(step) +
+                " keeps metrics.csv's rows up to that step and draws loss.svg from them: repair "
+                "or delete that line (or move metrics.csv away: the resumed run then starts a new "
+                "one)");
+  }
 }
 
 }  // namespace
@@ -118,7 +159,10 @@ void check_run_files(const std::string& dir, const std::string& user_config,
     std::vector<std::pair<uint64_t, std::string>> newer;
     for (const auto& c : list_checkpoints(dir))
       if (c.first > static_cast<uint64_t>(step)) newer.push_back(c);
-    if (newer.empty() || overwrite) return;
+    if (newer.empty() || overwrite) {
+      check_resumed_metrics((fs::path(dir) / "metrics.csv").string(), static_cast<uint64_t>(step));
+      return;
+    }
     throw cli::UsageError(
         "--resume '" + resume + "' is the checkpoint of step " + std::to_string(step) +
         ", but its run directory '" + dir + "' also holds " + std::to_string(newer.size()) +

@@ -15,8 +15,9 @@ namespace wte {
 /// construction to destruction, so two runs never share an --out: a second `wte train` (a late
 /// `--resume auto`, a fresh run) on a locked directory fails at once, before it reads or writes
 /// anything there. The kernel drops the lock when the process ends in any way (SIGKILL included),
-/// so a stale lock never blocks a resume. If this object created the directory and the run fails
-/// before training_started(), the destructor removes it again: a failed start-up leaves nothing.
+/// so a stale lock never blocks a resume. If this object created the directory (and any missing
+/// parents) and the run fails before training_started(), the destructor removes what it created:
+/// a failed start-up leaves nothing.
 class RunDirectory {
  public:
   /// Creates `dir` (and parents) if missing and locks it. Throws wte::Error naming the directory
@@ -31,17 +32,25 @@ class RunDirectory {
   const std::string& path() const { return dir_; }
   /// True if this object created the directory (it did not exist before).
   bool created() const { return created_; }
+  /// The outermost directory this object created: path() or a parent of it ("" if none, or if
+  /// --out has a "." or ".." after it: then a failed start-up removes nothing).
+  const std::string& created_top() const { return created_top_; }
 
  private:
   std::string dir_;
   int fd_ = -1;
   bool created_ = false;
+  std::string created_top_;  // the outermost directory this object created (`dir_` or a parent)
   bool keep_ = false;
 };
 
 /// The files and directories `wte train` writes into its run directory besides checkpoints and
 /// snapshots: config.ini, metrics.csv, loss.svg, train.bin, val.bin, tokenizer (a directory).
 const std::vector<std::string>& run_file_names();
+
+/// metrics.csv's header line (newline included): step,train_loss,val_loss,lr,grad_norm,
+/// tokens_per_s_avg,elapsed_s,ranks.
+const char* metrics_header();
 
 /// True if `path` is a config file `wte train` wrote into a run directory: load_config of it,
 /// written back by Config::to_ini, gives its bytes exactly. A config a user wrote (comments, keys
@@ -64,7 +73,10 @@ bool in_run_directory(const std::string& checkpoint, const std::string& dir);
 ///    the file holds (a copy of a run's config.ini included): the input config is never the output;
 ///  - `resume` is in `dir` (in_run_directory) and `dir` holds checkpoints of later steps than
 ///    `resume`'s, unless `overwrite` (the trainer then deletes them): metrics.csv would be cut back
-///    to the resumed step while they stay, and --resume auto would later pick the newest;
+///    to the resumed step while they stay, and --resume auto would later pick the newest.
+///    Throws wte::Error (exit 1, a broken file) if a row of DIR/metrics.csv that the resumed run
+///    keeps (steps up to `resume`'s) does not read back (the loss curve would fail after the
+///    whole run trained), naming the file, the line and what to do;
 ///  - the run is fresh or resumes a checkpoint of another directory, and `dir` holds
 ///    checkpoint_<step>.h5 or snapshot_<step>.h5 files, unless `replace_earlier` (the trainer
 ///    deletes them once every check has passed);

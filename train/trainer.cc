@@ -555,9 +555,11 @@ void clear_earlier_run(const RunOptions& opts, const Say& say) {
       fs::remove(e.path(), ec);
     }
   }
-  if (!earlier.empty())
+  if (!earlier.empty()) {
+    if (opts.earlier_run_deleted) *opts.earlier_run_deleted = true;
     say("--overwrite: deleted %zu checkpoint/snapshot file(s) of an earlier run in '%s'\n",
         earlier.size(), opts.out_dir.c_str());
+  }
 }
 
 // Resuming: a checkpoint write a stopped run left unfinished is garbage, never a checkpoint.
@@ -577,7 +579,8 @@ void remove_unfinished_checkpoints(const std::string& out_dir, const Say& say) {
 // Resuming an older checkpoint in its own run directory with --overwrite (train/run_guard.h,
 // check_run_files): the checkpoints of later steps are deleted, so the directory holds one run's
 // history (metrics.csv is cut back to `step` too).
-void remove_later_checkpoints(const std::string& out_dir, uint64_t step, const Say& say) {
+void remove_later_checkpoints(const RunOptions& opts, uint64_t step, const Say& say) {
+  const std::string& out_dir = opts.out_dir;
   size_t removed = 0;
   for (const auto& c : list_checkpoints(out_dir)) {
     if (c.first <= step) continue;
@@ -586,13 +589,13 @@ void remove_later_checkpoints(const std::string& out_dir, uint64_t step, const S
     if (ec) throw Error("cannot delete '" + c.second + "' for --overwrite: " + ec.message());
     ++removed;
   }
+  if (removed && opts.earlier_run_deleted) *opts.earlier_run_deleted = true;
   if (removed)
     say("--overwrite: deleted %zu checkpoint(s) of steps after %llu in '%s'\n", removed,
         static_cast<unsigned long long>(step), out_dir.c_str());
 }
 
-const char kMetricsHeader[] =
-    "step,train_loss,val_loss,lr,grad_norm,tokens_per_s_avg,elapsed_s,ranks\n";
+const char* const kMetricsHeader = metrics_header();
 
 // Everything a later tool needs to read this run: config.ini, tokenizer/, train.bin, val.bin, and
 // metrics.csv opened for appending (a resumed run keeps its rows up to the checkpoint's step).
@@ -611,7 +614,7 @@ std::ofstream write_run_files(const Config& cfg, const RunOptions& opts, const R
   if (resuming) {
     if (continuing) truncate_metrics(*metrics_path, start_step, kMetricsHeader);
     remove_unfinished_checkpoints(opts.out_dir, say);
-    if (continuing && opts.overwrite) remove_later_checkpoints(opts.out_dir, start_step, say);
+    if (continuing && opts.overwrite) remove_later_checkpoints(opts, start_step, say);
   }
   std::ofstream metrics(*metrics_path, continuing ? std::ios::app : std::ios::trunc);
   if (!metrics) throw Error("cannot create '" + *metrics_path + "'");

@@ -27,7 +27,11 @@ std::vector<std::string> split_csv_line(const std::string& line) {
 }  // namespace
 
 std::vector<LossRow> read_loss_rows(const std::string& metrics_csv) {
-  std::istringstream in(read_text_file(metrics_csv));
+  return parse_loss_rows(read_text_file(metrics_csv), metrics_csv);
+}
+
+std::vector<LossRow> parse_loss_rows(const std::string& text, const std::string& metrics_csv) {
+  std::istringstream in(text);
   std::string line;
   if (!std::getline(in, line)) throw Error(metrics_csv + ": empty file; expected a header line");
   if (!line.empty() && line.back() == '\r') line.pop_back();

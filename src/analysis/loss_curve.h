@@ -23,6 +23,9 @@ struct LossRow {
 /// missing file or column, or a field that is not a number.
 std::vector<LossRow> read_loss_rows(const std::string& metrics_csv);
 
+/// read_loss_rows of the text `text` of a metrics.csv, named `name` in errors.
+std::vector<LossRow> parse_loss_rows(const std::string& text, const std::string& name);
+
 /// The loss curve as SVG (src/analysis/svg.h): the training loss of every step (thin, light; at
 /// most ~2000 points drawn, all of the first 200 steps), its moving average over a window of 10 %
 /// of the step (even on the log axis), and the validation losses as dots. x: step on a log axis;
