@@ -54,6 +54,16 @@ TEST(CliOptions, WholeNumberRejectsSignJunkAndRange) {
   }
 }
 
+// report-fresh21 item 10: "211.4% of that peak" on a busy machine gets a note that the peak is
+// unreliable; a utilisation up to 100% none.
+TEST(Profile, AnMfuAboveOneHundredPercentSaysThePeakIsUnreliable) {
+  EXPECT_EQ(profile::mfu_line(24.2, 0.924),
+            "model FLOPs utilisation: 24.2 GFLOP/s = 92.4% of that peak");
+  const std::string high = profile::mfu_line(112.9, 2.114);
+  EXPECT_EQ(high.rfind("model FLOPs utilisation: 112.9 GFLOP/s = 211.4% of that peak (above 100%: "
+                       "the peak is unreliable", 0), 0u) << high;
+}
+
 // The one median of the profile commands (profile loss and profile comm had a copy each): the
 // middle measured value, the upper middle one for an even count, 0 for none.
 TEST(CliOptions, ProfileMedianIsTheMiddleMeasuredValue) {

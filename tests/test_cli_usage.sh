@@ -63,7 +63,7 @@ expect 2 "wte profile: error: --config is the config of \`step\` only" \
   -- profile gather --config "$WTE_SOURCE_DIR/configs/default.ini"
 # A directory where a file is expected is named as such (it was libstdc++'s "basic_filebuf::
 # underflow" internal error).
-expect 1 "wte profile: error: '$dir' is a directory, not a file" -- profile gather --quick --dist "file:$dir"
+expect 1 "wte profile: error: --dist file: '$dir' is a directory, not a file" -- profile gather --quick --dist "file:$dir"
 # gradcheck says what the finite differences would cost and refuses a model whose check would take
 # hours, before it starts (a trained checkpoint keeps its full size).
 expect 1 "wte gradcheck: error: the finite differences of this model would take about" \
@@ -178,6 +178,8 @@ expect 1 "wte import: error: --safetensors '/dev/null' is not a regular file (a 
   -- import --safetensors /dev/null -o "$dir/imported.h5"
 expect 1 "wte inspect: error: '$dir/fifo' is not a regular file (a FIFO)" -- inspect "$dir/fifo"
 expect 1 "token file '/dev/null' is not a regular file (a character device)" -- gradcheck --batch /dev/null
+expect 1 "wte profile: error: --dist file: '$dir/fifo' is not a regular file (a FIFO)" \
+  -- profile gather --quick --dist "file:$dir/fifo"
 expect 1 "wte train: error: --resume '$dir/rundir' is a directory, not a file; to continue the run in that directory, give --resume auto --out $dir/rundir" \
   -- train --resume "$dir/rundir"
 for c in "train -o $dir/r --init-from" "hidden-states --text hi --checkpoint" "gradcheck --checkpoint" \

@@ -182,8 +182,7 @@ void print_step_profile(const profile::StepProfile& p, const ModelConfig& m,
               p.matmul_parameters != p.parameters ? " (the untied wte, a lookup, not counted)" : "");
   std::printf("  oneDNN %s GEMM peak (%zu^3 matmul, timed between these steps): %.1f GFLOP/s\n",
               p.bf16 ? "bf16" : "f32", p.peak_size, p.gemm_peak_gflops);
-  std::printf("  model FLOPs utilisation: %.1f GFLOP/s = %.1f%% of that peak\n",
-              p.model_flops / (p.step_ms * 1e-3) / 1e9, 100.0 * p.mfu);
+  std::printf("  %s\n", profile::mfu_line(p.model_flops / (p.step_ms * 1e-3) / 1e9, p.mfu).c_str());
 }
 
 nlohmann::json step_profile_json(const profile::StepProfile& p, const ModelConfig& m) {
@@ -305,6 +304,9 @@ int cmd_profile(int argc, char** argv) {
     } catch (const Error& e) {
       throw UsageError(e.what());  // a distribution that does not parse is a bad value
     }
+    // A FIFO would block the read, a directory or device is no token file: named before any work.
+    if (dists.back().kind == profile::IdDistribution::Kind::kFile)
+      io::require_input_file("--dist file: ", dists.back().path);
   }
   std::vector<int> thread_counts;
   for (const std::string& t : split_list("--threads", vm["threads"].as<std::string>())) {

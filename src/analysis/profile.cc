@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -105,6 +106,17 @@ double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
   return v[v.size() / 2];
+}
+
+std::string mfu_line(double model_gflops_per_s, double mfu) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "model FLOPs utilisation: %.1f GFLOP/s = %.1f%% of that peak",
+                model_gflops_per_s, 100.0 * mfu);
+  std::string line = buf;
+  if (mfu > 1.0)
+    line += " (above 100%: the peak is unreliable, measured low while the machine was busy; "
+            "rerun on a quiet machine)";
+  return line;
 }
 
 double median_seconds(const std::function<void()>& fn, size_t repeat, bool flush) {

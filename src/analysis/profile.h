@@ -42,6 +42,12 @@ size_t count_distinct(const std::vector<int32_t>& ids, size_t V);
 /// averaging: always one of the measured values); 0 for an empty `v`.
 double median(std::vector<double> v);
 
+/// The step profile's MFU line: "model FLOPs utilisation: G GFLOP/s = P% of that peak", where G is
+/// the model's FLOPs per second of step time and P = 100 x `mfu` (G over the GEMM peak measured
+/// in the same run). Above 100% the peak was measured low (a busy machine, a core taken away
+/// mid-run) and the line says so: "(above 100%: the peak is unreliable; ...)".
+std::string mfu_line(double model_gflops_per_s, double mfu);
+
 /// Median wall time in seconds of `repeat` runs of fn() after one untimed warm-up run. If `flush`,
 /// a buffer twice the size of the last-level cache (64 MiB) is written before every run (untimed),
 /// so fn starts with cold caches.
