@@ -136,6 +136,15 @@ expect 1 "none.h5"       -- inspect --checkpoint "$ck"
 expect 1 "none.h5"       -- inspect "$ck"
 expect 2 "option '--checkpoint' cannot be specified more than once (an argument without an option name is read as --checkpoint)" \
   -- inspect --checkpoint "$ck" extra
+expect 2 "wte inspect: error: too many arguments without an option name: this command takes 1 (read as --checkpoint)" \
+  -- inspect "$ck" extra
+# Boost's own words for a missing or empty value, said as for any other option.
+expect 2 "wte train: error: option '-c' (--config) takes a value, but the argument after it, '-o', is an option" \
+  -- train -c -o "$dir/x"
+expect 2 "wte sample: error: option '--prompt' is given an empty value ('--prompt='); give a value after '='" \
+  -- sample --checkpoint "$ck" --prompt=
+expect 2 "wte sample: error: option '--prompt' takes a value, but none was given" \
+  -- sample --checkpoint "$ck" --prompt
 expect 2 "nosuch"        -- help nosuch
 expect 2 "--bogus"       -- --bogus
 [ -e "$dir/g.h5" ] && fail "grad left an output file behind after a usage error"

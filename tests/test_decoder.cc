@@ -255,6 +255,8 @@ TEST(SampleCli, SameSeedSameTextAndClearErrors) {
   std::string out;
   EXPECT_EQ(run(cli + "--prompt ''", &out), 2);  // bad usage
   EXPECT_NE(out.find("--prompt is empty"), std::string::npos) << out;
+  // A suggestion a shell passes as a newline ("\n" in double quotes is a backslash and an n).
+  EXPECT_NE(out.find("--prompt $'\\n' in bash"), std::string::npos) << out;
   std::string longer;
   for (int i = 0; i < 30; ++i) longer += " cat";
   EXPECT_EQ(run(cli + "--prompt '" + longer + "'", &out), 2);

@@ -285,7 +285,7 @@ TEST_F(Reliability, Finding4_NegativeSecondMomentIsCorruption) {
   H5Fclose(f);
   std::string out;
   EXPECT_EQ(run(kCli + " inspect " + q(dir_ / "v.h5"), &out), 1) << out;
-  EXPECT_NE(out.find("dataset 'v/wpe' holds -0.500000 at [0, 3]; AdamW's second moment"),
+  EXPECT_NE(out.find("dataset 'optimizer/v/wpe' holds -0.500000 at [0, 3]; AdamW's second moment"),
             std::string::npos) << out;
 }
 
@@ -703,6 +703,11 @@ TEST_F(Reliability, Finding8_HostileCheckpointsGiveErrorsNamingTheObject) {
        [&](hid_t f) {
          H5Ldelete(f, "wpe", H5P_DEFAULT);
          H5Lcreate_soft("/wte", f, "wpe", H5P_DEFAULT, H5P_DEFAULT);
+       }},
+      {"external_link", "'wpe' is an external link",
+       [&](hid_t f) {
+         H5Ldelete(f, "wpe", H5P_DEFAULT);
+         H5Lcreate_external("elsewhere.h5", "/wpe", f, "wpe", H5P_DEFAULT, H5P_DEFAULT);
        }},
       {"forged_order", "dataset 'order' has shape (1099511627776,)",
        [&](hid_t f) {

@@ -543,7 +543,7 @@ TEST_F(Resume, EachBadFileGivesItsOwnErrorAndNothingIsOverwritten) {
   {
     const std::string p = copy_good("moment.h5");
     replace_dataset(p, "optimizer/v/ln_f/g", H5::PredType::IEEE_F32LE, {17});
-    cases.push_back({p, "dataset 'v/ln_f/g' has shape (17,), expected (16,)"});
+    cases.push_back({p, "dataset 'optimizer/v/ln_f/g' has shape (17,), expected (16,)"});
   }
   {
     const std::string p = copy_good("order.h5");

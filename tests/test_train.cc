@@ -123,6 +123,17 @@ TEST(Config, CommandLineOverridesFileAndPathsResolveAgainstTheFile) {
   EXPECT_EQ(cli.data.text, (fs::current_path() / "rel.txt").string());  // relative to the cwd
 }
 
+// report-fresh21 item 10: a config file that starts with a UTF-8 byte order mark failed with
+// "contains an invalid line '[model]'" (the invisible bytes printed raw); the mark is skipped.
+TEST(Config, AUtf8ByteOrderMarkIsSkipped) {
+  const fs::path dir = temp_dir("config_bom");
+  write(dir / "c.ini", "\xEF\xBB\xBF[model]\nd_model = 32\n");
+  EXPECT_EQ(wte::load_config((dir / "c.ini").string(), {}).model.d_model, 32u);
+  write(dir / "short.ini", "\n");  // shorter than a mark: read as it is
+  EXPECT_EQ(wte::load_config((dir / "short.ini").string(), {}).model.d_model,
+            wte::load_config("", {}).model.d_model);
+}
+
 TEST(Config, UnknownKeyInFileNamesKeyAndFile) {
   const fs::path dir = temp_dir("config_unknown");
   write(dir / "c.ini", "[model]\nd_modle = 32\n");

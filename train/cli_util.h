@@ -284,6 +284,42 @@ inline CommandLine parse_command_line(int argc, char** argv,
         break;
       }
     throw UsageError(m);
+  } catch (const po::invalid_command_line_syntax& e) {
+    // Boost's "the required argument for option '--config' is missing" (`-c -o x`: Boost sees
+    // an option where the value should be) and "... should follow immediately after the equal
+    // sign" (`--prompt=`), in the words of refuse_option_as_value.
+    // The option's long name ("--config") and short one ("-c"), whichever Boost names.
+    std::string name = e.get_option_name(), shorter = name;
+    for (const auto& d : all.options()) {
+      const std::string s = d->canonical_display_name(po::command_line_style::allow_dash_for_short);
+      if (name == "--" + d->long_name() || (name == s && s.rfind("--", 0) != 0)) {
+        name = "--" + d->long_name();
+        shorter = s;
+      }
+    }
+    if (e.kind() == po::invalid_syntax::empty_adjacent_parameter)
+      throw UsageError("option '" + name + "' is given an empty value ('" + name + "='); give " +
+                       "a value after '=', or leave " + name + " out");
+    if (e.kind() == po::invalid_syntax::missing_parameter) {
+      const std::vector<std::string> args = with_aliases(argc, argv, spec.aliases);
+      for (size_t i = 0; i + 1 < args.size(); ++i)
+        if ((args[i] == name || args[i] == shorter) && looks_like_option(args[i + 1]))
+          throw UsageError("option '" + args[i] + "'" + (args[i] == name ? "" : " (" + name + ")") +
+                           " takes a value, but the argument after it, '" + args[i + 1] +
+                           "', is an option; give the value right after " + args[i] +
+                           " (a value that starts with '-' is written " + name + "=VALUE)");
+      throw UsageError("option '" + name + "' takes a value, but none was given");
+    }
+    throw UsageError(e.what());
+  } catch (const po::too_many_positional_options_error&) {
+    // "inspect C extra": Boost says only "too many positional options have been specified".
+    std::string names;
+    const unsigned n = spec.positional ? spec.positional->max_total_count() : 0;
+    for (unsigned i = 0; i < n && i < 8; ++i)
+      names += (i ? ", --" : "--") + spec.positional->name_for_position(i);
+    throw UsageError("too many arguments without an option name: this command takes " +
+                     std::to_string(n) + " (read as " + names + "); quote a value that holds "
+                     "spaces");
   } catch (const po::error& e) {
     throw UsageError(e.what());
   }

@@ -120,7 +120,7 @@ int cmd_sample(int argc, char** argv) {
   const std::vector<int32_t> ids = tok.encode(prompt);
   if (ids.empty())
     throw UsageError("--prompt is empty: it encodes to no tokens; give at least one character to "
-                "continue (e.g. --prompt \"\\n\")");
+                "continue (e.g. a newline: --prompt $'\\n' in bash)");
   if (ids.size() > cfg.model.n_ctx)
     throw UsageError("--prompt is " + std::to_string(ids.size()) + " tokens, more than the model's n_ctx = " +
                 std::to_string(cfg.model.n_ctx) + " positions; shorten it");

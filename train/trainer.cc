@@ -358,10 +358,13 @@ CheckpointInfo check_init_from(const Config& cfg, const RunOptions& opts) {
   const ModelConfig &a = stored.model, &b = cfg.model;
   std::vector<std::string> diffs;
   std::string fix;  // "--model.d_model=16 --model.n_layer=1": the checkpoint's values
+  bool from_file = false;  // a differing value came from the --config file (or its defaults)
   auto cmp = [&](const char* key, const std::string& then, const std::string& now) {
     if (then == now) return;
+    const std::string origin = value_origin(key, opts, "the checkpoint's own config");
+    if (origin.rfind("the command line", 0) != 0) from_file = true;
     diffs.push_back(std::string(key) + ": checkpoint " + then + ", now " + now + " (from " +
-                    value_origin(key, opts, "the checkpoint's own config") + ")");
+                    origin + ")");
     fix += (fix.empty() ? "--" : " --") + std::string(key) + "=" + then;
   };
   auto str = [](auto v) { return std::to_string(v); };
@@ -390,8 +393,10 @@ CheckpointInfo check_init_from(const Config& cfg, const RunOptions& opts) {
                 (opts.config_file.empty()
                      ? "; without --config the run takes the checkpoint's own config, so leaving "
                        "out the options that set these keys does the same)"
-                     : "; or leave out --config " + opts.config_file +
-                           " to train with the checkpoint's own config)"));
+                     : from_file ? "; or leave out --config " + opts.config_file +
+                                       " to train with the checkpoint's own config)"
+                                 // Leaving out --config would not help: the command line set them.
+                                 : std::string("; each was set on the command line)")));
   }
   return info;
 }

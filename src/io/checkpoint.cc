@@ -370,8 +370,10 @@ CheckpointInfo read_checkpoint(const std::string& path, std::vector<float>* para
     if (m != nullptr) m->assign(n_floats, 0.0f);
     if (v != nullptr) v->assign(n_floats, 0.0f);
     for (const TensorSpec& t : info.tensors) {
-      read_tensor(opt.get(), "m/" + t.name, t.shape, destination(m, t), path);
-      read_tensor(opt.get(), "v/" + t.name, t.shape, destination(v, t), path, /*nonnegative=*/true);
+      // By their full names, so errors name 'optimizer/v/wpe', not 'v/wpe'.
+      read_tensor(root, "optimizer/m/" + t.name, t.shape, destination(m, t), path);
+      read_tensor(root, "optimizer/v/" + t.name, t.shape, destination(v, t), path,
+                  /*nonnegative=*/true);
     }
   }
   const bool has_schedule = hdf5::exists(root, "schedule", what),

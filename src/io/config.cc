@@ -517,6 +517,14 @@ Config load_config(const std::string& ini_path, const std::vector<std::string>& 
     throw Error("config file '" + ini_path + "' is a directory; give an INI file");
   std::ifstream in(ini_path);
   if (!in) throw Error("cannot open config file '" + ini_path + "' (no such file or unreadable)");
+  // A UTF-8 byte order mark (Windows editors write one) is not part of the first line: skip it
+  // (it read as an invalid line "[model]" whose invisible first bytes the error printed raw).
+  char bom[3] = {};
+  in.read(bom, 3);
+  if (!(in.gcount() == 3 && bom[0] == '\xEF' && bom[1] == '\xBB' && bom[2] == '\xBF')) {
+    in.clear();
+    in.seekg(0);
+  }
   return parse_impl(in, "config file '" + ini_path + "'", fs::path(ini_path).parent_path(),
                     overrides, true);
 }

@@ -271,7 +271,7 @@ Id open_object(hid_t loc, const std::string& name, H5I_type_t type, const std::s
     if (H5Lget_info(loc, prefix.c_str(), &info, H5P_DEFAULT) < 0)
       fail(what, "cannot look up '" + prefix + "': " + error_stack().text);
     if (info.type != H5L_TYPE_HARD)
-      fail(what, "'" + prefix + "' is a " + (info.type == H5L_TYPE_SOFT ? "soft" : "external") +
+      fail(what, "'" + prefix + "' is " + (info.type == H5L_TYPE_SOFT ? "a soft" : "an external") +
                      " link; a wte checkpoint holds no links, only groups and datasets");
     const bool last = i + 1 == parts.size();
     Id obj(H5Oopen(loc, prefix.c_str(), H5P_DEFAULT));
