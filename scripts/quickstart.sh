@@ -116,10 +116,14 @@ stage_end
 
 case "$mode" in
   train)
+    stage_begin "corpus"
     datasets/make_kjv.sh
+    stage_end
     echo "== training configs/default.ini into runs/default"
+    stage_begin "training configs/default.ini"
     # --overwrite: running this again trains again (an earlier run's checkpoints are replaced).
     "$build_dir"/wte train --config configs/default.ini --out runs/default --overwrite
+    stage_end
     ;;
   test)
     stage_begin "corpus and GPT-2 vocabulary"
