@@ -80,6 +80,14 @@ const char* metrics_header() {
   return "step,train_loss,val_loss,lr,grad_norm,tokens_per_s_avg,elapsed_s,ranks\n";
 }
 
+std::string without_torn_line(std::string text) {
+  if (!text.empty() && text.back() != '\n') {
+    const size_t end = text.rfind('\n');
+    text.erase(end == std::string::npos ? 0 : end + 1);
+  }
+  return text;
+}
+
 bool is_written_config(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return false;
@@ -113,7 +121,7 @@ std::string file_list(const std::vector<std::pair<uint64_t, std::string>>& files
 void check_resumed_metrics(const std::string& path, uint64_t step) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return;
-  std::istringstream in(read_text_file(path));
+  std::istringstream in(without_torn_line(read_text_file(path)));
   std::string line, kept = metrics_header();
   std::getline(in, line);  // the header, rewritten
   while (std::getline(in, line)) {

@@ -52,6 +52,10 @@ const std::vector<std::string>& run_file_names();
 /// tokens_per_s_avg,elapsed_s,ranks.
 const char* metrics_header();
 
+/// `text` (a metrics.csv) without a last line that has no newline: a row cut by a kill in
+/// mid-write ("12" of "123,4.1,..." would read as step 12).
+std::string without_torn_line(std::string text);
+
 /// True if `path` is a config file `wte train` wrote into a run directory: load_config of it,
 /// written back by Config::to_ini, gives its bytes exactly. A config a user wrote (comments, keys
 /// left at their defaults, another order) is not one; a missing or unparsable file is not either.

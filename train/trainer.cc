@@ -118,11 +118,12 @@ std::string hex64(uint64_t v) {
 
 // metrics.csv of a resumed run: the header and the rows of steps <= `step` (rows a stopped run
 // wrote after its last checkpoint are dropped; the resumed run writes them again), rewritten
-// atomically. A missing file gets just the header.
+// atomically. A missing file gets just the header. A last line without its newline is a row cut
+// by a kill in mid-write (wte ends every row with one): dropped, whatever step it seems to name.
 void truncate_metrics(const std::string& path, uint64_t step, const std::string& header) {
   std::string kept = header;
   if (fs::exists(path)) {
-    std::istringstream in(read_text_file(path));
+    std::istringstream in(without_torn_line(read_text_file(path)));
     std::string line;
     std::getline(in, line);  // header
     while (std::getline(in, line)) {
