@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "src/io/file_checks.h"
+#include "src/io/program_options_message.h"
 #include "wte/checkpoint.h"
 #include "wte/config.h"
 #include "wte/error.h"
@@ -277,7 +278,7 @@ inline CommandLine parse_command_line(int argc, char** argv,
   } catch (const po::multiple_occurrences& e) {
     // "inspect --checkpoint C extra": the extra argument is read as --checkpoint too; say so
     // (report-fresh20 item 12: the message claimed it was given twice).
-    std::string m = e.what();
+    std::string m = io::program_options_message(e);
     for (unsigned i = 0; spec.positional && i < spec.positional->max_total_count() && i < 8; ++i)
       if ("--" + spec.positional->name_for_position(i) == e.get_option_name()) {
         m += " (an argument without an option name is read as " + e.get_option_name() + ")";
@@ -310,7 +311,7 @@ inline CommandLine parse_command_line(int argc, char** argv,
                            " (a value that starts with '-' is written " + name + "=VALUE)");
       throw UsageError("option '" + name + "' takes a value, but none was given");
     }
-    throw UsageError(e.what());
+    throw UsageError(io::program_options_message(e));
   } catch (const po::too_many_positional_options_error&) {
     // "inspect C extra": Boost says only "too many positional options have been specified".
     std::string names;
@@ -321,7 +322,7 @@ inline CommandLine parse_command_line(int argc, char** argv,
                      std::to_string(n) + " (read as " + names + "); quote a value that holds "
                      "spaces");
   } catch (const po::error& e) {
-    throw UsageError(e.what());
+    throw UsageError(io::program_options_message(e));
   }
   for (const std::string& o : cl.overrides) {
     if (o.rfind("-", 0) != 0)

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "wte/error.h"
+#include "src/io/program_options_message.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -481,7 +482,7 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
     throw Error("unknown option '" + name.substr(0, name.find('=')) +
                 "' on the command line (option names are exact; keys are --section.key=value)");
   } catch (const po::error& e) {
-    throw Error(std::string("command line: ") + e.what());
+    throw Error(std::string("command line: ") + io::program_options_message(e));
   }
   try {
     po::store(po::parse_config_file(ini, desc, /*allow_unregistered=*/false), vm);
@@ -490,7 +491,7 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
                 "'; sections are [model], [data], [train], [optim], [checkpoint]; see "
                 "'wte train --help' for every key");
   } catch (const po::error& e) {
-    throw Error(origin + ": " + printable(e.what(), 200));
+    throw Error(origin + ": " + printable(io::program_options_message(e), 200));
   }
   Config cfg;
   apply(cfg, vm, from_cli, origin, file_dir, user_config);
