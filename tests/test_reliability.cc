@@ -191,6 +191,33 @@ TEST_F(Reliability, Fresh21_NoCommandWritesOverItsOwnInput) {
   EXPECT_EQ(slurp(dir_ / "geo" / "geometry.csv"), "a\tb\n");
 }
 
+// report-fresh22 defect 1: `wte import --from DIR -o DIR/merges.txt` (or vocab.json, or a file of
+// --tokenizer) replaced the tokenizer file it reads with the HDF5 output. The tokenizer's files
+// are inputs: exit 2 naming --tokenizer, the file unchanged.
+TEST_F(Reliability, Fresh22_ImportRefusesAnOutputThatIsOneOfItsTokenizerFiles) {
+  const fs::path ckpt = train("run", 2);
+  const fs::path hf = dir_ / "hf";
+  std::string msg;
+  ASSERT_EQ(run(kCli + " export --checkpoint " + q(ckpt) + " --out " + q(hf), &msg), 0) << msg;
+  for (const char* name : {"merges.txt", "vocab.json"}) {
+    const std::string before = slurp(hf / name);
+    EXPECT_EQ(run(kCli + " import --from " + q(hf) + " -o " + q(hf / name), &msg), 2) << msg;
+    EXPECT_NE(msg.find("is the same file as --tokenizer " + (hf / name).string()),
+              std::string::npos) << msg;
+    EXPECT_EQ(slurp(hf / name), before) << name;
+  }
+  // A tokenizer directory of its own (GPT-2's names), given with --tokenizer.
+  fs::create_directories(dir_ / "tok");
+  fs::copy_file(hf / "vocab.json", dir_ / "tok" / "encoder.json");
+  fs::copy_file(hf / "merges.txt", dir_ / "tok" / "vocab.bpe");
+  const std::string bpe = slurp(dir_ / "tok" / "vocab.bpe");
+  EXPECT_EQ(run(kCli + " import --safetensors " + q(hf / "model.safetensors") + " --tokenizer " +
+                    q(dir_ / "tok") + " -o " + q(dir_ / "tok" / "vocab.bpe"), &msg), 2) << msg;
+  EXPECT_EQ(slurp(dir_ / "tok" / "vocab.bpe"), bpe);
+  // An output elsewhere still works.
+  EXPECT_EQ(run(kCli + " import --from " + q(hf) + " -o " + q(dir_ / "imported.h5"), &msg), 0) << msg;
+}
+
 // ---- 3. A locked file is called corrupt --------------------------------------------------------
 
 TEST_F(Reliability, Finding3_LockedCheckpointIsNamedLockedNotCorrupt) {

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "train/cli_util.h"
 #include "train/commands.h"
@@ -71,7 +73,12 @@ int cmd_import(int argc, char** argv) {
     io::require_input_file(std::string(option) + " ", path,
                            from.empty() ? "" : " (in --from " + from + ")");
   check_output_file("--out", out);
-  check_output_not_input("--out", out, {{"--safetensors", src.safetensors}, {"--hf-config", src.config_json}});
+  // The tokenizer's files are inputs too (report-fresh22: -o DIR/merges.txt replaced them).
+  std::vector<std::pair<std::string, std::string>> inputs = {{"--safetensors", src.safetensors},
+                                                             {"--hf-config", src.config_json}};
+  for (const char* name : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+    inputs.emplace_back("--tokenizer", (fs::path(src.tokenizer) / name).string());
+  check_output_not_input("--out", out, inputs);
 
   const HfImportSummary s = import_hf_gpt2(src, out);
   std::string ignored;
