@@ -434,6 +434,20 @@ bool signal_when_paused(pid_t pid, int sig, int* status) {
   return paused;
 }
 
+// Runs `wte train ARGS` (spawn_train, output to log_path) paused at the test hook `hook`, sends
+// `sig` once it has stopped there, and returns its output in *log. Fails the test (fatally)
+// unless it paused and ended by exiting, and expects exit status 128 + sig.
+void train_signalled_at_hook(const std::string& args, const fs::path& log_path,
+                             const std::string& hook, int sig, std::string* log) {
+  const pid_t pid = spawn_train(args, log_path, hook);
+  int status = 0;
+  const bool paused = signal_when_paused(pid, sig, &status);
+  *log = slurp(log_path);
+  ASSERT_TRUE(paused) << "the run never paused at " << hook << ": " << *log;
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal, not by wte: " << *log;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << *log;
+}
+
 // SIGINT/SIGTERM before step 1 (data preparation, BPE training): a failed start-up that says it
 // was interrupted, exit 128 + signal; the run directory is removed if the run created it (kept,
 // untouched by training, if it existed). The run pauses itself (SIGSTOP, a test hook) at the named
@@ -442,14 +456,10 @@ void stop_before_step_1(const fs::path& dir, const std::string& stage, int sig, 
   const fs::path cfg = dir / "long.ini", out_dir = dir / "cut";
   write(cfg, tiny_config(dir / "corpus.txt", 3000, 0));
   if (existed) fs::create_directories(out_dir);
-  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(out_dir), dir / "cut.log",
-                                "WTE_TEST_PAUSE_AT_STAGE='" + stage + "'");
-  int status = 0;
-  const bool paused = signal_when_paused(pid, sig, &status);
-  const std::string log = slurp(dir / "cut.log");
-  ASSERT_TRUE(paused) << "the run never paused at '" << stage << "': " << log;
-  ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal, not by wte: " << log;
-  EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << log;
+  std::string log;
+  train_signalled_at_hook("--config " + q(cfg) + " --out " + q(out_dir), dir / "cut.log",
+                          "WTE_TEST_PAUSE_AT_STAGE='" + stage + "'", sig, &log);
+  if (::testing::Test::HasFatalFailure()) return;
   const std::string name = sig == SIGINT ? "SIGINT" : "SIGTERM";
   EXPECT_NE(log.find("wte train: " + name + " received during " + stage +
                      ", before step 1: nothing was trained; "),
@@ -479,15 +489,12 @@ TEST_F(Reliability, Finding7_SigtermAfterTheRunFilesKeepsADirectoryThatExisted) 
 TEST_F(Reliability, Fresh21_AnInterruptedOverwriteSaysTheEarlierRunIsGone) {
   train("cut", 2, 1);
   const fs::path cfg = config("long", 3000, 0), out_dir = dir_ / "cut";
-  const pid_t pid = spawn_train("--overwrite --config " + q(cfg) + " --out " + q(out_dir),
-                                dir_ / "cut.log",
-                                "WTE_TEST_PAUSE_AT_STAGE='start-up (writing the run files)'");
-  int status = 0;
-  const bool paused = signal_when_paused(pid, SIGTERM, &status);
-  const std::string log = slurp(dir_ / "cut.log");
-  ASSERT_TRUE(paused) << log;
-  ASSERT_TRUE(WIFEXITED(status)) << log;
-  EXPECT_EQ(WEXITSTATUS(status), 143) << log;
+  std::string log;
+  train_signalled_at_hook("--overwrite --config " + q(cfg) + " --out " + q(out_dir),
+                          dir_ / "cut.log",
+                          "WTE_TEST_PAUSE_AT_STAGE='start-up (writing the run files)'", SIGTERM,
+                          &log);
+  if (HasFatalFailure()) return;
   EXPECT_NE(log.find("the run directory '" + out_dir.string() + "' existed before and is kept, "
                      "but --overwrite had already deleted the earlier run's checkpoints"),
             std::string::npos) << log;
@@ -503,13 +510,10 @@ void signal_in_the_last_step(const fs::path& dir, int sig, const std::string& ho
   const size_t steps = 4;
   const fs::path cfg = dir / "short.ini", out_dir = dir / "run";
   write(cfg, tiny_config(dir / "corpus.txt", steps, 0));
-  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(out_dir), dir / "run.log", hook);
-  int status = 0;
-  const bool paused = signal_when_paused(pid, sig, &status);
-  const std::string log = slurp(dir / "run.log");
-  ASSERT_TRUE(paused) << "the run never paused at " << hook << ": " << log;
-  ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal, not by wte: " << log;
-  EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << log;
+  std::string log;
+  train_signalled_at_hook("--config " + q(cfg) + " --out " + q(out_dir), dir / "run.log", hook,
+                          sig, &log);
+  if (::testing::Test::HasFatalFailure()) return;
   const std::string name = sig == SIGINT ? "SIGINT" : "SIGTERM";
   EXPECT_NE(log.find("final validation loss"), std::string::npos) << log;
   EXPECT_NE(log.find("wte train: " + name + " received in the last step: the run is complete "
@@ -542,13 +546,10 @@ void signal_after_step_2(const fs::path& dir, int sig, const std::string& hook, 
   const std::string no_eval = "eval_interval = 0";
   text.replace(text.find(no_eval), no_eval.size(), "eval_interval = 2");
   write(cfg, text);
-  const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(out_dir), dir / "run.log", hook);
-  int status = 0;
-  const bool paused = signal_when_paused(pid, sig, &status);
-  const std::string log = slurp(dir / "run.log");
-  ASSERT_TRUE(paused) << "the run never paused at " << hook << ": " << log;
-  ASSERT_TRUE(WIFEXITED(status)) << "ended by a signal, not by wte: " << log;
-  EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << log;
+  std::string log;
+  train_signalled_at_hook("--config " + q(cfg) + " --out " + q(out_dir), dir / "run.log", hook,
+                          sig, &log);
+  if (::testing::Test::HasFatalFailure()) return;
   const std::string ckpt = wte::checkpoint_path(out_dir.string(), 2);
   EXPECT_NE(log.find(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") +
                      " received: finished step 2 of 6 and wrote checkpoint " + ckpt),
