@@ -1,4 +1,4 @@
-// wte_kernel_driver: runs one wte kernel from C++ on arrays in files, for tests/test_python_module.py
+// wte_kernel_driver: runs one wte kernel from C++ on arrays in files, for tests/python/test_python_module.py
 // (the Python module's results must equal these bit for bit). Test tool, never installed.
 //   wte_kernel_driver KERNEL DIR
 // DIR/args.txt holds "name value" lines (sizes, hyper-parameters, strategy); DIR/<array>.bin hold

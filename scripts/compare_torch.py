@@ -24,7 +24,7 @@ Usage:
    cancellation carry the rounding of the large terms that cancelled) and passes each at
    rel <= --rtol (default 1e-5, float32 against float32). A float64 PyTorch run is shown beside
    it for context (wte float32 against PyTorch float64).
-   With --precision float64, `wte grad` runs wte's double reference (src/model/reference_model.h)
+   With --precision float64, `wte grad` runs wte's double reference (src/reference/model.h)
    and the pass is against PyTorch float64 (use a tight --rtol such as 1e-10).
 
 Exit status: 0 all pass, 1 a mismatch (named on the last line), 2 bad usage or a failed `wte grad`,

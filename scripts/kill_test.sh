@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/kill_test.sh N: SIGKILL `wte train` at N random moments and check that each
-# `--resume auto` ends bit-identical to an uninterrupted run (tests/test_kill_resume.sh, which
+# `--resume auto` ends bit-identical to an uninterrupted run (tests/train/test_kill_resume.sh, which
 # ctest runs with 20). Uses build/wte (BUILD_DIR to change); KILL_SEED for reproducible moments.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

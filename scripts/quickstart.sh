@@ -83,7 +83,7 @@ packages=(
 )
 # The geometry page's test opens it in headless Chromium and renders its SVGs with rsvg-convert.
 if [ "$mode" = test ]; then packages+=(chromium librsvg2-bin); fi
-# tests/test_gradcheck_torch.py compares wte's gradients with PyTorch's (Debian's torch, h5py and
+# tests/python/test_gradcheck_torch.py compares wte's gradients with PyTorch's (Debian's torch, h5py and
 # numpy import only under /usr/bin/python3); test mode only, `train` stays lean.
 if [ "$mode" = test ]; then packages+=(python3-torch python3-h5py python3-numpy); fi
 # The fuzz targets (fuzz/, scripts/fuzz.sh) need clang and its libFuzzer/sanitizer runtimes.

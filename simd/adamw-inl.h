@@ -1,7 +1,7 @@
 // One AdamW step on one vector of elements, shared by the dense kernel (simd/adamw.cc,
 // wte::adamw_update) and the lazy row update of an untied wte (simd/embedding.cc,
 // wte::embedding_backward_adamw_lazy). Scalar reference: ref::adamw_update<float> in
-// simd/reference.h; both kernels are bit-identical to it on every target.
+// src/reference/kernels.h; both kernels are bit-identical to it on every target.
 //
 // Bit-exactness needs every including file compiled without FMA contraction: the wte_simd target is
 // built with -ffp-contract=off (CMakeLists.txt), and simd/adamw.cc also says so with a pragma.

@@ -1,5 +1,5 @@
 // AdamW update, Highway with dynamic dispatch. Contract: include/wte/kernels.h (wte::adamw_update);
-// scalar reference: ref::adamw_update<float> in simd/reference.h.
+// scalar reference: ref::adamw_update<float> in src/reference/kernels.h.
 //
 // Bit-identical to ref::adamw_update<float> on every target: the bias corrections are computed once
 // in scalar float exactly as the reference does (1 - std::pow(beta, step) in float), and each

@@ -1,6 +1,6 @@
 // Causal attention softmax, forward and backward, Highway with dynamic dispatch. Contracts and
 // shapes: include/wte/kernels.h; scalar references: ref::attention_softmax_forward/backward in
-// simd/reference.h.
+// src/reference/kernels.h.
 //
 // Row t of each (T,T) matrix has t + 1 live entries (j <= t). The kernels use only those: the last
 // partial vector of live entries is loaded whole when it fits in the row, and its lanes past t are
@@ -15,7 +15,7 @@
 // Backward, per row:
 //   dot   = Σ_{j<=t} a[j]·da[j]                              lane-wise sum
 //   dp[j] = (scale·a[j])·(da[j] - dot);  dp[j] = 0 for j > t  the reference's order
-// Not bit-identical to the references (Exp, lane-wise sums); tests/test_block_kernels.cc derives
+// Not bit-identical to the references (Exp, lane-wise sums); tests/simd/test_block_kernels.cc derives
 // and checks the error bounds. Rows are independent: any thread count gives the same bits.
 
 #include <cmath>

@@ -1,7 +1,7 @@
 // Rounding float32 vectors to bfloat16 (round to nearest, ties to even; NaN kept quiet) and storing
 // them: the one place this arithmetic lives, for simd/bf16.cc and for kernels that write a bf16
 // copy of their output while it is still in cache. The method and its edge cases: simd/bf16.cc;
-// the scalar reference: ref::f32_to_bf16 (simd/reference.h).
+// the scalar reference: ref::f32_to_bf16 (src/reference/kernels.h).
 //
 // A Highway "-inl.h" header: included once per target (after hwy/foreach_target.h and
 // hwy/highway.h), hence the include guard toggled by HWY_TARGET_TOGGLE.

@@ -1,6 +1,6 @@
 // float32 -> bfloat16 conversion for the bf16 GEMMs (model.matmul_precision = bf16), Highway with
 // dynamic dispatch. Contract: include/wte/kernels.h (convert_f32_to_bf16); scalar reference:
-// ref::f32_to_bf16 in simd/reference.h.
+// ref::f32_to_bf16 in src/reference/kernels.h.
 //
 // bfloat16 is the top 16 bits of a float32 (sign, 8 exponent bits, 7 mantissa bits). The low 16
 // bits are rounded away to nearest, ties to even, in integer arithmetic on the float's bits:

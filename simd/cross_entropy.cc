@@ -1,6 +1,6 @@
 // Numerically stable softmax cross-entropy (fused loss + gradient, in place) and the loss alone,
 // Highway with dynamic dispatch. Contracts and shapes: include/wte/kernels.h; scalar references:
-// simd/reference.h (ref::softmax_cross_entropy, ref::cross_entropy_loss).
+// src/reference/kernels.h (ref::softmax_cross_entropy, ref::cross_entropy_loss).
 //
 // Per row of V logits:
 //   m        = max_v x_v                        (exact, any order)
@@ -11,7 +11,7 @@
 //
 // Not bit-identical to the references: hn::Exp differs from std::exp by up to 1 ulp, and S is
 // summed lane-wise (each lane in increasing v, then the lanes) instead of strictly left to right.
-// tests/test_simd_kernels.cc states the resulting error bound and checks it against a double
+// tests/simd/test_simd_kernels.cc states the resulting error bound and checks it against a double
 // reference.
 //
 // One deliberate difference in the formula: the reference computes (m + log S) - x_target, which

@@ -1,7 +1,7 @@
 // Cross-entropy over vocabulary tiles, for the fused unembedding (src/model/unembedding.h): online
 // max / sum-of-exponentials per row across tiles, and the softmax gradient of one tile from a row's
 // final statistics. Highway with dynamic dispatch. Contracts: include/wte/kernels.h; scalar
-// references: simd/reference.h (ref::cross_entropy_tile_stats, ref::cross_entropy_tile_grad).
+// references: src/reference/kernels.h (ref::cross_entropy_tile_stats, ref::cross_entropy_tile_grad).
 //
 // The operations are those of simd/cross_entropy.cc (the unfused kernel): the max is exact, each
 // term is hn::Exp(x - m) (within 1 ulp of exp; computed by simd/exp-inl.h's ExpNonPositive, which
@@ -10,7 +10,7 @@
 // grad_scale · (e / S) with the target entry grad_scale · (e_t / S - 1). What differs from the
 // unfused kernel is only how S is accumulated: tile by tile, each tile's partial sum taken at the
 // running max and the running sum rescaled by exp(m_old - m_new) (one more hn::Exp and one multiply)
-// whenever a later tile raises the max. tests/test_simd_kernels.cc states the error bound this gives
+// whenever a later tile raises the max. tests/simd/test_simd_kernels.cc states the error bound this gives
 // against a double reference and holds every target to it.
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // The residual add and a linear layer's bias gradient, Highway with dynamic dispatch. Contracts and
 // shapes: include/wte/kernels.h; scalar references: ref::residual_forward, ref::bias_backward in
-// simd/reference.h.
+// src/reference/kernels.h.
 //
 // Both are bit-identical to their references on every target and for any thread count:
 //   residual_forward  one Add per element.

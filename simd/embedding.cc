@@ -1,5 +1,5 @@
 // Embedding lookup forward and backward (token table wte, position table wpe), Highway with dynamic
-// dispatch. Contracts and shapes: include/wte/kernels.h; scalar references: simd/reference.h.
+// dispatch. Contracts and shapes: include/wte/kernels.h; scalar references: src/reference/kernels.h.
 //
 // All three kernels are exact with respect to the references: each output element sees the same
 // float additions in the same order (SIMD only runs across C, where elements are independent), so
@@ -24,6 +24,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "simd/adamw-inl.h"  // AdamWConstants, AdamWStep (one vector; shared with adamw.cc)
+#include "simd/scatter-inl.h"  // the row accumulators and SortById (shared with simd/dev/)
 #include "simd/sum_of_squares-inl.h"  // BlockSumOfSquares (shared with adamw.cc)
 // clang-format on
 
@@ -34,85 +35,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // The Highway target this code was compiled for; lets tests see which target dispatch picked.
 int64_t DispatchTarget() { return HWY_TARGET; }
-
-// dst[0, C) = a[0, C) + b[0, C). Full vectors, then a one-lane tail (1.0.3 has no LoadN/StoreN).
-HWY_INLINE void AddRows(float* dst, const float* a,
-                        const float* HWY_RESTRICT b, size_t C) {
-  const hn::ScalableTag<float> d;
-  const size_t L = hn::Lanes(d);
-  size_t c = 0;
-  for (; c + L <= C; c += L)
-    hn::StoreU(hn::Add(hn::LoadU(d, a + c), hn::LoadU(d, b + c)), d, dst + c);
-  const hn::CappedTag<float, 1> d1;
-  for (; c < C; ++c) hn::StoreU(hn::Add(hn::LoadU(d1, a + c), hn::LoadU(d1, b + c)), d1, dst + c);
-}
-
-// Sums one column block [c, c + Lanes(d)) of `count` >= 1 source rows, row(0) first, in increasing
-// k, then adds the sum to dst with one read-modify-write (kAdd) or stores it (!kAdd):
-//   acc = row(0)[c..];  acc += row(k)[c..] for k = 1..count-1;  dst[c..] += acc  (or = acc).
-// This is the per-element order of ref::embedding_backward_{wte,wpe}.
-template <bool kAdd, class D, class RowPtr>
-HWY_INLINE void AccumulateBlock(D d, float* HWY_RESTRICT dst, size_t count, const RowPtr& row,
-                                size_t c) {
-  auto acc = hn::LoadU(d, row(0) + c);
-  for (size_t k = 1; k < count; ++k) acc = hn::Add(acc, hn::LoadU(d, row(k) + c));
-  if (kAdd) acc = hn::Add(hn::LoadU(d, dst + c), acc);
-  hn::StoreU(acc, d, dst + c);
-}
-
-// Same for a 4-vector block: four independent accumulators per source row, so one pass over the
-// segment's rows moves 4 vectors (256 bytes on AVX3) and the adds pipeline. Same order per element.
-template <bool kAdd, class D, class RowPtr>
-HWY_INLINE void AccumulateBlock4(D d, float* HWY_RESTRICT dst, size_t count, const RowPtr& row,
-                                 size_t c) {
-  const size_t L = hn::Lanes(d);
-  const float* src = row(0) + c;
-  auto acc0 = hn::LoadU(d, src);
-  auto acc1 = hn::LoadU(d, src + L);
-  auto acc2 = hn::LoadU(d, src + 2 * L);
-  auto acc3 = hn::LoadU(d, src + 3 * L);
-  for (size_t k = 1; k < count; ++k) {
-    src = row(k) + c;
-    acc0 = hn::Add(acc0, hn::LoadU(d, src));
-    acc1 = hn::Add(acc1, hn::LoadU(d, src + L));
-    acc2 = hn::Add(acc2, hn::LoadU(d, src + 2 * L));
-    acc3 = hn::Add(acc3, hn::LoadU(d, src + 3 * L));
-  }
-  float* out = dst + c;
-  if (kAdd) {
-    acc0 = hn::Add(hn::LoadU(d, out), acc0);
-    acc1 = hn::Add(hn::LoadU(d, out + L), acc1);
-    acc2 = hn::Add(hn::LoadU(d, out + 2 * L), acc2);
-    acc3 = hn::Add(hn::LoadU(d, out + 3 * L), acc3);
-  }
-  hn::StoreU(acc0, d, out);
-  hn::StoreU(acc1, d, out + L);
-  hn::StoreU(acc2, d, out + 2 * L);
-  hn::StoreU(acc3, d, out + 3 * L);
-}
-
-// dst[c0, c1) += (or =) sum_{k < count} row(k)[c0, c1), summed in increasing k (AccumulateBlock).
-template <bool kAdd = true, class RowPtr>
-HWY_INLINE void AccumulateRange(float* HWY_RESTRICT dst, size_t count, const RowPtr& row, size_t c0,
-                                size_t c1) {
-  const hn::ScalableTag<float> d;
-  const size_t L = hn::Lanes(d);
-  size_t c = c0;
-  for (; c + 4 * L <= c1; c += 4 * L) AccumulateBlock4<kAdd>(d, dst, count, row, c);
-  for (; c + L <= c1; c += L) AccumulateBlock<kAdd>(d, dst, count, row, c);
-  const hn::CappedTag<float, 1> d1;
-  for (; c < c1; ++c) AccumulateBlock<kAdd>(d1, dst, count, row, c);
-}
-
-template <class RowPtr>
-HWY_INLINE void AccumulateRows(float* HWY_RESTRICT dst, size_t count, const RowPtr& row, size_t C) {
-  AccumulateRange<true>(dst, count, row, 0, C);
-}
-
-// dst[0, C) += src[0, C): one row read-modify-write (the serial and row-range strategies).
-HWY_INLINE void AddRowInPlace(float* HWY_RESTRICT dst, const float* HWY_RESTRICT src, size_t C) {
-  AddRows(dst, dst, src, C);
-}
 
 // Rows of the gather prefetched ahead of the one being copied: enough to cover a DRAM miss
 // (~100 ns) at a row copy of ~70 ns (C=768 at 18 GB/s), a small win over 1 (wte profile gather).
@@ -133,48 +55,6 @@ void EmbeddingForward(float* HWY_RESTRICT hidden_states, const int32_t* HWY_REST
     const size_t t = n % T;
     AddRows(hidden_states + n * C, wte + static_cast<size_t>(ids[n]) * C, wpe + t * C, C);
   }
-}
-
-// Counting sort of positions by id (stable: positions stay in increasing order within a row).
-// Fills row_start (V+1 segment offsets), order (N), touched (distinct ids, increasing), hot
-// (touched rows with >= kScatterHotCount positions, most positions first, ties by id) and multi
-// (the other touched rows with more than one position, increasing).
-// O(N + V) serial work on ints; the float work that follows is O(N * C). Returns #touched.
-size_t SortById(const int32_t* HWY_RESTRICT ids, size_t N, size_t V, ScatterWorkspace* ws) {
-  // Grow the buffers only when they are too small: a training loop reuses them every step.
-  std::vector<int32_t>& row_start = ws->row_start;
-  std::vector<int32_t>& order = ws->order;
-  std::vector<int32_t>& touched = ws->touched;
-  if (row_start.size() < V + 1) row_start.resize(V + 1);
-  if (order.size() < N) order.resize(N);
-  if (touched.size() < std::min(N, V)) touched.resize(std::min(N, V));
-  ws->hot.clear();
-  ws->multi.clear();
-
-  std::fill(row_start.begin(), row_start.begin() + static_cast<ptrdiff_t>(V + 1), 0);
-  for (size_t n = 0; n < N; ++n) ++row_start[static_cast<size_t>(ids[n]) + 1];
-  size_t num_touched = 0;
-  for (size_t v = 0; v < V; ++v) {
-    const int32_t count = row_start[v + 1];
-    if (count != 0) {
-      touched[num_touched++] = static_cast<int32_t>(v);
-      if (static_cast<size_t>(count) >= kScatterHotCount) ws->hot.push_back(static_cast<int32_t>(v));
-      else if (count >= 2) ws->multi.push_back(static_cast<int32_t>(v));
-    }
-    row_start[v + 1] += row_start[v];  // now row_start[v] = first slot of row v
-  }
-  for (size_t n = 0; n < N; ++n)
-    order[static_cast<size_t>(row_start[static_cast<size_t>(ids[n])]++)] = static_cast<int32_t>(n);
-  // Placement advanced each row_start[v] to the start of row v+1; shift back by one row.
-  std::copy_backward(row_start.begin(), row_start.begin() + static_cast<ptrdiff_t>(V),
-                     row_start.begin() + static_cast<ptrdiff_t>(V + 1));
-  row_start[0] = 0;
-  const int32_t* rs = row_start.data();
-  std::sort(ws->hot.begin(), ws->hot.end(), [rs](int32_t a, int32_t b) {
-    const int32_t ca = rs[a + 1] - rs[a], cb = rs[b + 1] - rs[b];
-    return ca != cb ? ca > cb : a < b;
-  });
-  return num_touched;
 }
 
 // Hot rows are split into column blocks of this many floats (1 KiB: 4 AVX3 4-vector blocks), so a
@@ -425,79 +305,6 @@ size_t EmbeddingBackwardWte(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT 
   return num_blocks;
 }
 
-// kSerial: one thread, dwte[ids[n]] += dhidden[n] in increasing n.
-void ScatterSerial(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
-                   const int32_t* HWY_RESTRICT ids, size_t N, size_t C) {
-  for (size_t n = 0; n < N; ++n)
-    AddRowInPlace(dwte + static_cast<size_t>(ids[n]) * C, dhidden + n * C, C);
-}
-
-// kRowRange: thread t of P owns rows [t*V/P, (t+1)*V/P) and adds its own positions in increasing n.
-void ScatterRowRange(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
-                     const int32_t* HWY_RESTRICT ids, size_t N, size_t C, size_t V) {
-#pragma omp parallel
-  {
-    const size_t P = static_cast<size_t>(omp_get_num_threads());
-    const size_t t = static_cast<size_t>(omp_get_thread_num());
-    const size_t lo = t * V / P, hi = (t + 1) * V / P;
-    for (size_t n = 0; n < N; ++n) {
-      const size_t v = static_cast<size_t>(ids[n]);
-      if (v >= lo && v < hi) AddRowInPlace(dwte + v * C, dhidden + n * C, C);
-    }
-  }
-}
-
-// kPrivateHot: cold rows as kSorted; each hot row's segment is cut into P contiguous chunks, thread
-// t sums chunk t into its private buffer, then the buffers are added to the row in thread order.
-void ScatterPrivateHot(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
-                       const int32_t* HWY_RESTRICT ids, size_t N, size_t C, size_t V,
-                       ScatterWorkspace* ws) {
-  if (N == 0 || C == 0) return;
-  const size_t num_touched = SortById(ids, N, V, ws);
-  const size_t num_hot = ws->hot.size();
-  const size_t P = static_cast<size_t>(omp_get_max_threads());
-  if (ws->scratch.size() < P * num_hot * C) ws->scratch.resize(P * num_hot * C);
-  float* HWY_RESTRICT scratch = ws->scratch.data();
-  const int32_t* HWY_RESTRICT order = ws->order.data();
-  const int32_t* HWY_RESTRICT row_start = ws->row_start.data();
-  const int32_t* HWY_RESTRICT touched = ws->touched.data();
-  const int32_t* HWY_RESTRICT hot = ws->hot.data();
-#pragma omp parallel
-  {
-    const size_t threads = static_cast<size_t>(omp_get_num_threads());
-    const size_t t = static_cast<size_t>(omp_get_thread_num());
-    // Private partial sums of every hot row (an empty chunk writes zeros).
-    for (size_t h = 0; h < num_hot; ++h) {
-      const size_t v = static_cast<size_t>(hot[h]);
-      const size_t count = static_cast<size_t>(row_start[v + 1] - row_start[v]);
-      const size_t k0 = t * count / threads, k1 = (t + 1) * count / threads;
-      float* mine = scratch + (t * num_hot + h) * C;
-      const int32_t* segment = order + row_start[v] + k0;
-      const auto row = [=](size_t j) { return dhidden + static_cast<size_t>(segment[j]) * C; };
-      if (k1 > k0)
-        AccumulateRange<false>(mine, k1 - k0, row, 0, C);
-      else
-        std::fill(mine, mine + C, 0.0f);
-    }
-#pragma omp for schedule(dynamic, 8) nowait
-    for (size_t k = 0; k < num_touched; ++k) {
-      const size_t v = static_cast<size_t>(touched[k]);
-      const size_t count = static_cast<size_t>(row_start[v + 1] - row_start[v]);
-      if (count >= kScatterHotCount) continue;
-      const int32_t* segment = order + row_start[v];
-      const auto row = [=](size_t j) { return dhidden + static_cast<size_t>(segment[j]) * C; };
-      AccumulateRange<true>(dwte + v * C, count, row, 0, C);
-    }
-#pragma omp barrier
-    // Combine: row h gets its P partial sums, thread 0's first (the P-dependent grouping).
-#pragma omp for schedule(static)
-    for (size_t h = 0; h < num_hot; ++h) {
-      const auto part = [=](size_t j) { return scratch + (j * num_hot + h) * C; };
-      AccumulateRange<true>(dwte + static_cast<size_t>(hot[h]) * C, threads, part, 0, C);
-    }
-  }
-}
-
 // AdamW on columns [c0, c1) of one row; grads indexed by the same columns.
 HWY_INLINE void LazyAdamWRange(float* HWY_RESTRICT params, const float* HWY_RESTRICT grads,
                                float* HWY_RESTRICT m, float* HWY_RESTRICT v, size_t c0, size_t c1,
@@ -627,75 +434,9 @@ void embedding_backward_wpe(float* dwpe, const float* dhidden, size_t B, size_t 
   HWY_DYNAMIC_DISPATCH(EmbeddingBackwardWpe)(dwpe, dhidden, B, T, C);
 }
 
-HWY_EXPORT(ScatterSerial);
-HWY_EXPORT(ScatterRowRange);
-HWY_EXPORT(ScatterPrivateHot);
 HWY_EXPORT(EmbeddingBackwardRows);
 HWY_EXPORT(AdamWUpdateRows);
 HWY_EXPORT(EmbeddingBackwardAdamWLazy);
-
-namespace {
-constexpr struct {
-  ScatterStrategy strategy;
-  const char* name;
-  bool deterministic;
-} kStrategies[] = {{ScatterStrategy::kAuto, "auto", true},
-                   {ScatterStrategy::kSerial, "serial", true},
-                   {ScatterStrategy::kSorted, "sorted", true},
-                   {ScatterStrategy::kRowRange, "row-range", true},
-                   {ScatterStrategy::kPrivateHot, "private-hot", false}};
-}  // namespace
-
-const char* scatter_strategy_name(ScatterStrategy s) {
-  for (const auto& e : kStrategies)
-    if (e.strategy == s) return e.name;
-  return "?";
-}
-
-bool parse_scatter_strategy(const char* name, ScatterStrategy* out) {
-  for (const auto& e : kStrategies) {
-    if (std::string_view(name) == e.name) {
-      *out = e.strategy;
-      return true;
-    }
-  }
-  return false;
-}
-
-bool scatter_strategy_deterministic(ScatterStrategy s) {
-  for (const auto& e : kStrategies)
-    if (e.strategy == s) return e.deterministic;
-  return false;
-}
-
-ScatterStrategy choose_scatter_strategy(const int32_t* ids, size_t N, size_t C, size_t V) {
-  (void)ids;  // kSorted balances any distribution (hot rows are split by columns)
-  (void)V;
-  if (N * C < 16384) return ScatterStrategy::kSerial;
-  return ScatterStrategy::kSorted;
-}
-
-void embedding_backward_wte_strategy(ScatterStrategy strategy, float* dwte, const float* dhidden,
-                                     const int32_t* ids, size_t N, size_t C, size_t V,
-                                     ScatterWorkspace* workspace) {
-  if (strategy == ScatterStrategy::kAuto)
-    strategy = choose_scatter_strategy(ids, N, C, V);
-  switch (strategy) {
-    case ScatterStrategy::kSerial:
-      HWY_DYNAMIC_DISPATCH(ScatterSerial)(dwte, dhidden, ids, N, C);
-      return;
-    case ScatterStrategy::kRowRange:
-      HWY_DYNAMIC_DISPATCH(ScatterRowRange)(dwte, dhidden, ids, N, C, V);
-      return;
-    case ScatterStrategy::kPrivateHot:
-      HWY_DYNAMIC_DISPATCH(ScatterPrivateHot)(dwte, dhidden, ids, N, C, V, workspace);
-      return;
-    case ScatterStrategy::kSorted:
-    case ScatterStrategy::kAuto:
-      HWY_DYNAMIC_DISPATCH(EmbeddingBackwardWte)(dwte, dhidden, ids, N, C, V, workspace, nullptr);
-      return;
-  }
-}
 
 void embedding_backward_rows(float* grad_rows, int32_t* touched, size_t* num_touched,
                              const float* dhidden, const int32_t* ids, size_t N, size_t C, size_t V,

@@ -11,7 +11,7 @@
 //     and 2^(q>>1) >= 2^-76 is normal), so both forms round the exact product (1 + P(r))·2^q once,
 //     to nearest even: the same float, subnormal results included.
 // r, P(r) and the final mask are Highway's own code (impl::ExpImpl<float>), so they cannot drift.
-// tests/test_simd_kernels.cc (ExpNonPositive*) checks every target bit for bit against hn::Exp
+// tests/simd/test_simd_kernels.cc (ExpNonPositive*) checks every target bit for bit against hn::Exp
 // over [-110, 0] and at the edges; other targets (and partial vectors) call hn::Exp itself.
 //
 // A Highway "-inl.h" header: included once per target (after hwy/foreach_target.h and

@@ -1,5 +1,5 @@
 // GELU forward and backward, GPT-2's tanh form, Highway with dynamic dispatch. Contracts:
-// include/wte/kernels.h; scalar references: ref::gelu_forward/backward in simd/reference.h.
+// include/wte/kernels.h; scalar references: ref::gelu_forward/backward in src/reference/kernels.h.
 //
 // The same function, written without tanh. With u = sqrt(2/pi)·(x + 0.044715·x³) and
 // σ(z) = 1/(1 + exp(-z)), the identity 0.5·(1 + tanh(u)) = σ(2u) gives
@@ -13,7 +13,7 @@
 // division per element instead of tanh's expm1 and division.
 //
 // For |x| > ~1e19, x² overflows and gelu'(x) is NaN, as in the reference; gelu(x) is x for large
-// positive x and -0 for large negative x. tests/test_block_kernels.cc derives the error bounds.
+// positive x and -0 for large negative x. tests/simd/test_block_kernels.cc derives the error bounds.
 
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // LayerNorm forward and backward (GPT-2's norm()), Highway with dynamic dispatch. Contracts and
 // shapes: include/wte/kernels.h; scalar references: ref::layernorm_forward/backward in
-// simd/reference.h.
+// src/reference/kernels.h.
 //
 // Forward, one row at a time (a row of C floats stays in L1 across its three short passes):
 //   mean = (Σ_c x) / C                  lane-wise sum (SumOver, simd/loops-inl.h)
@@ -11,7 +11,7 @@
 // then one pass that adds into dinp and into its row block's partial dg and db.
 //
 // Not bit-identical to the references (the row sums are lane-wise, the dg/db sums grouped by row
-// block); tests/test_block_kernels.cc derives and checks the error bounds.
+// block); tests/simd/test_block_kernels.cc derives and checks the error bounds.
 //
 // dg and db sum over all N rows. Rows are cut into fixed blocks whose size depends only on N
 // (RowsPerBlock); each block sums its rows in increasing n into its own partial, and the partials

@@ -1,7 +1,7 @@
 // Σ x² of one block of the gradient norm's fixed order, shared by the norm itself (simd/adamw.cc,
 // wte::sum_of_squares, wte::sum_of_squares_partials) and the tied lookup backward, which sums the
 // squares of each block of dwte it completes while the block is in cache (simd/embedding.cc,
-// wte::embedding_backward_wte). Scalar reference: ref::sum_of_squares in simd/reference.h; the bits
+// wte::embedding_backward_wte). Scalar reference: ref::sum_of_squares in src/reference/kernels.h; the bits
 // do not depend on the target (see BlockSumOfSquares).
 //
 // A Highway "-inl.h" header: included once per target by each file that uses it (after

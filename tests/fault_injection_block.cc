@@ -4,13 +4,13 @@
 //   right:  gelu'(x) = 0.5·(1 + t) + 0.5·x·(1 - t²)·√(2/π)·(1 + 3·0.044715·x²),  t = tanh(√(2/π)(x + 0.044715x³))
 //   here:   0.5·(1 + t)
 // (a plausible slip). `wte gradcheck` must catch it in the f32 lines of every block tensor whose
-// gradient flows through a GELU, and nowhere else (tests/test_gradcheck_cli.cc). Never linked into
+// gradient flows through a GELU, and nowhere else (tests/cli/test_gradcheck_cli.cc). Never linked into
 // the production `wte`.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 
-#include "simd/reference.h"
+#include "src/reference/kernels.h"
 #include "wte/kernels.h"
 
 namespace wte {

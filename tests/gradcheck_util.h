@@ -1,5 +1,5 @@
 // Finite-difference helpers shared by the per-op gradient checks in double precision
-// (tests/test_gradcheck_ops.cc, tests/test_gradcheck_block_kernels.cc).
+// (tests/reference/test_gradcheck_ops.cc, tests/reference/test_gradcheck_block_kernels.cc).
 //
 // An op y = op(x) is checked through the scalar L = Σ U ⊙ y for a fixed random upstream gradient U,
 // so dL/dx is exactly op_backward(U), and the central difference

@@ -1,4 +1,4 @@
-// Helpers shared by the model tests (tests/test_model.cc, test_reference_blocks.cc,
+// Helpers shared by the model tests (tests/model/test_model.cc, test_reference_blocks.cc,
 // test_blocks_vs_reference.cc, test_blocks.cc, test_unembedding.cc, test_grad_accum.cc,
 // test_data_parallel.cc): uniform random tensors, batches of token ids (with repeats, or uniform
 // input/target pairs), and the central-difference check of one tensor of the double reference

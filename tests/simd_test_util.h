@@ -1,4 +1,4 @@
-// Helpers for testing the Highway kernels (tests/test_simd_kernels.cc, test_scatter_strategies.cc,
+// Helpers for testing the Highway kernels (tests/simd/test_simd_kernels.cc, test_scatter_strategies.cc,
 // test_block_kernels.cc): a fixture that forces one Highway target per test instance (and the macro
 // that instantiates it on every target), guarded, misaligned buffers with NaN padding, inputs that
 // are exact in binary, a run at 1 and at 2 OpenMP threads, and bit-for-bit comparisons whose
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "hwy/targets.h"
-#include "simd/reference.h"
+#include "src/reference/kernels.h"
 
 namespace wte::test {
 

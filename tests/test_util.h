@@ -1,5 +1,5 @@
 // Helpers shared by the GoogleTest files that work with files and run the built `wte` as a user
-// does (tests/test_train.cc, test_resume.cc, test_geometry.cc, test_gradcheck_cli.cc,
+// does (tests/train/test_train.cc, test_resume.cc, test_geometry.cc, test_gradcheck_cli.cc,
 // test_tokenizer.cc): scratch directories under the build tree, whole-file read/write, a shell
 // command with its output captured, the message of a thrown wte::Error, and the small synthetic
 // corpus the training tests share. Needs WTE_BINARY_DIR (CMakeLists.txt defines it for every test).

@@ -1,5 +1,5 @@
-# Sourced by the script tests that train a tiny model (tests/test_disk_full.sh,
-# tests/test_kill_resume.sh): write_tiny_corpus PATH writes 80 documents of 4 sentences of 12 words
+# Sourced by the script tests that train a tiny model (tests/train/test_disk_full.sh,
+# tests/train/test_kill_resume.sh): write_tiny_corpus PATH writes 80 documents of 4 sentences of 12 words
 # drawn (Python's random.Random(7)) from 15 fixed words, separated by blank lines; the same bytes on
 # every machine.
 write_tiny_corpus() {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace wte::cli {
+namespace wte {
 
 namespace {
 constexpr const char* kMarker = "WTE_DEFAULT_WAIT_POLICY";  // set by wte itself before re-exec
@@ -37,4 +37,4 @@ const char* wait_policy_description() {
   return text.c_str();
 }
 
-}  // namespace wte::cli
+}  // namespace wte

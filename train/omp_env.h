@@ -6,7 +6,7 @@
 // executes itself again (same arguments), once. Measured: bench/busy_machine.sh, README.
 #pragma once
 
-namespace wte::cli {
+namespace wte {
 
 /// The OMP_WAIT_POLICY wte uses when the environment sets none.
 constexpr const char* kDefaultWaitPolicy = "passive";
@@ -20,4 +20,4 @@ void apply_default_wait_policy(char** argv);
 /// (or GOMP_SPINCOUNT=N), for progress lines.
 const char* wait_policy_description();
 
-}  // namespace wte::cli
+}  // namespace wte

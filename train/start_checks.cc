@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "src/io/file_checks.h"
-#include "train/cli_util.h"
 #include "wte/error.h"
 
 namespace fs = std::filesystem;
@@ -185,10 +184,10 @@ CheckpointInfo check_resume(const Config& cfg, const RunOptions& opts) {
     for (size_t i = 0; i < resume_mutable_keys().size(); ++i)
       msg += (i ? ", " : "") + resume_mutable_keys()[i];
     // Values that cannot be combined (with the checkpoint's): bad usage, exit status 2.
-    throw cli::UsageError(msg + ")");
+    throw UsageError(msg + ")");
   }
   if (static_cast<uint64_t>(ckpt.step) >= cfg.train.steps)
-    throw cli::UsageError("checkpoint '" + opts.resume + "' is at step " +
+    throw UsageError("checkpoint '" + opts.resume + "' is at step " +
                           std::to_string(ckpt.step) + " and train.steps = " +
                           std::to_string(cfg.train.steps) + " (from " +
                           value_origin("train.steps", opts, "the checkpoint's own config") +
@@ -251,7 +250,7 @@ CheckpointInfo check_init_from(const Config& cfg, const RunOptions& opts) {
     for (const std::string& d : diffs) msg += "\n  " + d;
     // Without --config the config is the checkpoint's own, so only command-line keys can differ.
     // Values that cannot be combined (with the checkpoint's): bad usage, exit status 2.
-    throw cli::UsageError(msg + "\n(set them to the checkpoint's values: " + fix +
+    throw UsageError(msg + "\n(set them to the checkpoint's values: " + fix +
                 (opts.config_file.empty()
                      ? "; without --config the run takes the checkpoint's own config, so leaving "
                        "out the options that set these keys does the same)"
@@ -267,7 +266,7 @@ void check_stop_at(const Config& cfg, const RunOptions& opts, bool resuming, int
   if (opts.stop_at > 0 &&
       (opts.stop_at >= cfg.train.steps ||
        (resuming && opts.stop_at <= static_cast<uint64_t>(resume_step))))
-    throw cli::UsageError("--stop-at " + std::to_string(opts.stop_at) +
+    throw UsageError("--stop-at " + std::to_string(opts.stop_at) +
                           " must be after the start step " +
                           std::to_string(resuming ? resume_step : 0) +
                           " and before train.steps = " + std::to_string(cfg.train.steps));

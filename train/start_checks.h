@@ -21,7 +21,7 @@ void check_paths(const Config& cfg, const RunOptions& opts);
 /// --resume: the checkpoint opts.resume must be whole and resumable (weights, AdamW moments, data
 /// order, schedule position) and every setting that changes what a step computes must equal the
 /// checkpoint's (resume_config_mismatches); train.steps must be above its step. Throws
-/// cli::UsageError (exit 2) naming each differing key, both values and where the new one came
+/// UsageError (exit 2) naming each differing key, both values and where the new one came
 /// from; wte::Error for an unreadable or weights-only file. Prints a note for each changeable key
 /// that differs (resume_mutable_keys) and for a different thread count. Returns the checkpoint's
 /// header.
@@ -29,13 +29,13 @@ CheckpointInfo check_resume(const Config& cfg, const RunOptions& opts);
 
 /// --init-from: the checkpoint opts.init_from (any: the trainer's, a snapshot, an imported model)
 /// must have the config's model shapes and structure (vocab_size, d_model, n_ctx, n_layer,
-/// n_head, tie_embeddings, ln_f, ln_eps). Throws cli::UsageError (exit 2) naming each differing key
+/// n_head, tie_embeddings, ln_f, ln_eps). Throws UsageError (exit 2) naming each differing key
 /// with both values, where the new one came from and the options that would match; wte::Error for
 /// an unreadable file. Returns the checkpoint's header.
 CheckpointInfo check_init_from(const Config& cfg, const RunOptions& opts);
 
 /// --stop-at (opts.stop_at, 0 = not given) must be after the start step (resume_step when
-/// resuming, else 0) and before train.steps. Throws cli::UsageError (exit 2).
+/// resuming, else 0) and before train.steps. Throws UsageError (exit 2).
 void check_stop_at(const Config& cfg, const RunOptions& opts, bool resuming, int64_t resume_step);
 
 /// A note on stderr naming train.snapshot_steps beyond train.steps (they will not be written).

@@ -21,15 +21,14 @@
 #include "wte/error.h"
 #include "wte/model.h"
 #include "wte/optimizer.h"
-#include "src/clock.h"
+#include "src/profile/clock.h"
 #include "src/analysis/loss_curve.h"
-#include "src/model/grad_accum.h"
+#include "train/grad_accum.h"
 #include "src/io/file_checks.h"
 #include "src/io/snapshot.h"
-#include "train/cli_util.h"
-#include "train/grad_sync.h"
+#include "train/distributed/grad_sync.h"
 #include "train/omp_env.h"
-#include "train/run_guard.h"
+#include "train/run_directory.h"
 #include "train/start_checks.h"
 #include "train/signals.h"
 #include "wte/tokenizer.h"
@@ -320,7 +319,7 @@ void remove_unfinished_checkpoints(const std::string& out_dir, const Say& say) {
   }
 }
 
-// Resuming an older checkpoint in its own run directory with --overwrite (train/run_guard.h,
+// Resuming an older checkpoint in its own run directory with --overwrite (train/run_directory.h,
 // check_run_files): the checkpoints of later steps are deleted, so the directory holds one run's
 // history (metrics.csv is cut back to `step` too).
 void remove_later_checkpoints(const RunOptions& opts, uint64_t step, const Say& say) {
@@ -400,7 +399,7 @@ struct StepResult {
 };
 
 // One optimizer step on the global batch in inputs/targets: forward and backward on this rank's
-// slice, clip, AdamW. With several ranks (train/grad_sync.h, ZeRO-1): the ranks' gradients are
+// slice, clip, AdamW. With several ranks (train/distributed/grad_sync.h, ZeRO-1): the ranks' gradients are
 // reduce-scattered, each rank clips with the global norm and updates its block, and the updated
 // parameters are all-gathered. A diverged step stops the run before it reaches the parameters
 // (the loss and norm are the same on every rank, so every rank stops): the last checkpoint and
@@ -588,7 +587,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   GradientSync sync(comm, cfg.train.batch_size);  // checks R <= train.batch_size
   const bool writer = comm.rank() == 0;
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
-  check_training_memory(cfg);  // before any data is read or file written (train/run_guard.h)
+  check_training_memory(cfg);  // before any data is read or file written (train/run_directory.h)
   start_thread_team(cfg);
   throw_if_stop_requested("start-up");
   const Say say{opts.quiet};
@@ -649,7 +648,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
       cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx, cfg.model.n_layer,
       cfg.model.n_head, cfg.model.ln_f ? "on" : "off",
       cfg.model.tie_embeddings ? "tied lm_head" : "untied lm_head", model.num_parameters(),
-      omp_get_max_threads(), sync.describe().c_str(), cli::wait_policy_description());
+      omp_get_max_threads(), sync.describe().c_str(), wait_policy_description());
   // Which GEMMs run: model.matmul_precision, the kernel oneDNN picks for it on this CPU (its ISA),
   // or why bf16 fell back to float32.
   say("gemms: %s\n", model.gemm_precision_note().c_str());

@@ -24,7 +24,7 @@ struct RunOptions {
   bool overwrite = false;  // a fresh run (or a resume into another directory) deletes the earlier
                            // checkpoints and snapshots in out_dir, a resume in its own directory
                            // the checkpoints of later steps, after every check passed; without it,
-                           // cmd_train refuses such a directory (train/run_guard.h)
+                           // cmd_train refuses such a directory (train/run_directory.h)
   bool* earlier_run_deleted = nullptr;  // if set: made true once --overwrite deleted an earlier
                                         // run's checkpoints or snapshots in out_dir
   std::function<void()> on_first_step;  // called once the first step of this run has finished

@@ -14,4 +14,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// Bad usage: an unknown option, a value that does not parse or is out of range, options that
+/// cannot be combined, a run directory that does not match the command. The command line
+/// (cli/main.cc) turns it into exit status 2 (wte::Error is 1: a run-time failure such as a
+/// missing or broken file). The message names the option.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& what) : Error(what) {}
+};
+
 }  // namespace wte

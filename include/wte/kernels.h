@@ -43,7 +43,7 @@ bool gather_streams(size_t N, size_t C);
 size_t last_level_cache_bytes();
 
 // Memory probes of `wte profile`: the machine's limits measured with the same vector loads and
-// stores as the kernels, not libc's memcpy. (simd/gather.cc)
+// stores as the kernels, not libc's memcpy. (simd/dev/memory_probes.cc)
 //   stream_copy  dst[0, n) = src[0, n) exactly, non-temporal stores, parallel over 1 MiB chunks;
 //                dst and src may not overlap.
 //   stream_read  Σ src[0, n): every float loaded once; the sum's order depends on the target and
@@ -102,7 +102,8 @@ size_t embedding_backward_wte(float* dwte, const float* dhidden, const int32_t* 
 //   kPrivateHot  like kSorted for cold rows; each hot row's positions are split into P chunks
 //                summed by P threads into private buffers, then combined in thread order. The
 //                grouping depends on P: deterministic for a fixed thread count only.
-//   kAuto        training's choice: choose_scatter_strategy().
+//   kAuto        choose_scatter_strategy(). Training always runs kSorted (embedding_backward_wte);
+//                the others (simd/dev/scatter_strategies.cc) are kept to compare against.
 // Same arguments and preconditions as embedding_backward_wte.
 struct AdamWParams;  // below
 enum class ScatterStrategy { kAuto, kSerial, kSorted, kRowRange, kPrivateHot };
@@ -166,7 +167,7 @@ void embedding_backward_wpe(float* dwpe, const float* dhidden, size_t B, size_t 
 // grad_scale is usually 1/N for a mean loss. Parallel over rows.
 // Accuracy: not bit-identical to the reference (Highway's Exp is within 1 ulp of exp, the row sum
 // is taken lane-wise); the loss is formed as (m - logits[n,target]) + log(sum), which is exact for
-// ties such as [1000, 1000] -> ln 2. Worst-case error bound: tests/test_simd_kernels.cc.
+// ties such as [1000, 1000] -> ln 2. Worst-case error bound: tests/simd/test_simd_kernels.cc.
 // dlogits16 (N,V), optional (bf16 GEMMs): also receives dlogits rounded to bf16, the bits
 // convert_f32_to_bf16 would give, written row by row while each row is in cache.
 void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets, size_t N, size_t V,
@@ -318,5 +319,5 @@ int64_t simd_dispatch_target();
 
 // ------------------------------------------------------------------------------------------------
 // Scalar references: same math, plain loops, no OpenMP, templated on the float type.
-// Defined in simd/reference.h (header-only so double instantiations need no extra code).
+// Defined in src/reference/kernels.h (header-only so double instantiations need no extra code).
 }  // namespace wte

@@ -68,7 +68,7 @@ struct SparseRowGrad {
   size_t C = 0;
 };
 
-/// Sums of squares of the gradient's first `count` blocks of kNormBlock floats (Model::grad_norm_head,
+/// Sums of squares of the gradient's first `count` blocks of kSumOfSquaresBlock floats (Model::grad_norm_head,
 /// wte::grad_norm): sums[b] = Σ g[i]² over block b, in double.
 struct GradNormHead {
   const double* sums = nullptr;
@@ -76,7 +76,7 @@ struct GradNormHead {
 };
 
 /// The SparseRowGrad view of rows kept in vectors, e.g. merged by merge_sparse_rows
-/// (src/model/data_parallel.h): `ids` (count) distinct and increasing, `rows` (count, C). The view
+/// (train/distributed/data_parallel.h): `ids` (count) distinct and increasing, `rows` (count, C). The view
 /// points into the vectors: valid while they are not resized or freed.
 inline SparseRowGrad sparse_row_grad_view(std::vector<float>& rows, const std::vector<int32_t>& ids,
                                           size_t C) {
@@ -188,7 +188,7 @@ class Model {
   SparseRowGrad wte_grad_rows();
 
   /// Tied models: the gradient norm's sums of squares over the gradient arena's first blocks
-  /// (kNormBlock floats each, every block wholly inside wte's gradient), which the last backward()'s
+  /// (kSumOfSquaresBlock floats each, every block wholly inside wte's gradient), which the last backward()'s
   /// scatter computed as it finished each block (embedding_backward_wte): give them to
   /// grad_norm(model, wte_rows, head) straight after backward(), and the norm reads only the rest of
   /// the gradient. Empty (count 0) for untied models and after forward(); stale once anything else

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "wte/config.h"
+#include "wte/kernels.h"
 #include "wte/model.h"
 
 namespace wte {
@@ -74,15 +75,14 @@ double clip_grad_norm(Model& model, double max_norm);
 /// The same with an untied wte's row-sparse gradient given explicitly (scaled in place).
 double clip_grad_norm(Model& model, double max_norm, const SparseRowGrad& wte_rows);
 
-/// Floats per partial sum of the gradient's squared norm (grad_norm, clip_grad_norm, and the
-/// ranks' blocks in ZeRO-1 training): sums of g² in double over consecutive blocks of this many
-/// floats (from the start of the dense gradient), each in wte::sum_of_squares's fixed order, then
-/// the block sums added in block order. Equal to wte::kSumOfSquaresBlock.
-constexpr size_t kNormBlock = 65536;
+// The gradient's squared norm (grad_norm, clip_grad_norm, and the ranks' blocks in ZeRO-1
+// training) is summed in double over consecutive blocks of wte::kSumOfSquaresBlock floats (from
+// the start of the dense gradient), each in wte::sum_of_squares's fixed order, then the block sums
+// are added in block order.
 
-/// partials[b] = Σ g[i]² over block b = [b·kNormBlock, min(n, (b+1)·kNormBlock)) of g[0, n), in
+/// partials[b] = Σ g[i]² over block b = [b·kSumOfSquaresBlock, min(n, (b+1)·kSumOfSquaresBlock)) of g[0, n), in
 /// double, in wte::sum_of_squares's order within the block (wte::sum_of_squares_partials):
-/// ceil(n / kNormBlock) values; added in block order they give sum_of_squares(g, n) bit for bit
+/// ceil(n / kSumOfSquaresBlock) values; added in block order they give sum_of_squares(g, n) bit for bit
 /// (OpenMP over blocks; bit-identical for any thread count and Highway target).
 void squared_norm_partials(const float* g, size_t n, double* partials);
 

@@ -82,9 +82,7 @@ HiddenStateSample sample_hidden_states(const Model& model, const std::vector<int
   s.C = model.config().d_model;
   const size_t L = hidden_state_layers(dec.n_layer());
   for (size_t l = 0; l < L; ++l) {
-    std::string name = "hidden_states[";  // appends: GCC 12 -Wrestrict false positive on operator+
-    name += std::to_string(l);
-    name += ']';
+    std::string name = "hidden_states[" + std::to_string(l) + "]";
     if (l + 1 == L) name += dec.n_layer() == 0 ? " (ln_f of hidden_states[0])" : " (after ln_f)";
     s.layer_names.push_back(name);
   }

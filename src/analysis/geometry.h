@@ -1,5 +1,5 @@
 // Measures of an embedding table's geometry: how wte's rows, which start as noise, come to point
-// alike for tokens that behave alike. Used by `wte geometry` (train/cmd_geometry.cc).
+// alike for tokens that behave alike. Used by `wte geometry` (cli/cmd_geometry.cc).
 //
 // Every function takes the rows as a row-major float matrix (N, C) (N rows of width C = d_model)
 // and computes in double. Cosine of rows u, v: u·v / (|u| |v|). A row of norm 0 has no direction:

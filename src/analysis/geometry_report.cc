@@ -13,10 +13,7 @@
 namespace wte {
 
 std::string show_token(const Tokenizer& tok, int32_t id) {
-  std::string out = "\"";  // (append, not operator+: GCC 12 warns falsely with -Wrestrict on that)
-  out += escape_piece(tok.piece(id));
-  out += "\" (" + std::to_string(id) + ")";
-  return out;
+  return "\"" + escape_piece(tok.piece(id)) + "\" (" + std::to_string(id) + ")";
 }
 
 TokenLabels read_token_labels(const std::string& path, const Tokenizer& tok) {

@@ -1,5 +1,5 @@
 // `wte geometry`'s measures of a series of wte tables (one per checkpoint) and its text report.
-// The command (train/cmd_geometry.cc) reads options and checkpoints and calls these; the pictures
+// The command (cli/cmd_geometry.cc) reads options and checkpoints and calls these; the pictures
 // and the page are in src/analysis/geometry_page.h.
 #pragma once
 

@@ -1,7 +1,7 @@
 // Gradient checks users can run (`wte gradcheck`, `wte grad`) and the pieces tests share.
 //
 // Two checks, reported one line per tensor:
-//   1. Finite differences, in double, on the double reference (src/model/reference_model.h): for each
+//   1. Finite differences, in double, on the double reference (src/reference/model.h): for each
 //      checked entry i of each parameter tensor,
 //        numeric = (L(θ + eps·e_i) - L(θ - eps·e_i)) / (2·eps)      (central, eps 1e-6)
 //      passes iff |analytic - numeric| <= atol + rtol·|numeric|   (defaults 1e-5, 1e-3; PyTorch's
@@ -20,7 +20,7 @@
 //      sqrt(K)·2^-24. For K <= ~1000 (gradcheck's shrunk shapes have K <= 64) 1e-4 of the tensor's
 //      largest entry leaves a wide margin; scaling by the tensor's max rather than each entry is
 //      deliberate, since entries small by cancellation carry the absolute error of the large terms
-//      that cancelled. The same bound is used by tests/test_model.cc.
+//      that cancelled. The same bound is used by tests/model/test_model.cc.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +31,7 @@
 
 #include "wte/config.h"
 #include "wte/model.h"
-#include "src/model/reference_model.h"
+#include "src/reference/model.h"
 
 namespace wte {
 

@@ -42,4 +42,15 @@ inline void require_input_file(const std::string& prefix, const std::string& pat
   if (!problem.empty()) throw Error(prefix + "'" + path + "' " + problem + hint);
 }
 
+/// True if the paths `a` and `b` name the same file: the same device and inode when both exist
+/// (hard and symbolic links), else the same canonical path ("..", ".", symbolic links of the
+/// directories on the way).
+inline bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  const fs::path ca = fs::weakly_canonical(a, ec), cb = fs::weakly_canonical(b, ec);
+  return !ec && ca == cb;
+}
+
 }  // namespace wte::io

@@ -1,5 +1,5 @@
 // Internal HDF5 helpers shared by the files wte writes and reads (src/io/checkpoint.cc, src/analysis/gradcheck.cc,
-// train/cmd_grad.cc): writing a whole file atomically, quiet error printing, UTF-8 string datasets
+// cli/cmd_grad.cc): writing a whole file atomically, quiet error printing, UTF-8 string datasets
 // and attributes, int64 attributes, float32/float64 tensors, and the shape of a dataset. Errors of
 // the small helpers are H5::Exception (HDF5 C++ API); callers turn them into wte::Error naming
 // their file (write_file_atomic does). Not part of wte's public interface.

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "src/clock.h"
+#include "src/profile/clock.h"
 #include "src/io/hf_gpt2.h"
 #include "src/io/safetensors.h"
 #include "wte/checkpoint.h"
@@ -102,7 +102,7 @@ class PendingFiles {
 // (numpy/lib/format.py: magic, version, header length, a dict literal padded to 64 bytes).
 std::string npy_header(const std::vector<size_t>& shape) {
   std::string dims;
-  for (size_t i = 0; i < shape.size(); ++i) {  // appends: GCC 12 -Wrestrict false positive on +
+  for (size_t i = 0; i < shape.size(); ++i) {
     if (i) dims += ", ";
     dims += std::to_string(shape[i]);
   }

@@ -14,7 +14,7 @@ namespace {
 
 std::string shape_string(const std::vector<size_t>& shape) {
   std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) {  // appends: GCC 12 -Wrestrict false positive on +
+  for (size_t i = 0; i < shape.size(); ++i) {
     if (i > 0) s += ", ";
     s += std::to_string(shape[i]);
   }
@@ -86,9 +86,7 @@ Decoder::Decoder(const Model& model) : model_(model) {
   ln_f_b_ = find_param(model, "ln_f/b", {C});
   lm_head_ = cfg.tie_embeddings ? wte_ : find_param(model, "lm_head", {V_, C});
   for (size_t l = 0; l < n_layer_; ++l) {
-    std::string h = "h";  // appends: GCC 12 -Wrestrict false positive on operator+
-    h += std::to_string(l);
-    h += '/';
+    const std::string h = "h" + std::to_string(l) + "/";
     Block b;
     b.ln_1_g = find_param(model, h + "ln_1/g", {C});
     b.ln_1_b = find_param(model, h + "ln_1/b", {C});

@@ -15,7 +15,7 @@
 // include/wte/model.h) and owns only its caches: K and V per layer (n_layer, n_ctx, C).
 // It computes with wte's kernels (include/wte/kernels.h: layernorm_forward with N = 1,
 // gelu_forward, residual_forward) and plain matrix-vector loops, so its logits equal
-// Model::forward_logits's within float rounding, not bit for bit (tests/test_decoder.cc states and
+// Model::forward_logits's within float rounding, not bit for bit (tests/model/test_decoder.cc states and
 // checks the bound). Every output element is summed by one thread in a fixed order: the same
 // tokens give the same bits for any thread count.
 #pragma once

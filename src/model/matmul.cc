@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "src/model/onednn_isa.h"
 #include "wte/error.h"
 #include "wte/kernels.h"
 
@@ -18,35 +19,11 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-void FreeDeleter::operator()(void* p) const { std::free(p); }
-
 Bf16Buffer allocate_bf16(size_t n) {
-  const size_t bytes = ((n * sizeof(uint16_t) + 63) / 64) * 64;
-  void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
-  if (p == nullptr) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, bytes == 0 ? 64 : bytes);
-  return Bf16Buffer(static_cast<uint16_t*>(p));
+  return Bf16Buffer(static_cast<uint16_t*>(allocate_aligned(n * sizeof(uint16_t), /*touch=*/true)));
 }
 
 namespace {
-
-// The most capable ISA oneDNN uses on this CPU (capped by ONEDNN_MAX_CPU_ISA).
-std::string effective_isa() {
-  using isa = dnnl::cpu_isa;
-  switch (dnnl::get_effective_cpu_isa()) {
-    case isa::sse41: return "sse41";
-    case isa::avx: return "avx";
-    case isa::avx2: return "avx2";
-    case isa::avx2_vnni: return "avx2_vnni";
-    case isa::avx512_mic: return "avx512_mic";
-    case isa::avx512_mic_4ops: return "avx512_mic_4ops";
-    case isa::avx512_core: return "avx512_core";
-    case isa::avx512_core_vnni: return "avx512_core_vnni";
-    case isa::avx512_core_bf16: return "avx512_core_bf16";
-    case isa::avx512_core_amx: return "avx512_core_amx";
-    default: return "isa " + std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa()));
-  }
-}
 
 // A primitive's impl_info_str with the ISA it runs: brgemm kernels name theirs
 // ("brg:avx512_core_bf16"); oneDNN's jit GEMM ("gemm:jit") runs at the most capable ISA oneDNN
@@ -54,7 +31,7 @@ std::string effective_isa() {
 std::string impl_with_isa(const std::string& impl) {
   for (const char* named : {"sse", "avx", "amx", "ref", "none"})
     if (impl.find(named) != std::string::npos) return impl;
-  return impl + " (" + effective_isa() + ")";
+  return impl + " (" + onednn_isa() + ")";
 }
 
 // impl_info_str of a plain (M,K)x(K,N) matmul with inputs of type `in` and an f32 output, or

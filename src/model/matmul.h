@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "src/model/memory.h"
 #include "wte/model.h"  // StepTimes
 
 namespace wte {
@@ -61,11 +62,8 @@ struct GemmInput {
   Operand operand(MatView v) const { return bf16 != nullptr ? as_bf16(bf16, std::move(v)) : as_f32(f32, std::move(v)); }
 };
 
-/// 64-byte-aligned bfloat16 storage (bits), zeroed.
-struct FreeDeleter {
-  void operator()(void* p) const;
-};
-using Bf16Buffer = std::unique_ptr<uint16_t[], FreeDeleter>;
+/// 64-byte-aligned bfloat16 storage (bits), zeroed (src/model/memory.h).
+using Bf16Buffer = std::unique_ptr<uint16_t[], AlignedDeleter>;
 Bf16Buffer allocate_bf16(size_t n);
 
 /// Whether oneDNN has a native bf16 matmul on this CPU: the kernel it picks for bf16 inputs and a
@@ -105,7 +103,6 @@ class Gemm {
   dnnl::stream& stream() { return stream_; }
   void wait() { stream_.wait(); }
   /// Primitives created so far (one per distinct shape/stride/flag combination).
-  size_t num_primitives() const { return cache_.size(); }
 
   /// Per-part timing for `wte profile step` (Model::set_step_times). start_timing(times) attaches
   /// `times` (nullptr detaches) and starts the clock; then mark(field) waits for the stream and

@@ -4,8 +4,6 @@
 // layernorm.* (ln_f on oneDNN); the elementwise kernels are in include/wte/kernels.h.
 #include "wte/model.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +16,7 @@
 #include "src/model/block.h"
 #include "src/model/layernorm.h"
 #include "src/model/matmul.h"
+#include "src/model/memory.h"
 #include "src/model/unembedding.h"
 #include "wte/data.h"
 #include "wte/error.h"
@@ -26,46 +25,13 @@
 
 namespace wte {
 
-// Buffers come from calloc, aligned to 64 bytes by hand; the block's own address is kept in the
-// 8 bytes just before the aligned pointer, for the deleter.
-void Model::Deleter::operator()(float* p) const {
-  if (p != nullptr) std::free(reinterpret_cast<void**>(p)[-1]);
-}
+void Model::Deleter::operator()(float* p) const { free_aligned(p); }
 
 namespace {
 
-// n zeroed floats, 64-byte aligned. calloc does not write memory that is fresh from the kernel
-// (every large block): it is zero already, and its pages are faulted in only when first used.
-// `touch` writes the zeros anyway, so the page faults happen here and not in a timed kernel.
-//
-// Buffers of 4 MiB or more (a V×C table, its gradient and moments, the activation arena) go on
-// 2 MiB pages: a random row of a table larger than the TLB's reach (4096 entries of 4 KiB on Zen 5)
-// then costs no page walk (the gather, wte profile), and neither does a pass over several large
-// buffers. Measured on the AMD EPYC (Zen 5) virtual machine of the README's figures, `wte profile
-// step --config configs/embedding_only.ini` (AdamW reads 4 and writes 3 tensors of 8.5 MB): with
-// a 16 MiB threshold (those tensors on 4 KiB pages) the 1-thread AdamW took 1.3-8.1 ms from run to
-// run, with this one 1.07-1.15 ms (interleaved runs). They are aligned to 2 MiB inside the block
-// and advised (madvise(MADV_HUGEPAGE)) before any page is touched, so the kernel backs them with
-// huge pages where transparent huge pages are `madvise` or `always`; the advice is only a hint
-// (nothing changes when THP is off). Rounding up to whole 2 MiB pages costs less than half of a
-// buffer's size; smaller buffers pay no rounding.
+// n zeroed floats (src/model/memory.h: 64-byte aligned, huge pages from 4 MiB).
 Model::Buffer allocate_zeroed(size_t n, bool touch) {
-  constexpr size_t kHugePage = size_t{2} << 20, kHugeMin = size_t{4} << 20;
-  size_t bytes = std::max<size_t>(64, ((n * sizeof(float) + 63) / 64) * 64);
-  const bool huge = bytes >= kHugeMin;
-  const size_t align = huge ? kHugePage : 64;
-  if (huge) bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* raw = std::calloc(1, bytes + align);
-  if (raw == nullptr) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
-  // calloc aligns to 16: raw + 8 rounded up to `align` is at most raw + align - 8, inside the
-  // extra `align` bytes, and leaves room for the block's address just before it.
-  const uintptr_t aligned =
-      (reinterpret_cast<uintptr_t>(raw) + sizeof(void*) + align - 1) & ~uintptr_t{align - 1};
-  if (huge) madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);  // a hint
-  reinterpret_cast<void**>(aligned)[-1] = raw;
-  float* p = reinterpret_cast<float*>(aligned);
-  if (touch) std::memset(p, 0, bytes);
-  return Model::Buffer(p);
+  return Model::Buffer(static_cast<float*>(allocate_aligned(n * sizeof(float), touch)));
 }
 
 }  // namespace
@@ -76,10 +42,6 @@ namespace {
 
 // GPT-2's initializer_range for every block weight (model.py / Hugging Face's GPT2Config).
 constexpr double kBlockInitStd = 0.02;
-
-// Whether the attention's batched QKᵀ and ·V GEMMs read bf16 too under bf16 GEMMs (the softmax
-// stays float32).
-constexpr bool kBf16Attention = true;
 
 // Carves 64-byte-aligned views out of one allocation of T (float or bf16 bits): a first pass
 // (base == nullptr) only counts.
@@ -214,17 +176,13 @@ struct Model::Impl {
       b.atty16 = a.take(N * C);
       b.ln2_16 = a.take(N * C);
       b.fch_gelu16 = a.take(N * 4 * C);
-      if (kBf16Attention) {
-        b.qkv16 = a.take(N * 3 * C);
-        b.att16 = a.take(BTT * NH);
-      }
+      b.qkv16 = a.take(N * 3 * C);  // attention's QKᵀ and ·V GEMMs read bf16 too (softmax: f32)
+      b.att16 = a.take(BTT * NH);
     }
     if (!blocks.empty()) {
       scratch.d16 = a.take(N * 4 * C);
-      if (kBf16Attention) {
-        scratch.datty16 = a.take(N * C);
-        scratch.datt16 = a.take(BTT * NH);
-      }
+      scratch.datty16 = a.take(N * C);
+      scratch.datt16 = a.take(BTT * NH);
     }
     h16 = a.take(N * C);
     loss16_elems = loss_tiles.fused() ? unembedding_workspace16_elems(loss_tiles) : N * V;
@@ -287,10 +245,7 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
   }
   const size_t first_block_tensor = tensors_.size();
   for (size_t l = 0; l < config.n_layer; ++l) {
-    // Built with appends: `"h" + std::to_string(l) + "/"` trips GCC 12's -Wrestrict false positive.
-    std::string h = "h";
-    h += std::to_string(l);
-    h += '/';
+    const std::string h = "h" + std::to_string(l) + "/";
     add(h + "ln_1/g", {C}, false);
     add(h + "ln_1/b", {C}, false);
     add(h + "attn/c_attn/w", {C, 3 * C}, true);
@@ -610,7 +565,7 @@ void Model::backward() {
   if (config_.tie_embeddings) {
     // The norm's blocks are counted from the arena's start: dwte's own blocks only if wte is first.
     const bool sums = tensors_.front().offset == 0 && grads_.wte == grad_data();
-    if (sums) m.wte_sumsq.resize(V * C / kSumOfSquaresBlock);  // = kNormBlock
+    if (sums) m.wte_sumsq.resize(V * C / kSumOfSquaresBlock);
     m.wte_sumsq_count = embedding_backward_wte(grads_.wte, dres, m.inputs.data(), N, C, V,
                                                &m.scatter, sums ? m.wte_sumsq.data() : nullptr);
   } else {

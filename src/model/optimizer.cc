@@ -45,7 +45,6 @@ void AdamW::update_part(Model& model, float lr, const OptimConfig& hp, size_t be
   }
 }
 
-static_assert(kNormBlock == kSumOfSquaresBlock, "the norm's blocks are sum_of_squares' blocks");
 
 void squared_norm_partials(const float* g, size_t n, double* partial) {
   sum_of_squares_partials(g, n, partial);
@@ -70,14 +69,14 @@ double grad_norm(const Model& model, const SparseRowGrad& sparse) {
 double grad_norm(const Model& model, const SparseRowGrad& sparse, const GradNormHead& head) {
   if (head.count == 0) return grad_norm(model, sparse);
   const size_t n = model.num_parameters();
-  if (model.tensors().front().sparse_grad || head.count * kNormBlock > n)
+  if (model.tensors().front().sparse_grad || head.count * kSumOfSquaresBlock > n)
     throw Error("grad_norm: " + std::to_string(head.count) +
                 " block sums given for a gradient arena of " + std::to_string(n) + " floats" +
                 (model.tensors().front().sparse_grad ? " whose first tensor is row-sparse" : ""));
   // The rest of the blocks, then every block's sum in block order from 0.0: sum_of_squares'
-  // combination (n > kNormBlock here), plus the row-sparse part (none: the head is a tied wte's).
-  const size_t done = head.count * kNormBlock;
-  std::vector<double> rest((n - done + kNormBlock - 1) / kNormBlock);
+  // combination (n > kSumOfSquaresBlock here), plus the row-sparse part (none: the head is a tied wte's).
+  const size_t done = head.count * kSumOfSquaresBlock;
+  std::vector<double> rest((n - done + kSumOfSquaresBlock - 1) / kSumOfSquaresBlock);
   if (!rest.empty()) squared_norm_partials(model.grad_data() + done, n - done, rest.data());
   double total = 0.0;
   for (size_t b = 0; b < head.count; ++b) total += head.sums[b];

@@ -23,7 +23,7 @@
 //
 // Accuracy: each logit is the same dot product as in the unfused path (oneDNN may block K
 // differently for another M, so not the same bits); the row's sum of exponentials is accumulated tile
-// by tile with a rescale whenever the max grows (kernels.h). tests/test_unembedding.cc states the
+// by tile with a rescale whenever the max grows (kernels.h). tests/model/test_unembedding.cc states the
 // bound against a double reference and checks fused and unfused against it.
 // Deterministic for a fixed thread count: row blocks and tiles run in a fixed order; oneDNN fixes its
 // partitioning per primitive; the row kernels' bits do not depend on the thread count.

@@ -1,0 +1,742 @@
+// Tests of the transformer block kernels (simd/layernorm.cc, gelu.cc, attention.cc, elementwise.cc)
+// against their scalar references in src/reference/kernels.h, on every Highway target compiled into this
+// binary and supported by this CPU (one parameterized instance per target: AVX3, AVX2, SSE4,
+// SSSE3, SCALAR here).
+//
+// Sizes: {1, 3, L-1, L, L+1, 3L, 8L+2} for L = 4, 8, 16 (the float lanes of SSE, AVX2, AVX3), and
+// 257. Buffers start 4 bytes past a 64-byte boundary inside NaN guard bands (tests/simd_test_util.h):
+// a kernel that reads a guard turns an output into NaN, one that writes a guard changes its bits.
+// The masked entries (j > t) of the attention inputs hold NaN too, so a kernel that reads one
+// fails.
+//
+// residual_forward and bias_backward are bit-identical to the float reference. The other kernels
+// sum lane-wise and use Highway's Exp, so they are compared with the double reference (run on the
+// same float inputs; for GELU an accurate rewriting of it, see GeluParts) within an error bound
+// derived, operation by operation, in each bound's comment. The derivations are first order in the unit roundoff u = 2^-24 (a rounding is
+// x(1 + δ), |δ| <= u; a sum of n terms in any order errs by at most n·u·Σ|terms|); kSecondOrder
+// covers the dropped O(n²u²) terms (< 1e-4 relative at these sizes).
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hwy/targets.h"
+#include "src/reference/kernels.h"
+#include "tests/simd_test_util.h"
+#include "wte/kernels.h"
+
+namespace wte {
+namespace {
+
+using test::AtOneAndTwoThreads;
+using test::BitIdentical;
+using test::fill_exact;
+using test::fill_general;
+using test::GuardedBuffer;
+
+constexpr double kU = 0x1p-24;          // float unit roundoff
+constexpr double kSecondOrder = 1.01;   // see the top
+constexpr double kTiny = 0x1p-120;      // absolute slack for results that underflow (exp(-100))
+
+// {1, 3, L-1, L, L+1, 3L, 8L+2} for L = 1, 4, 8, 16, and 257; and `large` (for several OpenMP
+// blocks) when it is not 0.
+std::vector<size_t> AwkwardSizes(size_t large = 0) {
+  std::set<size_t> sizes = {257};
+  if (large != 0) sizes.insert(large);
+  for (size_t L : {1, 4, 8, 16})
+    for (size_t s : {size_t{1}, size_t{3}, L - 1, L, L + 1, 3 * L, 8 * L + 2})
+      if (s > 0) sizes.insert(s);
+  return {sizes.begin(), sizes.end()};
+}
+
+std::vector<double> ToDouble(const float* x, size_t n) { return std::vector<double>(x, x + n); }
+
+// Expects |got[i] - want[i]| <= bound[i] (and got finite) for i < n; reports the first failures.
+void ExpectWithin(const float* got, const std::vector<double>& want,
+                  const std::vector<double>& bound, size_t n, const std::string& what) {
+  size_t failures = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double err = std::abs(static_cast<double>(got[i]) - want[i]);
+    if (!std::isfinite(got[i]) || !(err <= bound[i])) {
+      if (++failures <= 5)
+        ADD_FAILURE() << what << " [" << i << "]: got " << got[i] << ", want " << want[i]
+                      << " +- " << bound[i] << " (error " << err << ")";
+    }
+  }
+  EXPECT_EQ(failures, 0u) << what;
+}
+
+// Forces one Highway target for the duration of each test; resets it and the thread count after.
+class BlockKernelTest : public test::TargetTest {};
+
+// ================================================================================================
+// layernorm_forward
+
+// Error bound of one row of layernorm_forward against exact arithmetic (the double reference),
+// from the kernel's operations (simd/layernorm.cc):
+//   m_f = fl(Σ x / C):           e_m = (C + 1)·u·mean|x|             (sum of C terms, a division)
+//   d_c = fl(x_c - m_f):         δ_c = e_m + u·(|x_c - m| + e_m)
+//   v_f = fl(Σ fl(d_c²) / C):    e_v = (1/C)·Σ (2|x_c - m|·δ_c + δ_c²) + (C + 2)·u·var
+//   s_f = fl(1/fl(sqrt(fl(v_f + eps)))):  relative ρ_s = (e_v + u·(var + eps)) / (2·(var + eps)) + 2u
+//   out = fl(fl(fl(d_c·s_f)·g) + b):  e_out = |g|·(s·δ_c + |xhat|·(ρ_s + 2u)) + u·|out|
+struct LayerNormBounds {
+  double mean = 0, rstd = 0;
+  std::vector<double> out;
+};
+LayerNormBounds LayerNormForwardBounds(const double* x, const double* g, size_t C, double eps,
+                                       double m, double s, const double* want_out) {
+  double mean_abs = 0, var = 0;
+  for (size_t c = 0; c < C; ++c) {
+    mean_abs += std::abs(x[c]) / C;
+    var += (x[c] - m) * (x[c] - m) / C;
+  }
+  const double e_m = (C + 1) * kU * mean_abs;
+  double e_v = (C + 2) * kU * var;
+  for (size_t c = 0; c < C; ++c) {
+    const double delta = e_m + kU * (std::abs(x[c] - m) + e_m);
+    e_v += (2 * std::abs(x[c] - m) * delta + delta * delta) / C;
+  }
+  const double rho_s = (e_v + kU * (var + eps)) / (2 * (var + eps)) + 2 * kU;
+  LayerNormBounds bounds;
+  bounds.mean = kSecondOrder * e_m + kTiny;
+  bounds.rstd = kSecondOrder * rho_s * s;
+  bounds.out.resize(C);
+  for (size_t c = 0; c < C; ++c) {
+    const double delta = e_m + kU * (std::abs(x[c] - m) + e_m);
+    const double xhat = (x[c] - m) * s;
+    bounds.out[c] = kSecondOrder * (std::abs(g[c]) * (s * delta + std::abs(xhat) * (rho_s + 2 * kU)) +
+                                    kU * std::abs(want_out[c])) +
+                    kTiny;
+  }
+  return bounds;
+}
+
+TEST_P(BlockKernelTest, LayerNormForwardWithinBoundOfDoubleReference) {
+  std::mt19937 rng(1);
+  const size_t N = 3;
+  const float eps = 1e-5f;
+  for (size_t C : AwkwardSizes()) {
+    GuardedBuffer inp(N * C), g(C), b(C), out(N * C), mean(N), rstd(N);
+    fill_general(inp.data(), inp.size(), rng, 2.0f);
+    for (size_t c = 0; c < C; ++c) inp[C + c] += 3.0f;   // row 1: mean well away from 0
+    for (size_t c = 0; c < C; ++c) inp[2 * C + c] *= 1e-3f;  // row 2: variance near eps
+    fill_general(g.data(), C, rng);
+    fill_general(b.data(), C, rng);
+    layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), g.data(), b.data(), N, C,
+                      eps);
+    EXPECT_TRUE(out.guards_intact() && mean.guards_intact() && rstd.guards_intact() &&
+                inp.guards_intact() && g.guards_intact() && b.guards_intact())
+        << target() << " C=" << C;
+
+    const std::vector<double> x = ToDouble(inp.data(), N * C), gd = ToDouble(g.data(), C),
+                              bd = ToDouble(b.data(), C);
+    std::vector<double> want(N * C), want_mean(N), want_rstd(N);
+    ref::layernorm_forward<double>(want.data(), want_mean.data(), want_rstd.data(), x.data(),
+                                   gd.data(), bd.data(), N, C, static_cast<double>(eps));
+    for (size_t n = 0; n < N; ++n) {
+      const LayerNormBounds bounds = LayerNormForwardBounds(
+          x.data() + n * C, gd.data(), C, eps, want_mean[n], want_rstd[n], want.data() + n * C);
+      const std::string where = target() + " C=" + std::to_string(C) + " row " + std::to_string(n);
+      EXPECT_NEAR(mean[n], want_mean[n], bounds.mean) << where;
+      EXPECT_NEAR(rstd[n], want_rstd[n], bounds.rstd) << where;
+      ExpectWithin(out.data() + n * C, std::vector<double>(want.begin() + n * C, want.begin() + (n + 1) * C),
+                   bounds.out, C, where + " out");
+    }
+  }
+}
+
+// x = 1, 2, ..., C with g = 1, b = 0, eps = 0: mean (C+1)/2 and variance (C² - 1)/12 are exact in
+// float for these C, and so is every x - mean (a half-integer), so the kernel's only roundings are
+// sqrt, 1/sqrt and (x - mean)·rstd: out[c] = fl(fl(c + 1 - mean) · fl(1/fl(sqrt(var)))) exactly,
+// on every target. For C = 4: [1,2,3,4] -> mean 2.5, var 1.25, out ±1.5/sqrt(1.25) = ±3/sqrt(5)
+// and ±0.5/sqrt(1.25) = ±1/sqrt(5).
+TEST_P(BlockKernelTest, LayerNormForwardExactForOneToC) {
+  for (size_t C : {4, 8, 16, 64}) {
+    std::vector<float> inp(C), g(C, 1.0f), b(C, 0.0f), out(C);
+    for (size_t c = 0; c < C; ++c) inp[c] = static_cast<float>(c + 1);
+    float mean = 0, rstd = 0;
+    layernorm_forward(out.data(), &mean, &rstd, inp.data(), g.data(), b.data(), 1, C, 0.0f);
+    const float want_mean = (C + 1) / 2.0f;
+    const float want_var = static_cast<float>((C * C - 1) / 12.0);
+    const float want_rstd = 1.0f / std::sqrt(want_var);
+    EXPECT_EQ(mean, want_mean) << target() << " C=" << C;
+    EXPECT_EQ(rstd, want_rstd) << target() << " C=" << C;
+    for (size_t c = 0; c < C; ++c)
+      EXPECT_EQ(out[c], (inp[c] - want_mean) * want_rstd) << target() << " C=" << C << " c=" << c;
+  }
+  // And the C = 4 values against the closed forms ±3/sqrt(5), ±1/sqrt(5): three roundings (sqrt,
+  // division, product) of at most u each, relative.
+  const float inp[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1}, b[4] = {0, 0, 0, 0};
+  float out[4], mean, rstd;
+  layernorm_forward(out, &mean, &rstd, inp, g, b, 1, 4, 0.0f);
+  const double r5 = 1 / std::sqrt(5.0);
+  const double closed[4] = {-3 * r5, -r5, r5, 3 * r5};
+  for (size_t c = 0; c < 4; ++c)
+    EXPECT_NEAR(out[c], closed[c], kSecondOrder * 3 * kU * std::abs(closed[c])) << target();
+}
+
+// ================================================================================================
+// layernorm_backward
+
+// Error bound of layernorm_backward against exact arithmetic for the same float inputs (mean and
+// rstd are inputs, exact for both), from the kernel's operations:
+//   xhat_f = fl(fl(x - m)·s): 2u·|xhat|;  dxhat_f = fl(dy·g): u·|dxhat|
+//   A_f = fl(Σ dxhat_f / C):        e_A = (C + 2)·u·mean|dxhat|
+//   B_f = fl(Σ fl(dxhat_f·xhat_f) / C):  e_B = (C + 5)·u·mean|dxhat·xhat|   (4u per product)
+//   term = fl(fl(dxhat - A) - fl(xhat·B)):
+//        e_term = u·(|dxhat| + |dxhat - A| + |term|) + e_A + |xhat|·(e_B + 3u·|B|)
+//   dinp = fl(dinp0 + fl(s·term)):  s·e_term + u·s·|term| + u·|dinp|
+//   dg = dg0 + Σ_n fl(dy·xhat_f) (blocks, any grouping): (N + 4)·u·(Σ_n |dy·xhat| + |dg0|)
+//   db = db0 + Σ_n dy:                                    (N + 1)·u·(Σ_n |dy| + |db0|)
+struct LayerNormBackwardBounds {
+  std::vector<double> dinp, dg, db;
+};
+LayerNormBackwardBounds LayerNormBackwardErrorBounds(
+    const std::vector<double>& dout, const std::vector<double>& x, const std::vector<double>& g,
+    const std::vector<double>& mean, const std::vector<double>& rstd,
+    const std::vector<double>& dg0, const std::vector<double>& db0,
+    const std::vector<double>& want_dinp, size_t N, size_t C) {
+  LayerNormBackwardBounds bounds;
+  bounds.dinp.resize(N * C);
+  std::vector<double> sum_abs_g(C, 0.0), sum_abs_b(C, 0.0);
+  for (size_t n = 0; n < N; ++n) {
+    const double m = mean[n], s = rstd[n];
+    double A = 0, B = 0, mean_abs_A = 0, mean_abs_B = 0;
+    for (size_t c = 0; c < C; ++c) {
+      const double xhat = (x[n * C + c] - m) * s, dxhat = dout[n * C + c] * g[c];
+      A += dxhat / C;
+      B += dxhat * xhat / C;
+      mean_abs_A += std::abs(dxhat) / C;
+      mean_abs_B += std::abs(dxhat * xhat) / C;
+      sum_abs_g[c] += std::abs(dout[n * C + c] * xhat);
+      sum_abs_b[c] += std::abs(dout[n * C + c]);
+    }
+    const double e_A = (C + 2) * kU * mean_abs_A, e_B = (C + 5) * kU * mean_abs_B;
+    for (size_t c = 0; c < C; ++c) {
+      const double xhat = (x[n * C + c] - m) * s, dxhat = dout[n * C + c] * g[c];
+      const double term = dxhat - A - xhat * B;
+      const double e_term = kU * (std::abs(dxhat) + std::abs(dxhat - A) + std::abs(term)) + e_A +
+                            std::abs(xhat) * (e_B + 3 * kU * std::abs(B));
+      bounds.dinp[n * C + c] =
+          kSecondOrder * (s * e_term + kU * s * std::abs(term) + kU * std::abs(want_dinp[n * C + c])) +
+          kTiny;
+    }
+  }
+  bounds.dg.resize(C);
+  bounds.db.resize(C);
+  for (size_t c = 0; c < C; ++c) {
+    bounds.dg[c] = kSecondOrder * (N + 4) * kU * (sum_abs_g[c] + std::abs(dg0[c])) + kTiny;
+    bounds.db[c] = kSecondOrder * (N + 1) * kU * (sum_abs_b[c] + std::abs(db0[c])) + kTiny;
+  }
+  return bounds;
+}
+
+// Inputs for a backward test: x, g and the forward's saved mean and rstd, plus the upstream
+// gradient and nonzero starting gradients (every output accumulates).
+struct LayerNormCase {
+  std::vector<float> inp, g, mean, rstd, dout, dinp0, dg0, db0;
+};
+LayerNormCase MakeLayerNormCase(size_t N, size_t C, std::mt19937& rng) {
+  LayerNormCase k;
+  k.inp.resize(N * C);
+  k.g.resize(C);
+  k.dout.resize(N * C);
+  k.dinp0.resize(N * C);
+  k.dg0.resize(C);
+  k.db0.resize(C);
+  fill_general(k.inp.data(), N * C, rng, 2.0f);
+  fill_general(k.g.data(), C, rng);
+  fill_general(k.dout.data(), N * C, rng);
+  fill_general(k.dinp0.data(), N * C, rng, 0.5f);
+  fill_general(k.dg0.data(), C, rng, 0.5f);
+  fill_general(k.db0.data(), C, rng, 0.5f);
+  std::vector<float> out(N * C), b(C, 0.0f);
+  k.mean.resize(N);
+  k.rstd.resize(N);
+  ref::layernorm_forward<float>(out.data(), k.mean.data(), k.rstd.data(), k.inp.data(), k.g.data(),
+                                b.data(), N, C, 1e-5f);
+  return k;
+}
+
+TEST_P(BlockKernelTest, LayerNormBackwardWithinBoundOfDoubleReference) {
+  std::mt19937 rng(2);
+  std::vector<std::pair<size_t, size_t>> shapes;  // (N, C)
+  for (size_t C : AwkwardSizes()) shapes.emplace_back(3, C);
+  shapes.emplace_back(40, 33);   // 3 row blocks of 16 (the last partial)
+  shapes.emplace_back(1000, 17);  // 63 blocks of 16
+  for (auto [N, C] : shapes) {
+    const LayerNormCase k = MakeLayerNormCase(N, C, rng);
+    GuardedBuffer dinp = GuardedBuffer::copy_of(k.dinp0), dg = GuardedBuffer::copy_of(k.dg0),
+                  db = GuardedBuffer::copy_of(k.db0);
+    layernorm_backward(dinp.data(), dg.data(), db.data(), k.dout.data(), k.inp.data(), k.g.data(),
+                       k.mean.data(), k.rstd.data(), N, C);
+    EXPECT_TRUE(dinp.guards_intact() && dg.guards_intact() && db.guards_intact())
+        << target() << " N=" << N << " C=" << C;
+
+    const auto d = [](const std::vector<float>& v) { return ToDouble(v.data(), v.size()); };
+    const std::vector<double> dout = d(k.dout), x = d(k.inp), g = d(k.g), mean = d(k.mean),
+                              rstd = d(k.rstd), dg0 = d(k.dg0), db0 = d(k.db0);
+    std::vector<double> want_dinp = d(k.dinp0), want_dg = dg0, want_db = db0;
+    ref::layernorm_backward<double>(want_dinp.data(), want_dg.data(), want_db.data(), dout.data(),
+                                    x.data(), g.data(), mean.data(), rstd.data(), N, C);
+    const LayerNormBackwardBounds bounds =
+        LayerNormBackwardErrorBounds(dout, x, g, mean, rstd, dg0, db0, want_dinp, N, C);
+    const std::string where = target() + " N=" + std::to_string(N) + " C=" + std::to_string(C);
+    ExpectWithin(dinp.data(), want_dinp, bounds.dinp, N * C, where + " dinp");
+    ExpectWithin(dg.data(), want_dg, bounds.dg, C, where + " dg");
+    ExpectWithin(db.data(), want_db, bounds.db, C, where + " db");
+  }
+}
+
+// dg and db sum over rows in fixed row blocks: the same bits with 1 and 2 threads. The shapes are
+// above the kernels' parallel threshold (2^15 floats), so 2 threads really split the blocks.
+TEST_P(BlockKernelTest, LayerNormBackwardSameBitsForOneAndTwoThreads) {
+  std::mt19937 rng(3);
+  for (auto [N, C] : {std::pair<size_t, size_t>{600, 65}, {3000, 33}, {257, 257}}) {
+    const LayerNormCase k = MakeLayerNormCase(N, C, rng);
+    struct Grads {
+      std::vector<float> dinp, dg, db;
+    };
+    const auto out = AtOneAndTwoThreads([&](int) {
+      Grads d{k.dinp0, k.dg0, k.db0};
+      layernorm_backward(d.dinp.data(), d.dg.data(), d.db.data(), k.dout.data(), k.inp.data(),
+                         k.g.data(), k.mean.data(), k.rstd.data(), N, C);
+      return d;
+    });
+    const std::string where = target() + " N=" + std::to_string(N) + " C=" + std::to_string(C);
+    EXPECT_TRUE(BitIdentical(out[1].dinp.data(), out[0].dinp.data(), N * C)) << where << " dinp";
+    EXPECT_TRUE(BitIdentical(out[1].dg.data(), out[0].dg.data(), C)) << where << " dg";
+    EXPECT_TRUE(BitIdentical(out[1].db.data(), out[0].db.data(), C)) << where << " db";
+  }
+}
+
+// db is a plain sum of dout over rows: with dout in multiples of 1/64 every partial sum is exact,
+// so db must equal the exact column sum whatever the row blocks (70 rows: 5 blocks of 16, the last
+// partial).
+TEST_P(BlockKernelTest, LayerNormBackwardExactBiasGradient) {
+  std::mt19937 rng(4);
+  const size_t N = 70, C = 19;
+  LayerNormCase k = MakeLayerNormCase(N, C, rng);
+  fill_exact(k.dout.data(), N * C, rng);
+  std::fill(k.db0.begin(), k.db0.end(), 0.25f);
+  std::vector<float> dinp = k.dinp0, dg = k.dg0, db = k.db0;
+  layernorm_backward(dinp.data(), dg.data(), db.data(), k.dout.data(), k.inp.data(), k.g.data(),
+                     k.mean.data(), k.rstd.data(), N, C);
+  for (size_t c = 0; c < C; ++c) {
+    double want = 0.25;
+    for (size_t n = 0; n < N; ++n) want += k.dout[n * C + c];
+    EXPECT_EQ(db[c], want) << target() << " c=" << c;
+  }
+}
+
+// ================================================================================================
+// gelu_forward / gelu_backward
+
+// GELU in double, accurate for every x: with u = sqrt(2/pi)·(x + 0.044715·x³), e = exp(-2|u|),
+// r = 1/(1 + e), σ = σ(2u) = r (u >= 0) or e·r (u < 0), σ(1 - σ) = e·r² (no cancellation), and
+//   gelu(x) = x·σ,  gelu'(x) = σ + q,  q = 2x·σ(1 - σ)·sqrt(2/pi)·(1 + 3·0.044715·x²).
+// This is GPT-2's tanh form rewritten (0.5·(1 + tanh u) = σ(2u)). The reference's form
+// 0.5·x·(1 + tanh u) cancels for negative x even in double (at x = -6, 1 + tanh u ≈ 4e-15 carries
+// an absolute error of 2^-53), so the float kernel, which is more accurate than that there, is
+// measured against this form, and the double reference is checked against it by its own bound:
+//   forward  |ref - exact| <= 4·2^-53·|x|
+//   backward |ref - exact| <= 4·2^-53·|dout|·(1 + |x|)·(1 + |x|·sqrt(2/pi)·(1 + 3·0.044715·x²))
+// (tanh rounds to 1 ulp <= 2^-53 near ±1, 1 + t and 1 - t² add a rounding each; the products add
+// relative roundings, covered by the factor 4).
+struct GeluExact {
+  double z, sigma, q, slope;
+};
+GeluExact GeluParts(double x) {
+  const double k = 0.79788456080286535588, u = k * (x + 0.044715 * x * x * x);
+  const double e = std::exp(-2 * std::abs(u)), r = 1 / (1 + e);
+  const double sigma = u >= 0 ? r : e * r;
+  const double slope = k * (1 + 3 * 0.044715 * x * x);
+  return {2 * std::abs(u), sigma, 2 * x * e * r * r * slope, slope};
+}
+double GeluForwardReferenceError(double x) { return 4 * 0x1p-53 * std::abs(x); }
+double GeluBackwardReferenceError(double x, double dout) {
+  return 4 * 0x1p-53 * std::abs(dout) * (1 + std::abs(x)) * (1 + std::abs(x) * GeluParts(x).slope);
+}
+
+// Error bounds of simd/gelu.cc against the exact values, with z = 2|u|:
+//   u_f: the constants (u each), ((c·x)·x)·x (3u), x + cubic (u, same signs), k·(...) (u): 7u
+//   e = Exp(-z_f): the argument's error 7u·z plus 1 ulp (2u):   ε_e = (7z + 2)·u (relative)
+//   r = 1/(1 + e): ε_e + 2u;  σ = r or e·r: 2ε_e + 3u;  e·r² = σ(1 - σ): 3ε_e + 6u
+//   forward  fl(x·σ):                                  (2ε_e + 4u)·|gelu(x)|
+//   slope = fl(k·fl(1 + fl(fl(3c·x)·x))): 6u;  q = fl(fl(2x·e·r²)·slope): 3ε_e + 14u
+//   backward fl(dout·fl(σ + q)):  |dout|·((3ε_e + 14u)·(σ + |q|) + u·|σ + q|) + u·|dinp|
+double GeluForwardBound(double x, double want) {
+  const double eps_e = (7 * GeluParts(x).z + 2) * kU;
+  return kSecondOrder * (2 * eps_e + 4 * kU) * std::abs(want) + kTiny;
+}
+double GeluBackwardBound(double x, double dout, double want) {
+  const GeluExact p = GeluParts(x);
+  const double eps_e = (7 * p.z + 2) * kU;
+  return kSecondOrder * (std::abs(dout) * ((3 * eps_e + 14 * kU) * (p.sigma + std::abs(p.q)) +
+                                           kU * std::abs(p.sigma + p.q)) +
+                         kU * std::abs(want)) +
+         kTiny;
+}
+
+// x in [-12, 12] (below -10, gelu(x) underflows to about 0), plus hand-picked points: 0, ±0,
+// ±1e-30 (x³ underflows), gelu's minimum near -0.75, ±1, and ±40 (exp(-2|u|) underflows to 0).
+void FillGeluInputs(float* x, size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-12.0f, 12.0f);
+  const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, -0.7517916f, 1.0f, -1.0f, 40.0f, -40.0f};
+  for (size_t i = 0; i < n; ++i) x[i] = i % 7 == 3 ? special[(i / 7) % 9] : dist(rng);
+}
+
+TEST_P(BlockKernelTest, GeluForwardWithinBoundOfDoubleReference) {
+  std::mt19937 rng(5);
+  for (size_t n : AwkwardSizes(100003)) {
+    GuardedBuffer inp(n), out(n);
+    FillGeluInputs(inp.data(), n, rng);
+    gelu_forward(out.data(), inp.data(), n);
+    EXPECT_TRUE(out.guards_intact() && inp.guards_intact()) << target() << " n=" << n;
+    const std::vector<double> x = ToDouble(inp.data(), n);
+    std::vector<double> want(n), bound(n), reference(n), reference_bound(n);
+    ref::gelu_forward<double>(reference.data(), x.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      want[i] = x[i] * GeluParts(x[i]).sigma;
+      bound[i] = GeluForwardBound(x[i], want[i]);
+      reference_bound[i] = GeluForwardReferenceError(x[i]) + kTiny;
+    }
+    ExpectWithin(out.data(), want, bound, n, target() + " n=" + std::to_string(n));
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_NEAR(reference[i], want[i], reference_bound[i]) << "ref::gelu_forward<double>, x = " << x[i];
+
+    // In place (out aliases inp): the same bits.
+    const std::vector<float> separate = out.to_vector();
+    gelu_forward(inp.data(), inp.data(), n);
+    EXPECT_TRUE(BitIdentical(inp.data(), separate.data(), n)) << target() << " n=" << n << " in place";
+  }
+}
+
+TEST_P(BlockKernelTest, GeluBackwardWithinBoundOfDoubleReference) {
+  std::mt19937 rng(6);
+  for (size_t n : AwkwardSizes(100003)) {
+    GuardedBuffer inp(n), dout(n), dinp(n);
+    FillGeluInputs(inp.data(), n, rng);
+    fill_general(dout.data(), n, rng);
+    gelu_backward(dinp.data(), inp.data(), dout.data(), n);
+    EXPECT_TRUE(dinp.guards_intact() && inp.guards_intact() && dout.guards_intact())
+        << target() << " n=" << n;
+    const std::vector<double> x = ToDouble(inp.data(), n), dy = ToDouble(dout.data(), n);
+    std::vector<double> want(n), bound(n), reference(n);
+    ref::gelu_backward<double>(reference.data(), x.data(), dy.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      const GeluExact p = GeluParts(x[i]);
+      want[i] = dy[i] * (p.sigma + p.q);
+      bound[i] = GeluBackwardBound(x[i], dy[i], want[i]);
+    }
+    ExpectWithin(dinp.data(), want, bound, n, target() + " n=" + std::to_string(n));
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_NEAR(reference[i], want[i], GeluBackwardReferenceError(x[i], dy[i]) + kTiny)
+          << "ref::gelu_backward<double>, x = " << x[i];
+
+    // In place (dinp aliases dout): the same bits.
+    const std::vector<float> separate = dinp.to_vector();
+    gelu_backward(dout.data(), inp.data(), dout.data(), n);
+    EXPECT_TRUE(BitIdentical(dout.data(), separate.data(), n)) << target() << " n=" << n << " in place";
+  }
+}
+
+// gelu(0) = 0 and gelu'(0) = 1/2 exactly (exp(0) = 1, r = 1/2); gelu(x) = x exactly and
+// gelu'(x) = 1 once exp(-2u) underflows to 0 (x = 20: 2u > 260), gelu(-20) = -0 and gelu'(-20) = -0.
+TEST_P(BlockKernelTest, GeluExactValues) {
+  // Length 37: a vector body and a tail on every target, the special values in both.
+  const size_t n = 37;
+  std::vector<float> x(n), y(n), dy(n), dx(n);
+  std::mt19937 rng(7);
+  fill_exact(dy.data(), n, rng);
+  const float values[4] = {0.0f, 20.0f, -20.0f, 1000.0f};
+  for (size_t i = 0; i < n; ++i) x[i] = values[i % 4];
+  gelu_forward(y.data(), x.data(), n);
+  gelu_backward(dx.data(), x.data(), dy.data(), n);
+  for (size_t i = 0; i < n; ++i) {
+    const float want_y = x[i] > 0 ? x[i] : 0.0f;
+    const float want_dx = x[i] == 0 ? 0.5f * dy[i] : (x[i] > 0 ? dy[i] : 0.0f);
+    EXPECT_EQ(y[i], want_y) << target() << " gelu(" << x[i] << ") at " << i;
+    EXPECT_EQ(dx[i], want_dx) << target() << " gelu'(" << x[i] << ")·" << dy[i] << " at " << i;
+  }
+}
+
+// ================================================================================================
+// attention_softmax_forward / attention_softmax_backward
+
+// Fills the live entries (j <= t) of Z (T,T) score matrices with N(0, sd²) and the masked entries
+// (j > t) with `masked`. NaN catches a read through any arithmetic but exp: Highway's Exp returns 0
+// for NaN (its range check fails), which is exactly what a masked score contributes. So the forward
+// test also poisons them with +1e30: read, it would become the row's max and zero every live entry.
+void FillCausal(float* x, size_t Z, size_t T, std::mt19937& rng, float sd,
+                float masked = GuardedBuffer::guard_value()) {
+  std::normal_distribution<float> dist(0.0f, sd);
+  for (size_t r = 0; r < Z * T; ++r)
+    for (size_t j = 0; j < T; ++j) x[r * T + j] = j <= r % T ? dist(rng) : masked;
+}
+
+// Error bound of a live entry of the causal softmax against exact arithmetic, from the kernel's
+// operations on row t (len = t + 1 live entries, y_j = scale·p_j exact, mx = max_j y_j):
+//   arg_j = fl(fl(scale·p_j) - mx_f): mx_f is one of the rounded products (its error shifts every
+//     argument alike and cancels in the ratio); the rest errs by u·(|y_j| + |arg_j|)
+//   e_j = Exp(arg_j): relative ρ_j = u·(|y_j| + |arg_j|) + 2u  (1 ulp)
+//   S = Σ e_j lane-wise: relative max_k ρ_k + len·u;  a_j = fl(e_j / S): one more u
+//   |a_f - a| <= (ρ_j + max_k ρ_k + (len + 1)·u)·a_j
+std::vector<double> SoftmaxBounds(const double* p, const double* want, size_t len, double scale) {
+  double mx = scale * p[0];
+  for (size_t j = 1; j < len; ++j) mx = std::max(mx, scale * p[j]);
+  std::vector<double> rho(len), bound(len);
+  double rho_max = 0;
+  for (size_t j = 0; j < len; ++j) {
+    rho[j] = kU * (std::abs(scale * p[j]) + std::abs(scale * p[j] - mx)) + 2 * kU;
+    rho_max = std::max(rho_max, rho[j]);
+  }
+  for (size_t j = 0; j < len; ++j)
+    bound[j] = kSecondOrder * (rho[j] + rho_max + (len + 1) * kU) * want[j] + kTiny;
+  return bound;
+}
+
+// Every masked entry (j > t) of Z (T,T) rows is +0.
+void ExpectMaskedZeros(const float* x, size_t Z, size_t T, const std::string& what) {
+  size_t bad = 0;
+  for (size_t r = 0; r < Z * T; ++r)
+    for (size_t j = r % T + 1; j < T; ++j)
+      if (std::bit_cast<uint32_t>(x[r * T + j]) != 0 && ++bad <= 3)
+        ADD_FAILURE() << what << ": row " << r << " j=" << j << " is " << x[r * T + j] << ", want +0";
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+TEST_P(BlockKernelTest, AttentionSoftmaxForwardWithinBoundOfDoubleReference) {
+  std::mt19937 rng(8);
+  const size_t Z = 2;
+  const float scale = 0.125f;  // 1/sqrt(64)
+  for (size_t T : AwkwardSizes()) for (float masked : {GuardedBuffer::guard_value(), 1e30f}) {
+    GuardedBuffer preatt(Z * T * T), att(Z * T * T);
+    FillCausal(preatt.data(), Z, T, rng, 16.0f, masked);  // scale·p ~ N(0, 2²): exp spans ~e^±8
+    attention_softmax_forward(att.data(), preatt.data(), Z, T, scale);
+    const std::string where =
+        target() + " T=" + std::to_string(T) + " masked=" + std::to_string(masked);
+    EXPECT_TRUE(att.guards_intact() && preatt.guards_intact()) << where;
+    ExpectMaskedZeros(att.data(), Z, T, where);
+
+    const std::vector<double> p = ToDouble(preatt.data(), Z * T * T);
+    std::vector<double> want(Z * T * T);
+    ref::attention_softmax_forward<double>(want.data(), p.data(), Z, T, scale);
+    for (size_t r = 0; r < Z * T; ++r) {
+      const size_t len = r % T + 1;
+      const std::vector<double> bound = SoftmaxBounds(p.data() + r * T, want.data() + r * T, len, scale);
+      ExpectWithin(att.data() + r * T, std::vector<double>(want.begin() + r * T, want.begin() + r * T + len),
+                   bound, len, where + " row " + std::to_string(r));
+    }
+
+    // In place (att aliases preatt): the same bits, zeros included.
+    const std::vector<float> separate = att.to_vector();
+    attention_softmax_forward(preatt.data(), preatt.data(), Z, T, scale);
+    EXPECT_TRUE(BitIdentical(preatt.data(), separate.data(), Z * T * T)) << where << " in place";
+  }
+}
+
+// A row of equal scores: every argument is exactly 0, exp(0) = 1, S = t + 1 (an exact integer), so
+// every live entry is exactly fl(1/(t + 1)) on every target.
+TEST_P(BlockKernelTest, AttentionSoftmaxUniformRowIsExact) {
+  const size_t Z = 3, T = 37;
+  std::vector<float> preatt(Z * T * T), att(Z * T * T);
+  for (size_t r = 0; r < Z * T; ++r)
+    for (size_t j = 0; j < T; ++j)
+      preatt[r * T + j] = j <= r % T ? 0.7f * static_cast<float>(r / T + 1) : GuardedBuffer::guard_value();
+  attention_softmax_forward(att.data(), preatt.data(), Z, T, 0.125f);
+  for (size_t r = 0; r < Z * T; ++r) {
+    const size_t t = r % T;
+    const float want = 1.0f / static_cast<float>(t + 1);
+    for (size_t j = 0; j <= t; ++j)
+      ASSERT_EQ(att[r * T + j], want) << target() << " row " << r << " j=" << j;
+  }
+  ExpectMaskedZeros(att.data(), Z, T, target());
+}
+
+// A row's bits depend only on its live entries, never on T: the same scores in matrices of T = 20
+// and T = 40 (and 70) give bit-identical rows t < 20, forward and backward. (A kernel whose tail
+// handling changed with T would break the model's causality test: appending tokens must leave
+// every earlier row of every layer bit-identical.)
+TEST_P(BlockKernelTest, AttentionSoftmaxRowsDoNotDependOnT) {
+  std::mt19937 rng(14);
+  const size_t T0 = 20;
+  const float scale = 0.125f;
+  std::vector<float> scores(T0 * T0), upstream(T0 * T0);
+  FillCausal(scores.data(), 1, T0, rng, 16.0f);
+  FillCausal(upstream.data(), 1, T0, rng, 1.0f);
+  std::vector<float> att0(T0 * T0), datt0(T0 * T0);
+  attention_softmax_forward(att0.data(), scores.data(), 1, T0, scale);
+  attention_softmax_backward(datt0.data(), upstream.data(), att0.data(), 1, T0, scale);
+  for (size_t T : {40, 70}) {
+    std::vector<float> p(T * T, GuardedBuffer::guard_value()), u(T * T, GuardedBuffer::guard_value());
+    for (size_t t = 0; t < T0; ++t)
+      for (size_t j = 0; j <= t; ++j) {
+        p[t * T + j] = scores[t * T0 + j];
+        u[t * T + j] = upstream[t * T0 + j];
+      }
+    for (size_t t = T0; t < T; ++t)
+      for (size_t j = 0; j <= t; ++j) p[t * T + j] = u[t * T + j] = 0.5f;
+    std::vector<float> att(T * T), datt(T * T);
+    attention_softmax_forward(att.data(), p.data(), 1, T, scale);
+    attention_softmax_backward(datt.data(), u.data(), att.data(), 1, T, scale);
+    for (size_t t = 0; t < T0; ++t) {
+      EXPECT_TRUE(BitIdentical(att.data() + t * T, att0.data() + t * T0, t + 1))
+          << target() << " T=" << T << " forward row " << t;
+      EXPECT_TRUE(BitIdentical(datt.data() + t * T, datt0.data() + t * T0, t + 1))
+          << target() << " T=" << T << " backward row " << t;
+    }
+  }
+}
+
+// Error bound of softmax backward against exact arithmetic (att, datt are the same float inputs):
+//   dot_f = Σ fl(a·da) lane-wise:          e_dot = (len + 1)·u·Σ|a·da|
+//   diff = fl(da - dot_f):                  e_dot + u·|da - dot|
+//   dp = fl(fl(scale·a)·diff):              |scale·a|·(e_dot + u·|da - dot|) + 2u·|dp|
+TEST_P(BlockKernelTest, AttentionSoftmaxBackwardWithinBoundOfDoubleReference) {
+  std::mt19937 rng(9);
+  const size_t Z = 2;
+  const float scale = 0.125f;
+  for (size_t T : AwkwardSizes()) {
+    GuardedBuffer preatt(Z * T * T), att(Z * T * T), datt(Z * T * T), dpreatt(Z * T * T);
+    FillCausal(preatt.data(), Z, T, rng, 16.0f);
+    attention_softmax_forward(att.data(), preatt.data(), Z, T, scale);
+    FillCausal(datt.data(), Z, T, rng, 1.0f);
+    // The backward reads neither masked datt nor masked att entries: NaN in both.
+    for (size_t r = 0; r < Z * T; ++r)
+      for (size_t j = r % T + 1; j < T; ++j) att[r * T + j] = GuardedBuffer::guard_value();
+    attention_softmax_backward(dpreatt.data(), datt.data(), att.data(), Z, T, scale);
+    const std::string where = target() + " T=" + std::to_string(T);
+    EXPECT_TRUE(dpreatt.guards_intact() && datt.guards_intact() && att.guards_intact()) << where;
+    ExpectMaskedZeros(dpreatt.data(), Z, T, where);
+
+    const std::vector<double> a = ToDouble(att.data(), Z * T * T), da = ToDouble(datt.data(), Z * T * T);
+    std::vector<double> want(Z * T * T);
+    ref::attention_softmax_backward<double>(want.data(), da.data(), a.data(), Z, T, scale);
+    for (size_t r = 0; r < Z * T; ++r) {
+      const size_t len = r % T + 1;
+      double dot = 0, sum_abs = 0;
+      for (size_t j = 0; j < len; ++j) {
+        dot += a[r * T + j] * da[r * T + j];
+        sum_abs += std::abs(a[r * T + j] * da[r * T + j]);
+      }
+      const double e_dot = (len + 1) * kU * sum_abs;
+      std::vector<double> bound(len);
+      for (size_t j = 0; j < len; ++j)
+        bound[j] = kSecondOrder * (std::abs(scale * a[r * T + j]) *
+                                       (e_dot + kU * std::abs(da[r * T + j] - dot)) +
+                                   2 * kU * std::abs(want[r * T + j])) +
+                   kTiny;
+      ExpectWithin(dpreatt.data() + r * T,
+                   std::vector<double>(want.begin() + r * T, want.begin() + r * T + len), bound, len,
+                   where + " row " + std::to_string(r));
+    }
+
+    // In place (dpreatt aliases datt): the same bits.
+    const std::vector<float> separate = dpreatt.to_vector();
+    attention_softmax_backward(datt.data(), datt.data(), att.data(), Z, T, scale);
+    EXPECT_TRUE(BitIdentical(datt.data(), separate.data(), Z * T * T)) << where << " in place";
+  }
+}
+
+// Uniform attention over t + 1 entries with datt = [1, 0, ..., 0]: dot = 1/(t+1), and
+// dp[0] = scale·a·(1 - a), dp[j>0] = -scale·a², a = 1/(t+1). With t + 1 a power of two (and scale
+// 1/8) every quantity is exact in binary.
+TEST_P(BlockKernelTest, AttentionSoftmaxBackwardExactForUniformRows) {
+  const size_t T = 64;
+  std::vector<float> att(T * T), datt(T * T, 0.0f), dpreatt(T * T);
+  for (size_t t = 0; t < T; ++t)
+    for (size_t j = 0; j < T; ++j) att[t * T + j] = j <= t ? 1.0f / static_cast<float>(t + 1) : 0.0f;
+  for (size_t t = 0; t < T; ++t) datt[t * T] = 1.0f;
+  attention_softmax_backward(dpreatt.data(), datt.data(), att.data(), 1, T, 0.125f);
+  for (size_t len : {1, 2, 4, 8, 16, 32, 64}) {
+    const size_t t = len - 1;
+    const float a = 1.0f / static_cast<float>(len);
+    EXPECT_EQ(dpreatt[t * T], 0.125f * a * (1.0f - a)) << target() << " t=" << t;
+    for (size_t j = 1; j <= t; ++j) EXPECT_EQ(dpreatt[t * T + j], -0.125f * a * a) << target() << " t=" << t;
+  }
+}
+
+// ================================================================================================
+// residual_forward, bias_backward: bit-identical to the float reference
+
+TEST_P(BlockKernelTest, ResidualForwardMatchesReferenceBitForBit) {
+  std::mt19937 rng(10);
+  for (size_t n : AwkwardSizes(100003)) {
+    GuardedBuffer a(n), b(n), out(n);
+    fill_general(a.data(), n, rng);
+    fill_general(b.data(), n, rng, 3.0f);
+    residual_forward(out.data(), a.data(), b.data(), n);
+    std::vector<float> want(n);
+    ref::residual_forward<float>(want.data(), a.data(), b.data(), n);
+    EXPECT_TRUE(BitIdentical(out.data(), want.data(), n)) << target() << " n=" << n;
+    EXPECT_TRUE(out.guards_intact() && a.guards_intact() && b.guards_intact()) << target() << " n=" << n;
+    // out aliasing a, then b.
+    const std::vector<float> a0 = a.to_vector(), b0 = b.to_vector();
+    residual_forward(a.data(), a.data(), b.data(), n);
+    EXPECT_TRUE(BitIdentical(a.data(), want.data(), n)) << target() << " n=" << n << " out = a";
+    std::copy(a0.begin(), a0.end(), a.data());
+    residual_forward(b.data(), a.data(), b.data(), n);
+    EXPECT_TRUE(BitIdentical(b.data(), want.data(), n)) << target() << " n=" << n << " out = b";
+  }
+}
+
+TEST_P(BlockKernelTest, BiasBackwardMatchesReferenceBitForBit) {
+  std::mt19937 rng(11);
+  std::vector<std::pair<size_t, size_t>> shapes;  // (N, OC)
+  for (size_t OC : AwkwardSizes()) shapes.emplace_back(5, OC);
+  for (size_t N : AwkwardSizes()) shapes.emplace_back(N, 3);
+  shapes.emplace_back(300, 257);  // several column tasks, above the parallel threshold
+  for (auto [N, OC] : shapes) {
+    GuardedBuffer dout(N * OC), dbias(OC);
+    fill_general(dout.data(), dout.size(), rng);
+    fill_general(dbias.data(), OC, rng);  // accumulates
+    std::vector<float> want = dbias.to_vector();
+    bias_backward(dbias.data(), dout.data(), N, OC);
+    ref::bias_backward<float>(want.data(), dout.data(), N, OC);
+    EXPECT_TRUE(BitIdentical(dbias.data(), want.data(), OC)) << target() << " N=" << N << " OC=" << OC;
+    EXPECT_TRUE(dbias.guards_intact() && dout.guards_intact()) << target() << " N=" << N << " OC=" << OC;
+  }
+}
+
+// Multiples of 1/64: every sum is exact, so dbias is the exact column sum.
+TEST_P(BlockKernelTest, BiasBackwardExactSums) {
+  std::mt19937 rng(12);
+  const size_t N = 129, OC = 67;
+  std::vector<float> dout(N * OC), dbias(OC, 1.0f);
+  fill_exact(dout.data(), N * OC, rng);
+  bias_backward(dbias.data(), dout.data(), N, OC);
+  for (size_t j = 0; j < OC; ++j) {
+    double want = 1.0;
+    for (size_t n = 0; n < N; ++n) want += dout[n * OC + j];
+    EXPECT_EQ(dbias[j], want) << target() << " j=" << j;
+  }
+}
+
+TEST_P(BlockKernelTest, BiasBackwardSameBitsForOneAndTwoThreads) {
+  std::mt19937 rng(13);
+  for (auto [N, OC] : {std::pair<size_t, size_t>{300, 257}, {2048, 768}, {97, 1030}}) {
+    std::vector<float> dout(N * OC);
+    fill_general(dout.data(), dout.size(), rng);
+    const auto dbias = AtOneAndTwoThreads([&](int) {
+      std::vector<float> d(OC, 0.5f);
+      bias_backward(d.data(), dout.data(), N, OC);
+      return d;
+    });
+    EXPECT_TRUE(BitIdentical(dbias[1].data(), dbias[0].data(), OC)) << target() << " N=" << N << " OC=" << OC;
+  }
+}
+
+WTE_INSTANTIATE_ON_EVERY_TARGET(BlockKernelTest);
+
+}  // namespace
+}  // namespace wte

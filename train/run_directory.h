@@ -1,0 +1,133 @@
+// Start-up safety of `wte train`: the run directory's lock, removal of a run directory that a run
+// created and then failed in before its first step, and the memory check made before anything is
+// written.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wte/config.h"
+
+namespace wte {
+
+/// The run directory of one `wte train`, locked (flock, exclusive, on the directory itself) from
+/// construction to destruction, so two runs never share an --out: a second `wte train` (a late
+/// `--resume auto`, a fresh run) on a locked directory fails at once, before it reads or writes
+/// anything there. The kernel drops the lock when the process ends in any way (SIGKILL included),
+/// so a stale lock never blocks a resume. If this object created the directory (and any missing
+/// parents) and the run fails before training_started(), the destructor removes what it created:
+/// a failed start-up leaves nothing.
+class RunDirectory {
+ public:
+  /// Creates `dir` (and parents) if missing and locks it. Throws wte::Error naming the directory
+  /// if it cannot be created or opened, or if another process holds its lock.
+  explicit RunDirectory(const std::string& dir);
+  ~RunDirectory();
+  RunDirectory(const RunDirectory&) = delete;
+  RunDirectory& operator=(const RunDirectory&) = delete;
+
+  /// From now on the directory holds a run's outputs and is kept whatever happens.
+  void training_started() { keep_ = true; }
+  const std::string& path() const { return dir_; }
+  /// True if this object created the directory (it did not exist before).
+  bool created() const { return created_; }
+  /// The outermost directory this object created: path() or a parent of it ("" if none, or if
+  /// --out has a "." or ".." after it: then a failed start-up removes nothing).
+  const std::string& created_top() const { return created_top_; }
+
+ private:
+  std::string dir_;
+  int fd_ = -1;
+  bool created_ = false;
+  std::string created_top_;  // the outermost directory this object created (`dir_` or a parent)
+  bool keep_ = false;
+};
+
+/// The files and directories `wte train` writes into its run directory besides checkpoints and
+/// snapshots: config.ini, metrics.csv, loss.svg, train.bin, val.bin, tokenizer (a directory).
+const std::vector<std::string>& run_file_names();
+
+/// metrics.csv's header line (newline included): step,train_loss,val_loss,lr,grad_norm,
+/// tokens_per_s_avg,elapsed_s,ranks.
+const char* metrics_header();
+
+/// `text` (a metrics.csv) without a last line that has no newline: a row cut by a kill in
+/// mid-write ("12" of "123,4.1,..." would read as step 12).
+std::string without_torn_line(std::string text);
+
+/// True if `path` is a config file `wte train` wrote into a run directory: load_config of it,
+/// written back by Config::to_ini, gives its bytes exactly. A config a user wrote (comments, keys
+/// left at their defaults, another order) is not one; a missing or unparsable file is not either.
+bool is_written_config(const std::string& path);
+
+/// True if the checkpoint `checkpoint` lies directly in the run directory `dir` (any spelling:
+/// same_file of its directory and `dir`): resuming it there continues that run's own files.
+bool in_run_directory(const std::string& checkpoint, const std::string& dir);
+
+/// Checks, before any work (data preparation included), that a run into the run directory `dir`
+/// (--out) destroys nothing it should not. `user_config`: the --config the user gave ("" if none);
+/// `resume`: the checkpoint the run continues ("" for a fresh run, --init-from included);
+/// `overwrite`: --overwrite was given; `replace_earlier`: checkpoints and snapshots in `dir` may be
+/// replaced (--overwrite, or --resume auto restarting a run that stopped before its first
+/// checkpoint). Throws UsageError (exit status 2), naming the directory, the files and what
+/// to do, if
+///  - `user_config` is DIR/config.ini (the same file: device and inode, or canonical path), where
+///    the run writes its resolved config: always, with --overwrite and on resume too, whatever
+///    the file holds (a copy of a run's config.ini included): the input config is never the output;
+///  - `resume` is in `dir` (in_run_directory) and `dir` holds checkpoints of later steps than
+///    `resume`'s, unless `overwrite` (the trainer then deletes them): metrics.csv would be cut back
+///    to the resumed step while they stay, and --resume auto would later pick the newest.
+///    Throws wte::Error (exit 1, a broken file) if a row of DIR/metrics.csv that the resumed run
+///    keeps (steps up to `resume`'s) does not read back (the loss curve would fail after the
+///    whole run trained), naming the file, the line and what to do;
+///  - the run is fresh or resumes a checkpoint of another directory, and `dir` holds
+///    checkpoint_<step>.h5 or snapshot_<step>.h5 files, unless `replace_earlier` (the trainer
+///    deletes them once every check has passed);
+///  - the same, `dir` holds any of run_file_names() but no config.ini wte wrote, unless
+///    `overwrite`. A directory an earlier run left before its first checkpoint holds one (wte
+///    writes config.ini before the other files), and its files are replaced; an empty or new
+///    directory passes.
+void check_run_files(const std::string& dir, const std::string& user_config,
+                     const std::string& resume, bool overwrite, bool replace_earlier);
+
+/// One part of a training run's memory: bytes, what it is and which setting scales it.
+struct MemoryPart {
+  std::string what;     // "AdamW m and v"
+  double bytes = 0;
+  std::string setting;  // "model.vocab_size x model.d_model"
+  std::string lower;    // the settings to lower: "model.vocab_size or model.d_model"
+};
+
+/// The resident memory a training run of `cfg` needs, by part: parameters, gradients, AdamW's two
+/// moments (each 4 bytes per parameter: V*C (+ V*C untied) + n_ctx*C + 2C + n_layer*(12C^2 + 13C)),
+/// the gradient accumulator (4 bytes per parameter, only when train.grad_accum_steps > 1), and the
+/// activations of one forward of N = train.batch_size / train.grad_accum_steps * data.seq_len
+/// tokens: the loss (the unfused logits N*V, or the fused workspace rows*V, src/model/unembedding.h),
+/// hidden states and their gradients about 7*N*C, and per block about 16*N*C + 2*B*NH*T^2, float32.
+/// With model.matmul_precision = bf16 also the bf16 copies the GEMMs read, 2 bytes an element: of
+/// the parameters, of the loss's dlogits (in the loss part), and of one step's GEMM inputs:
+/// N*C + n_layer*(10*N*C + B*NH*T^2) + (n_layer > 0: 5*N*C + B*NH*T^2).
+/// Token streams are not counted (known only after reading).
+std::vector<MemoryPart> estimate_training_memory(const Config& cfg);
+
+/// Bytes this process may still allocate: MemAvailable from /proc/meminfo (the physical memory
+/// where the kernel has no MemAvailable), capped by the cgroup's memory.max when one is set. 0 if
+/// unknown.
+uint64_t available_memory_bytes();
+
+/// Throws wte::Error before any work if the sum of `parts` exceeds `available` bytes
+/// (available_memory_bytes() when 0; nothing is checked if that is unknown): "WHAT needs about
+/// X GiB of memory but Y GiB is available; the largest part is ... (Z GiB), which scales with
+/// SETTING: lower LOWER. Estimate by part: ...". `what`: "this run", "wte profile loss", ...
+void check_memory(const std::vector<MemoryPart>& parts, const std::string& what,
+                  uint64_t available = 0);
+
+/// check_memory(estimate_training_memory(cfg), "this run", available).
+void check_training_memory(const Config& cfg, uint64_t available = 0);
+
+/// Starts OpenMP's thread team of train.threads threads (as the first step would) before any file
+/// is written, so a thread count the system cannot provide fails here.
+void start_thread_team(const Config& cfg);
+
+}  // namespace wte
