@@ -64,7 +64,7 @@ def load_checkpoint(path):
     """
     import configparser
 
-    tensors, config_ini, step, _, _ = _wte._load_checkpoint(str(path))
+    tensors, config_ini, step, _, _ = _wte._load_checkpoint(path, "load_checkpoint")
     parser = configparser.ConfigParser(interpolation=None)
     parser.read_string(config_ini)
     result = dict(tensors)
@@ -75,7 +75,7 @@ def load_checkpoint(path):
 
 def _tokenizer_from_checkpoint(path):
     """The tokenizer stored in a wte checkpoint."""
-    _, _, _, encoder_json, vocab_bpe = _wte._load_checkpoint(str(path))
+    _, _, _, encoder_json, vocab_bpe = _wte._load_checkpoint(path, "Tokenizer.from_checkpoint")
     return Tokenizer.from_strings(encoder_json, vocab_bpe)
 
 
