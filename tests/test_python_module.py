@@ -271,6 +271,12 @@ class BadArguments(unittest.TestCase):
         self.assertIn("padding_idx", str(cm.exception))
         with self.assertRaises(ValueError):
             wtorch.Embedding(10, 4, strategy="fastest")
+        self.raises(ValueError, "wte.torch.Embedding: num_embeddings = -1", lambda: wtorch.Embedding(-1, 4))
+        self.raises(ValueError, f"wte.torch.Embedding: num_embeddings = {2**40}",
+                    lambda: wtorch.Embedding(2**40, 4))
+        self.raises(TypeError, "wte.torch.Embedding: embedding_dim is a float", lambda: wtorch.Embedding(10, 4.0))
+        self.raises(TypeError, "embeddings: need a torch.Tensor",
+                    lambda: wtorch.Embedding.from_pretrained(np.ones((10, 4), np.float32)))
 
 
 class SharedBuffer:
@@ -666,6 +672,13 @@ ALLOWED = (TypeError, ValueError, IndexError)
 TORCH_ALLOWED = ALLOWED + (RuntimeError, NotImplementedError)
 
 
+def torch_embedding():
+    emb = wtorch.Embedding(maybe(V), maybe(C), strategy=maybe("sorted"),
+                           direct_grad=rng.random() < 0.5,
+                           fused_adamw=maybe(rng.choice([None, wtorch.LazyAdamW(lr=0.1)])))
+    emb(maybe(torch.from_numpy(ints(B, T)).long())).sum().backward()
+
+
 def calls_list():
     N, K = rng.choice([0, 1, 5]), rng.choice([0, 1])
     out = [
@@ -700,8 +713,11 @@ def calls_list():
     if torch is not None:
         out += [
             ("torch.LazyAdamW", lambda: wtorch.LazyAdamW(**{k: v for k, v in hyper().items() if k != "step"})),
-            ("torch.Embedding", lambda: wtorch.Embedding(maybe(V), maybe(C))(
-                maybe(torch.from_numpy(ints(B, T)).long()))),
+            ("torch.LazyAdamW.set", lambda: setattr(wtorch.LazyAdamW(), rng.choice(
+                ["lr", "betas", "eps", "weight_decay"]), rng.choice(HOSTILE))),
+            ("torch.Embedding", torch_embedding),
+            ("torch.Embedding.from_pretrained", lambda: wtorch.Embedding.from_pretrained(
+                maybe(torch.ones(V, C)), strategy=maybe("sorted"))(torch.tensor([1, 2]))),
         ]
     return out
 

@@ -140,6 +140,8 @@ class Embedding(_torch.nn.Module):
             raise NotImplementedError(f"dtype: {dtype}; wte's tables are float32")
         if device is not None and _torch.device(device).type != "cpu":
             raise NotImplementedError(f"device: {device}; wte runs on the CPU")
+        if not isinstance(strategy, str):
+            raise TypeError(f"wte.torch.Embedding: strategy is a {type(strategy).__name__}, need a str")
         if strategy not in _wte.scatter_strategies():
             raise ValueError(f"strategy: {strategy!r} is not one of {_wte.scatter_strategies()}")
         if fused_adamw is not None and not isinstance(fused_adamw, LazyAdamW):
@@ -175,6 +177,8 @@ class Embedding(_torch.nn.Module):
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, **kwargs):
         """As nn.Embedding.from_pretrained: a (V, C) tensor becomes the table."""
+        if not isinstance(embeddings, _torch.Tensor):
+            raise TypeError(f"embeddings: need a torch.Tensor, got {type(embeddings).__name__}")
         if embeddings.dim() != 2:
             raise ValueError(f"embeddings: {embeddings.dim()} dimensions, need 2")
         emb = cls(embeddings.shape[0], embeddings.shape[1], _weight=embeddings, **kwargs)
