@@ -6,11 +6,12 @@
 // must not share a byte with any other array argument, ids included. Hyper-parameters must be
 // finite real numbers in their range, sizes and steps integers in theirs, paths free of NUL bytes.
 // Anything else raises before any work:
-//   TypeError   not an ndarray, the wrong dtype, not a number    ("gather: table has dtype float64, need float32")
+//   TypeError   not an ndarray, the wrong dtype, not a number
+//               ("gather: table has dtype float64, need float32")
 //   ValueError  wrong shape, not C-contiguous, read-only, an output overlapping another argument
 //               ("gather: out overlaps ids"), a value not finite or out of range
 //               ("adamw: lr = inf is not finite"), a NUL byte in a path
-//   IndexError  an id outside [0, V)                          ("gather: ids[3] = 50257 is outside [0, 50257), ...")
+//   IndexError  an id outside [0, V)  ("gather: ids[3] = 50257 is outside [0, 50257), ...")
 //   wte.Error   (a ValueError) from the library: bad files, bad tokenizer ids
 // Each message starts with the function and then the argument's name. The GIL is released while a
 // kernel runs; kernels use OpenMP threads (wte.set_num_threads, or OMP_NUM_THREADS).
@@ -117,8 +118,10 @@ class Args {
       value_error(name + " is a read-only array; " + fn_ + " writes into it");
     for (const Taken& t : arrays_)
       if ((output || t.output) && overlap(a, t.array))
-        value_error(output ? name + " overlaps " + t.name + " in memory (" + fn_ + " writes " + name + ")"
-                           : t.name + " overlaps " + name + " in memory (" + fn_ + " writes " + t.name + ")");
+        value_error(output ? name + " overlaps " + t.name + " in memory (" + fn_ + " writes " +
+                                 name + ")"
+                           : t.name + " overlaps " + name + " in memory (" + fn_ + " writes " +
+                                 t.name + ")");
     arrays_.push_back(Taken{name, a, output});
     return a;
   }
@@ -256,7 +259,8 @@ class Args {
   // The byte ranges of two C-contiguous arrays intersect.
   static bool overlap(const py::array& a, const py::array& b) {
     if (a.nbytes() == 0 || b.nbytes() == 0) return false;
-    const auto a0 = reinterpret_cast<uintptr_t>(a.data()), b0 = reinterpret_cast<uintptr_t>(b.data());
+    const auto a0 = reinterpret_cast<uintptr_t>(a.data());
+    const auto b0 = reinterpret_cast<uintptr_t>(b.data());
     return a0 < b0 + static_cast<uintptr_t>(b.nbytes()) &&
            b0 < a0 + static_cast<uintptr_t>(a.nbytes());
   }
@@ -310,7 +314,8 @@ std::pair<size_t, size_t> table_shape(const py::array& t) {
 
 // ---- kernels -----------------------------------------------------------------------------------
 
-py::array gather(const py::object& table_obj, const py::object& ids_obj, const py::object& out_obj) {
+py::array gather(const py::object& table_obj, const py::object& ids_obj,
+                 const py::object& out_obj) {
   Args args("gather");
   py::array table = args.array(table_obj, "table", Kind::kFloat32, 2, false);
   py::array ids = args.array(ids_obj, "ids", Kind::kInt32, -1, false);
@@ -641,7 +646,8 @@ PYBIND11_MODULE(_wte, m) {
   const py::object default_betas = py::make_tuple(0.9, 0.999);
   m.def("gather", &gather, py::arg("table"), py::arg("ids"), py::arg("out") = none,
         "out[..., :] = table[ids[...], :]. table (V, C) float32; ids int32, any shape; out "
-        "ids.shape + (C,) float32 (allocated if None; must not overlap table or ids). Returns out.");
+        "ids.shape + (C,) float32 (allocated if None; must not overlap table or ids). Returns "
+        "out.");
   m.def("embedding_forward", &embedding_forward, py::arg("ids"), py::arg("wte"), py::arg("wpe"),
         py::arg("out") = none,
         "hidden_states[b, t] = wte[ids[b, t]] + wpe[t]. ids (B, T) int32; wte (V, C); wpe (>= T, C); "
@@ -653,7 +659,8 @@ PYBIND11_MODULE(_wte, m) {
         "row-range (deterministic for any thread count) or private-hot (deterministic for a fixed "
         "thread count).");
   m.def("scatter_wpe", &scatter_wpe, py::arg("dwpe"), py::arg("dout"),
-        "dwpe[t] += sum_b dout[b, t], in place. dwpe (>= T, C), not overlapping dout; dout (B, T, C).");
+        "dwpe[t] += sum_b dout[b, t], in place. dwpe (>= T, C), not overlapping dout; dout "
+        "(B, T, C).");
   m.def("embedding_backward_rows", &backward_rows, py::arg("dout"), py::arg("ids"),
         py::arg("num_embeddings"),
         "Row-sparse lookup backward: returns (grad_rows (K, C), rows (K,) int32), the distinct ids "
@@ -718,7 +725,8 @@ PYBIND11_MODULE(_wte, m) {
                   [](const py::object& encoder_json, const py::object& vocab_bpe) {
                     const Args args("Tokenizer.from_strings");
                     return wte::Tokenizer::from_strings(args.text(encoder_json, "encoder_json"),
-                                                        args.text(vocab_bpe, "vocab_bpe"), "strings");
+                                                        args.text(vocab_bpe, "vocab_bpe"),
+                                                        "strings");
                   },
                   py::arg("encoder_json"), py::arg("vocab_bpe"),
                   "A tokenizer from the contents (bytes or str) of encoder.json and vocab.bpe.")
@@ -742,7 +750,7 @@ PYBIND11_MODULE(_wte, m) {
       .def("piece",
            [](const wte::Tokenizer& t, const py::object& id) {
              const int64_t i = Args("Tokenizer.piece").integer(id, "id", INT32_MIN, INT32_MAX);
-             return py::bytes(t.piece(static_cast<int32_t>(i)));  // wte.Error outside the vocabulary
+             return py::bytes(t.piece(static_cast<int32_t>(i)));  // wte.Error outside the vocab
            },
            py::arg("id"))
       .def("id_of",
