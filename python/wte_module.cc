@@ -2,22 +2,32 @@
 //
 // Kernels work on numpy arrays in place, without copies: every array argument must already be a
 // numpy.ndarray of the exact dtype (float32 tables and gradients, int32 ids), C-contiguous, with the
-// documented shape, and writeable where the kernel writes. Anything else raises before any work:
-//   TypeError   not an ndarray, or the wrong dtype            ("table: dtype float64, need float32")
-//   ValueError  wrong shape, not C-contiguous, read-only, overlapping arrays
-//   IndexError  an id outside [0, V)                          ("ids[3] = 50257 is outside [0, 50257)")
+// documented shape, and writeable where the kernel writes. An array the kernel writes (an output)
+// must not share a byte with any other array argument, ids included. Hyper-parameters must be
+// finite real numbers in their range, sizes and steps integers in theirs, paths free of NUL bytes.
+// Anything else raises before any work:
+//   TypeError   not an ndarray, the wrong dtype, not a number
+//               ("gather: table has dtype float64, need float32")
+//   ValueError  wrong shape, not C-contiguous, read-only, an output overlapping another argument
+//               ("gather: out overlaps ids"), a value not finite or out of range
+//               ("adamw: lr = inf is not finite"), a NUL byte in a path
+//   IndexError  an id outside [0, V)  ("gather: ids[3] = 50257 is outside [0, 50257), ...")
 //   wte.Error   (a ValueError) from the library: bad files, bad tokenizer ids
-// Each message starts with the argument's name. The GIL is released while a kernel runs; kernels
-// use OpenMP threads (wte.set_num_threads, or OMP_NUM_THREADS).
+// Each message starts with the function and then the argument's name. The GIL is released while a
+// kernel runs; kernels use OpenMP threads (wte.set_num_threads, or OMP_NUM_THREADS).
 #include <omp.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hwy/targets.h"
@@ -47,61 +57,226 @@ std::string shape_str(const py::array& a) {
   return s + (a.ndim() == 1 ? ",)" : ")");
 }
 
-// The ndarray `obj` as argument `name`: exact dtype, C-contiguous, writeable if `writable`, and
-// `ndim` dimensions (-1: any). Never converts or copies.
-py::array check_array(const py::handle& obj, const char* name, Kind kind, int ndim, bool writable) {
-  if (!py::isinstance<py::array>(obj))
-    throw py::type_error(std::string(name) + ": need a numpy.ndarray of " + kind_name(kind) +
-                         ", got " + std::string(py::str(py::type::of(obj).attr("__name__"))));
-  py::array a = py::reinterpret_borrow<py::array>(obj);
-  const bool dtype_ok = kind == Kind::kFloat32 ? a.dtype().is(py::dtype::of<float>())
-                                               : a.dtype().is(py::dtype::of<int32_t>());
-  if (!dtype_ok)
-    throw py::type_error(std::string(name) + ": dtype " + std::string(py::str(a.dtype())) +
-                         ", need " + kind_name(kind) + " (convert with .astype(numpy." +
-                         kind_name(kind) + "))");
-  if (ndim >= 0 && a.ndim() != ndim)
-    throw py::value_error(std::string(name) + ": shape " + shape_str(a) + " has " +
-                          std::to_string(a.ndim()) + " dimensions, need " + std::to_string(ndim));
-  if (!(a.flags() & py::array::c_style))
-    throw py::value_error(std::string(name) + ": not C-contiguous (shape " + shape_str(a) +
-                          "); pass numpy.ascontiguousarray(" + name + ")");
-  if (writable && !a.writeable())
-    throw py::value_error(std::string(name) + ": read-only array; the kernel writes into it");
-  return a;
+std::string type_name(const py::handle& obj) {
+  return py::str(py::type::of(obj).attr("__name__"));
 }
+
+// The range a real hyper-parameter must lie in (every one must also be finite as a float32).
+struct Range {
+  double lo, hi;
+  bool lo_open, hi_open;
+  const char* text;  // "" for any finite value
+  bool contains(double x) const {
+    return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+  }
+};
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr Range kAnyFinite{-kInf, kInf, false, false, ""};
+constexpr Range kNonNegative{0.0, kInf, false, false, ">= 0"};
+constexpr Range kPositive{0.0, kInf, true, false, "> 0"};
+constexpr Range kUnit{0.0, 1.0, false, true, "in [0, 1)"};
+
+// The arguments of one call of a Python function. Every argument is converted and checked through
+// it before any work, so every error reads "<function>: <argument> ..." and is a TypeError,
+// ValueError or IndexError. Arrays the kernel writes (outputs) are checked against every other
+// array of the call as they are taken: two arrays, at least one of them written, must not share a
+// byte (the kernels assume restrict; an output over the ids would move the lookups mid-kernel).
+class Args {
+ public:
+  explicit Args(std::string function) : fn_(std::move(function)) {}
+
+  [[noreturn]] void type_error(const std::string& what) const {
+    throw py::type_error(fn_ + ": " + what);
+  }
+  [[noreturn]] void value_error(const std::string& what) const {
+    throw py::value_error(fn_ + ": " + what);
+  }
+  [[noreturn]] void index_error(const std::string& what) const {
+    throw py::index_error(fn_ + ": " + what);
+  }
+
+  // The ndarray `obj` as argument `name`: exact dtype, C-contiguous, `ndim` dimensions (-1: any),
+  // writeable if `output` (then it must not overlap any other array argument). Never converts or
+  // copies.
+  py::array array(const py::handle& obj, const std::string& name, Kind kind, int ndim,
+                  bool output) {
+    if (!py::isinstance<py::array>(obj))
+      type_error(name + " is a " + type_name(obj) + ", need a numpy.ndarray of " + kind_name(kind));
+    py::array a = py::reinterpret_borrow<py::array>(obj);
+    const bool dtype_ok = kind == Kind::kFloat32 ? a.dtype().is(py::dtype::of<float>())
+                                                 : a.dtype().is(py::dtype::of<int32_t>());
+    if (!dtype_ok)
+      type_error(name + " has dtype " + std::string(py::str(a.dtype())) + ", need " +
+                 kind_name(kind) + " (convert with .astype(numpy." + kind_name(kind) + "))");
+    if (ndim >= 0 && a.ndim() != ndim)
+      value_error(name + " has shape " + shape_str(a) + ", " + std::to_string(a.ndim()) +
+                  " dimensions, need " + std::to_string(ndim));
+    if (!(a.flags() & py::array::c_style))
+      value_error(name + " is not C-contiguous (shape " + shape_str(a) +
+                  "); pass numpy.ascontiguousarray(" + name + ")");
+    if (output && !a.writeable())
+      value_error(name + " is a read-only array; " + fn_ + " writes into it");
+    for (const Taken& t : arrays_)
+      if ((output || t.output) && overlap(a, t.array))
+        value_error(output ? name + " overlaps " + t.name + " in memory (" + fn_ + " writes " +
+                                 name + ")"
+                           : t.name + " overlaps " + name + " in memory (" + fn_ + " writes " +
+                                 t.name + ")");
+    arrays_.push_back(Taken{name, a, output});
+    return a;
+  }
+
+  // a.shape[axis] == want ("need <what> = want in dimension axis").
+  void dim(const py::array& a, const std::string& name, int axis, size_t want,
+           const char* what) const {
+    if (static_cast<size_t>(a.shape(axis)) != want)
+      value_error(name + " has shape " + shape_str(a) + ", need " + what + " = " +
+                  std::to_string(want) + " in dimension " + std::to_string(axis));
+  }
+
+  // Every id in [0, V); IndexError naming the first one that is not.
+  void ids(const py::array& ids, const std::string& name, size_t V, const char* table) const {
+    const int32_t* p = static_cast<const int32_t*>(ids.data());
+    const size_t n = static_cast<size_t>(ids.size());
+    for (size_t i = 0; i < n; ++i)
+      if (p[i] < 0 || static_cast<size_t>(p[i]) >= V)
+        index_error(name + "[" + std::to_string(i) + "] = " + std::to_string(p[i]) +
+                    " is outside [0, " + std::to_string(V) + "), the rows of " + table);
+  }
+
+  // The kernels number positions with int32_t: fewer than 2^31 ids.
+  void id_count(const py::array& ids, const std::string& name) const {
+    if (static_cast<uint64_t>(ids.size()) > static_cast<uint64_t>(INT32_MAX))
+      value_error(name + " has " + std::to_string(ids.size()) + " ids, at most 2^31 - 1");
+  }
+
+  // A real number (float, int, numpy scalar, anything with __float__) that is finite as a float32
+  // and, rounded to float32, inside `range`. Returned unrounded (real() rounds).
+  double real_value(const py::handle& obj, const std::string& name, const Range& range) const {
+    if (PyUnicode_Check(obj.ptr()) || PyBytes_Check(obj.ptr()))
+      type_error(name + " is a " + type_name(obj) + ", need a real number");
+    const double x = PyFloat_AsDouble(obj.ptr());
+    if (x == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      type_error(name + " is a " + type_name(obj) + ", need a real number");
+    }
+    const std::string shown = py::repr(py::float_(x));
+    if (!std::isfinite(x)) value_error(name + " = " + shown + " is not finite");
+    const float f = static_cast<float>(x);
+    if (!std::isfinite(f))
+      value_error(name + " = " + shown + " is not finite as a float32 (|x| <= 3.4e38)");
+    if (!range.contains(f)) value_error(name + " = " + shown + ", need " + range.text);
+    return x;
+  }
+  float real(const py::handle& obj, const std::string& name, const Range& range) const {
+    return static_cast<float>(real_value(obj, name, range));
+  }
+
+  // An integer (int, numpy integer, anything with __index__; not a float) in [lo, hi].
+  int64_t integer(const py::handle& obj, const std::string& name, int64_t lo, int64_t hi) const {
+    PyObject* index = PyNumber_Index(obj.ptr());
+    if (!index) {
+      PyErr_Clear();
+      type_error(name + " is a " + type_name(obj) + ", need an integer");
+    }
+    const py::object owned = py::reinterpret_steal<py::object>(index);
+    int overflow = 0;
+    const long long x = PyLong_AsLongLongAndOverflow(index, &overflow);
+    if (x == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      type_error(name + " is a " + type_name(obj) + ", need an integer");
+    }
+    if (overflow || x < lo || x > hi)
+      value_error(name + " = " + std::string(py::repr(owned)) + ", need " +
+                  (hi == std::numeric_limits<int64_t>::max()
+                       ? ">= " + std::to_string(lo)
+                       : "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"));
+    return x;
+  }
+
+  // (beta1, beta2): a sequence of two reals, each in [0, 1). Returned unrounded.
+  std::pair<double, double> betas_value(const py::handle& obj, const std::string& name) const {
+    if (!PySequence_Check(obj.ptr()) || PyUnicode_Check(obj.ptr()) || PyBytes_Check(obj.ptr()))
+      type_error(name + " is a " + type_name(obj) + ", need a pair (beta1, beta2)");
+    const py::ssize_t n = PySequence_Size(obj.ptr());
+    if (n < 0) {
+      PyErr_Clear();
+      type_error(name + " is a " + type_name(obj) + ", need a pair (beta1, beta2)");
+    }
+    if (n != 2) value_error(name + " has " + std::to_string(n) + " items, need 2 (beta1, beta2)");
+    const py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
+    return {real_value(seq[0], name + "[0]", kUnit), real_value(seq[1], name + "[1]", kUnit)};
+  }
+
+  // str or bytes; a str is encoded as UTF-8 (a lone surrogate is a ValueError).
+  std::string text(const py::handle& obj, const std::string& name) const {
+    if (PyBytes_Check(obj.ptr())) return py::reinterpret_borrow<py::bytes>(obj);
+    if (!PyUnicode_Check(obj.ptr()))
+      type_error(name + " is a " + type_name(obj) + ", need str or bytes");
+    py::ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(obj.ptr(), &size);
+    if (!data) {
+      PyErr_Clear();
+      value_error(name + " is not encodable as UTF-8 (a lone surrogate?)");
+    }
+    return std::string(data, static_cast<size_t>(size));
+  }
+
+  // A file system path: str, bytes or os.PathLike, without NUL bytes (the C library would stop
+  // at the first one and open another file).
+  std::string path(const py::handle& obj, const std::string& name) const {
+    PyObject* fs = PyOS_FSPath(obj.ptr());
+    if (!fs) {
+      PyErr_Clear();
+      type_error(name + " is a " + type_name(obj) + ", need a path (str, bytes or os.PathLike)");
+    }
+    py::object p = py::reinterpret_steal<py::object>(fs);
+    if (PyUnicode_Check(fs)) {
+      PyObject* encoded = PyUnicode_EncodeFSDefault(fs);
+      if (!encoded) {
+        PyErr_Clear();
+        value_error(name + " is not encodable in the file system's encoding");
+      }
+      p = py::reinterpret_steal<py::object>(encoded);
+    }
+    const std::string s = py::reinterpret_borrow<py::bytes>(p);
+    const size_t nul = s.find('\0');
+    if (nul != std::string::npos)
+      value_error(name + " contains a NUL byte (at offset " + std::to_string(nul) +
+                  "), which no file name can hold");
+    return s;
+  }
+
+  // A str without NUL bytes.
+  std::string str(const py::handle& obj, const std::string& name) const {
+    if (!PyUnicode_Check(obj.ptr())) type_error(name + " is a " + type_name(obj) + ", need a str");
+    std::string s = text(obj, name);
+    if (s.find('\0') != std::string::npos) value_error(name + " contains a NUL byte");
+    return s;
+  }
+
+ private:
+  // The byte ranges of two C-contiguous arrays intersect.
+  static bool overlap(const py::array& a, const py::array& b) {
+    if (a.nbytes() == 0 || b.nbytes() == 0) return false;
+    const auto a0 = reinterpret_cast<uintptr_t>(a.data());
+    const auto b0 = reinterpret_cast<uintptr_t>(b.data());
+    return a0 < b0 + static_cast<uintptr_t>(b.nbytes()) &&
+           b0 < a0 + static_cast<uintptr_t>(a.nbytes());
+  }
+
+  struct Taken {
+    std::string name;
+    py::array array;
+    bool output;
+  };
+  std::string fn_;
+  std::vector<Taken> arrays_;
+};
 
 float* fptr(py::array& a) { return static_cast<float*>(a.mutable_data()); }
 const float* cfptr(const py::array& a) { return static_cast<const float*>(a.data()); }
 const int32_t* iptr(const py::array& a) { return static_cast<const int32_t*>(a.data()); }
-
-void check_dim(const py::array& a, const char* name, int axis, size_t want, const char* what) {
-  if (static_cast<size_t>(a.shape(axis)) != want)
-    throw py::value_error(std::string(name) + ": shape " + shape_str(a) + ", need " + what + " = " +
-                          std::to_string(want) + " in dimension " + std::to_string(axis));
-}
-
-// Every id in [0, V); IndexError naming the first one that is not.
-void check_ids(const py::array& ids, const char* name, size_t V, const char* table) {
-  const int32_t* p = iptr(ids);
-  const size_t n = static_cast<size_t>(ids.size());
-  for (size_t i = 0; i < n; ++i) {
-    if (p[i] < 0 || static_cast<size_t>(p[i]) >= V)
-      throw py::index_error(std::string(name) + "[" + std::to_string(i) + "] = " +
-                            std::to_string(p[i]) + " is outside [0, " + std::to_string(V) +
-                            "), the rows of " + table);
-  }
-}
-
-// Output and input memory must not overlap (the kernels assume restrict).
-void check_disjoint(const py::array& a, const char* a_name, const py::array& b, const char* b_name) {
-  const char* a0 = static_cast<const char*>(a.data());
-  const char* b0 = static_cast<const char*>(b.data());
-  const char* a1 = a0 + a.nbytes();
-  const char* b1 = b0 + b.nbytes();
-  if (a.nbytes() > 0 && b.nbytes() > 0 && a0 < b1 && b0 < a1)
-    throw py::value_error(std::string(a_name) + " and " + b_name + " overlap in memory");
-}
 
 size_t rows_of(const py::array& a, size_t C) {  // a (..., C) seen as (N, C)
   return C == 0 ? 0 : static_cast<size_t>(a.size()) / C;
@@ -112,14 +287,24 @@ wte::ScatterWorkspace& workspace() {
   return ws;
 }
 
-wte::AdamWParams adamw_params(float lr, std::pair<float, float> betas, float eps,
-                              float weight_decay, int64_t step) {
-  if (step < 1) throw py::value_error("step: " + std::to_string(step) + ", need >= 1 (1-based)");
-  if (!(lr >= 0.0f)) throw py::value_error("lr: " + std::to_string(lr) + ", need >= 0");
-  if (!(betas.first >= 0.0f && betas.first < 1.0f && betas.second >= 0.0f && betas.second < 1.0f))
-    throw py::value_error("betas: need both in [0, 1)");
-  if (!(eps > 0.0f)) throw py::value_error("eps: " + std::to_string(eps) + ", need > 0");
-  return wte::AdamWParams{lr, betas.first, betas.second, eps, weight_decay, step};
+// AdamW's hyper-parameters: lr >= 0, betas in [0, 1), eps > 0, weight_decay >= 0 (the ranges of
+// wte's [optim] config and of torch.optim.AdamW), all finite.
+const Range& adamw_range(const std::string& name) {
+  return name == "eps" ? kPositive : kNonNegative;  // lr, weight_decay
+}
+
+wte::AdamWParams adamw_params(const Args& args, const py::object& lr, const py::object& betas,
+                              const py::object& eps, const py::object& weight_decay,
+                              const py::object& step) {
+  wte::AdamWParams hp{};
+  hp.step = args.integer(step, "step", 1, std::numeric_limits<int64_t>::max());  // 1-based
+  hp.lr = args.real(lr, "lr", adamw_range("lr"));
+  const auto [b1, b2] = args.betas_value(betas, "betas");
+  hp.beta1 = static_cast<float>(b1);
+  hp.beta2 = static_cast<float>(b2);
+  hp.eps = args.real(eps, "eps", adamw_range("eps"));
+  hp.weight_decay = args.real(weight_decay, "weight_decay", adamw_range("weight_decay"));
+  return hp;
 }
 
 // A (V, C) float32 table argument; returns (V, C).
@@ -129,22 +314,25 @@ std::pair<size_t, size_t> table_shape(const py::array& t) {
 
 // ---- kernels -----------------------------------------------------------------------------------
 
-py::array gather(const py::object& table_obj, const py::object& ids_obj, const py::object& out_obj) {
-  py::array table = check_array(table_obj, "table", Kind::kFloat32, 2, false);
-  py::array ids = check_array(ids_obj, "ids", Kind::kInt32, -1, false);
+py::array gather(const py::object& table_obj, const py::object& ids_obj,
+                 const py::object& out_obj) {
+  Args args("gather");
+  py::array table = args.array(table_obj, "table", Kind::kFloat32, 2, false);
+  py::array ids = args.array(ids_obj, "ids", Kind::kInt32, -1, false);
   const auto [V, C] = table_shape(table);
-  check_ids(ids, "ids", V, "table");
+  args.ids(ids, "ids", V, "table");
+  if (ids.ndim() >= 32)  // numpy's dimension limit (1.x), out has one more
+    args.value_error("ids has " + std::to_string(ids.ndim()) + " dimensions, at most 31");
   std::vector<py::ssize_t> out_shape(ids.shape(), ids.shape() + ids.ndim());
   out_shape.push_back(static_cast<py::ssize_t>(C));
   py::array out;
   if (out_obj.is_none()) {
     out = py::array(py::dtype::of<float>(), out_shape);
   } else {
-    out = check_array(out_obj, "out", Kind::kFloat32, static_cast<int>(out_shape.size()), true);
+    out = args.array(out_obj, "out", Kind::kFloat32, static_cast<int>(out_shape.size()), true);
     for (size_t i = 0; i < out_shape.size(); ++i)
       if (out.shape(static_cast<py::ssize_t>(i)) != out_shape[i])
-        throw py::value_error("out: shape " + shape_str(out) + ", need ids.shape + (C,)");
-    check_disjoint(out, "out", table, "table");
+        args.value_error("out has shape " + shape_str(out) + ", need ids.shape + (C,)");
   }
   const size_t N = static_cast<size_t>(ids.size());
   {
@@ -156,27 +344,26 @@ py::array gather(const py::object& table_obj, const py::object& ids_obj, const p
 
 py::array embedding_forward(const py::object& ids_obj, const py::object& wte_obj,
                             const py::object& wpe_obj, const py::object& out_obj) {
-  py::array ids = check_array(ids_obj, "ids", Kind::kInt32, 2, false);
-  py::array wte = check_array(wte_obj, "wte", Kind::kFloat32, 2, false);
-  py::array wpe = check_array(wpe_obj, "wpe", Kind::kFloat32, 2, false);
+  Args args("embedding_forward");
+  py::array ids = args.array(ids_obj, "ids", Kind::kInt32, 2, false);
+  py::array wte = args.array(wte_obj, "wte", Kind::kFloat32, 2, false);
+  py::array wpe = args.array(wpe_obj, "wpe", Kind::kFloat32, 2, false);
   const auto [V, C] = table_shape(wte);
   const size_t B = static_cast<size_t>(ids.shape(0)), T = static_cast<size_t>(ids.shape(1));
-  check_dim(wpe, "wpe", 1, C, "d_model");
+  args.dim(wpe, "wpe", 1, C, "d_model");
   if (static_cast<size_t>(wpe.shape(0)) < T)
-    throw py::value_error("wpe: " + std::to_string(wpe.shape(0)) + " position rows, need >= T = " +
-                          std::to_string(T) + " (ids.shape[1])");
-  check_ids(ids, "ids", V, "wte");
+    args.value_error("wpe has " + std::to_string(wpe.shape(0)) +
+                     " position rows, need >= T = " + std::to_string(T) + " (ids.shape[1])");
+  args.ids(ids, "ids", V, "wte");
   py::array out;
   if (out_obj.is_none()) {
     out = py::array(py::dtype::of<float>(), std::vector<py::ssize_t>{ids.shape(0), ids.shape(1),
                                                                     static_cast<py::ssize_t>(C)});
   } else {
-    out = check_array(out_obj, "out", Kind::kFloat32, 3, true);
-    check_dim(out, "out", 0, B, "B");
-    check_dim(out, "out", 1, T, "T");
-    check_dim(out, "out", 2, C, "d_model");
-    check_disjoint(out, "out", wte, "wte");
-    check_disjoint(out, "out", wpe, "wpe");
+    out = args.array(out_obj, "out", Kind::kFloat32, 3, true);
+    args.dim(out, "out", 0, B, "B");
+    args.dim(out, "out", 1, T, "T");
+    args.dim(out, "out", 2, C, "d_model");
   }
   {
     py::gil_scoped_release release;
@@ -185,29 +372,31 @@ py::array embedding_forward(const py::object& ids_obj, const py::object& wte_obj
   return out;
 }
 
-wte::ScatterStrategy strategy_of(const std::string& name) {
+wte::ScatterStrategy strategy_of(const Args& args, const py::object& obj) {
+  const std::string name = args.str(obj, "strategy");
   wte::ScatterStrategy s;
   if (!wte::parse_scatter_strategy(name.c_str(), &s))
-    throw py::value_error("strategy: '" + name +
-                          "' is not one of auto, serial, sorted, row-range, private-hot");
+    args.value_error("strategy = " + std::string(py::repr(obj)) +
+                     " is not one of auto, serial, sorted, row-range, private-hot");
   return s;
 }
 
 // dtable[ids[n]] += dout[n]. dout (..., C) with ids.size rows.
 void scatter(const py::object& dtable_obj, const py::object& dout_obj, const py::object& ids_obj,
-             const std::string& strategy_name) {
-  const wte::ScatterStrategy strategy = strategy_of(strategy_name);
-  py::array dtable = check_array(dtable_obj, "dtable", Kind::kFloat32, 2, true);
-  py::array dout = check_array(dout_obj, "dout", Kind::kFloat32, -1, false);
-  py::array ids = check_array(ids_obj, "ids", Kind::kInt32, -1, false);
+             const py::object& strategy_obj) {
+  Args args("scatter");
+  const wte::ScatterStrategy strategy = strategy_of(args, strategy_obj);
+  py::array dtable = args.array(dtable_obj, "dtable", Kind::kFloat32, 2, true);
+  py::array dout = args.array(dout_obj, "dout", Kind::kFloat32, -1, false);
+  py::array ids = args.array(ids_obj, "ids", Kind::kInt32, -1, false);
+  args.id_count(ids, "ids");
   const auto [V, C] = table_shape(dtable);
   const size_t N = static_cast<size_t>(ids.size());
   if (dout.ndim() < 1 || static_cast<size_t>(dout.shape(dout.ndim() - 1)) != C ||
       rows_of(dout, C) != N)
-    throw py::value_error("dout: shape " + shape_str(dout) + ", need ids.shape + (C,) = " +
-                          std::to_string(N) + " rows of " + std::to_string(C));
-  check_ids(ids, "ids", V, "dtable");
-  check_disjoint(dtable, "dtable", dout, "dout");
+    args.value_error("dout has shape " + shape_str(dout) + ", need ids.shape + (C,) = " +
+                     std::to_string(N) + " rows of " + std::to_string(C));
+  args.ids(ids, "ids", V, "dtable");
   {
     py::gil_scoped_release release;
     wte::embedding_backward_wte_strategy(strategy, fptr(dtable), cfptr(dout), iptr(ids), N, C, V,
@@ -216,37 +405,46 @@ void scatter(const py::object& dtable_obj, const py::object& dout_obj, const py:
 }
 
 void scatter_wpe(const py::object& dwpe_obj, const py::object& dout_obj) {
-  py::array dwpe = check_array(dwpe_obj, "dwpe", Kind::kFloat32, 2, true);
-  py::array dout = check_array(dout_obj, "dout", Kind::kFloat32, 3, false);
+  Args args("scatter_wpe");
+  py::array dwpe = args.array(dwpe_obj, "dwpe", Kind::kFloat32, 2, true);
+  py::array dout = args.array(dout_obj, "dout", Kind::kFloat32, 3, false);
   const size_t B = static_cast<size_t>(dout.shape(0)), T = static_cast<size_t>(dout.shape(1)),
                C = static_cast<size_t>(dout.shape(2));
-  check_dim(dwpe, "dwpe", 1, C, "d_model");
+  args.dim(dwpe, "dwpe", 1, C, "d_model");
   if (static_cast<size_t>(dwpe.shape(0)) < T)
-    throw py::value_error("dwpe: " + std::to_string(dwpe.shape(0)) + " rows, need >= T = " +
-                          std::to_string(T));
-  check_disjoint(dwpe, "dwpe", dout, "dout");
+    args.value_error("dwpe has " + std::to_string(dwpe.shape(0)) + " rows, need >= T = " +
+                     std::to_string(T));
   py::gil_scoped_release release;
   wte::embedding_backward_wpe(fptr(dwpe), cfptr(dout), B, T, C);
 }
 
 // (grad_rows (K, C), touched (K,) int32): the touched rows' gradient sums, ids increasing.
-py::tuple backward_rows(const py::object& dout_obj, const py::object& ids_obj, size_t V) {
-  py::array dout = check_array(dout_obj, "dout", Kind::kFloat32, -1, false);
-  py::array ids = check_array(ids_obj, "ids", Kind::kInt32, -1, false);
+py::tuple backward_rows(const py::object& dout_obj, const py::object& ids_obj,
+                        const py::object& num_embeddings) {
+  Args args("embedding_backward_rows");
+  py::array dout = args.array(dout_obj, "dout", Kind::kFloat32, -1, false);
+  py::array ids = args.array(ids_obj, "ids", Kind::kInt32, -1, false);
+  args.id_count(ids, "ids");
+  const int64_t V = args.integer(num_embeddings, "num_embeddings", 0,
+                                 std::numeric_limits<int64_t>::max());
   const size_t N = static_cast<size_t>(ids.size());
-  if (dout.ndim() < 1) throw py::value_error("dout: need at least one dimension (C)");
+  if (dout.ndim() < 1) args.value_error("dout has no dimensions, need at least one (C)");
   const size_t C = static_cast<size_t>(dout.shape(dout.ndim() - 1));
   if (rows_of(dout, C) != N)
-    throw py::value_error("dout: shape " + shape_str(dout) + ", need ids.shape + (C,)");
-  check_ids(ids, "ids", V, "the table (num_embeddings)");
-  const size_t cap = std::min(N, V);
+    args.value_error("dout has shape " + shape_str(dout) + ", need ids.shape + (C,)");
+  args.ids(ids, "ids", static_cast<size_t>(V), "the table (num_embeddings)");
+  // The rows past the largest id are untouched: the kernel's sort buffers need max id + 1 rows,
+  // not num_embeddings (which may be far larger).
+  size_t rows_needed = 0;
+  for (size_t n = 0; n < N; ++n) rows_needed = std::max(rows_needed, size_t(iptr(ids)[n]) + 1);
+  const size_t cap = std::min(N, rows_needed);
   std::vector<float> rows(cap * C);
   std::vector<int32_t> touched(cap);
   size_t k = 0;
   {
     py::gil_scoped_release release;
-    wte::embedding_backward_rows(rows.data(), touched.data(), &k, cfptr(dout), iptr(ids), N, C, V,
-                                 &workspace());
+    wte::embedding_backward_rows(rows.data(), touched.data(), &k, cfptr(dout), iptr(ids), N, C,
+                                 rows_needed, &workspace());
   }
   py::array_t<float> grad_rows({static_cast<py::ssize_t>(k), static_cast<py::ssize_t>(C)});
   py::array_t<int32_t> ids_out(static_cast<py::ssize_t>(k));
@@ -257,42 +455,43 @@ py::tuple backward_rows(const py::object& dout_obj, const py::object& ids_obj, s
   return py::make_tuple(grad_rows, ids_out);
 }
 
-// params, m, v: (V, C) float32, writable, same shape, disjoint.
-std::pair<size_t, size_t> check_moments(py::array& params, py::array& m, py::array& v) {
-  const auto [V, C] = table_shape(params);
-  for (auto* p : {&m, &v}) {
-    const char* name = p == &m ? "m" : "v";
-    check_dim(*p, name, 0, V, "params.shape[0]");
-    check_dim(*p, name, 1, C, "params.shape[1]");
+// params, m, v: (V, C) float32, written, same shape (disjoint: Args::array checks that).
+std::pair<size_t, size_t> moments(Args& args, const py::object& params_obj, const py::object& m_obj,
+                                  const py::object& v_obj, py::array* params, py::array* m,
+                                  py::array* v) {
+  *params = args.array(params_obj, "params", Kind::kFloat32, 2, true);
+  *m = args.array(m_obj, "m", Kind::kFloat32, 2, true);
+  *v = args.array(v_obj, "v", Kind::kFloat32, 2, true);
+  const auto [V, C] = table_shape(*params);
+  for (auto [a, name] : {std::pair<py::array*, const char*>{m, "m"}, {v, "v"}}) {
+    args.dim(*a, name, 0, V, "params.shape[0]");
+    args.dim(*a, name, 1, C, "params.shape[1]");
   }
-  check_disjoint(params, "params", m, "m");
-  check_disjoint(params, "params", v, "v");
-  check_disjoint(m, "m", v, "v");
   return {V, C};
 }
 
 void adamw_update_rows(const py::object& params_obj, const py::object& m_obj,
                        const py::object& v_obj, const py::object& grad_rows_obj,
-                       const py::object& rows_obj, float lr, std::pair<float, float> betas,
-                       float eps, float weight_decay, int64_t step) {
-  const wte::AdamWParams hp = adamw_params(lr, betas, eps, weight_decay, step);
-  py::array params = check_array(params_obj, "params", Kind::kFloat32, 2, true);
-  py::array m = check_array(m_obj, "m", Kind::kFloat32, 2, true);
-  py::array v = check_array(v_obj, "v", Kind::kFloat32, 2, true);
-  py::array grad_rows = check_array(grad_rows_obj, "grad_rows", Kind::kFloat32, 2, false);
-  py::array rows = check_array(rows_obj, "rows", Kind::kInt32, 1, false);
-  const auto [V, C] = check_moments(params, m, v);
+                       const py::object& rows_obj, const py::object& lr, const py::object& betas,
+                       const py::object& eps, const py::object& weight_decay,
+                       const py::object& step) {
+  Args args("adamw_update_rows");
+  const wte::AdamWParams hp = adamw_params(args, lr, betas, eps, weight_decay, step);
+  py::array params, m, v;
+  const auto [V, C] = moments(args, params_obj, m_obj, v_obj, &params, &m, &v);
+  py::array grad_rows = args.array(grad_rows_obj, "grad_rows", Kind::kFloat32, 2, false);
+  py::array rows = args.array(rows_obj, "rows", Kind::kInt32, 1, false);
   const size_t K = static_cast<size_t>(rows.size());
-  check_dim(grad_rows, "grad_rows", 0, K, "len(rows)");
-  check_dim(grad_rows, "grad_rows", 1, C, "params.shape[1]");
-  check_ids(rows, "rows", V, "params");
+  args.dim(grad_rows, "grad_rows", 0, K, "len(rows)");
+  args.dim(grad_rows, "grad_rows", 1, C, "params.shape[1]");
+  args.ids(rows, "rows", V, "params");
   {  // rows must be distinct (two updates of one row would race)
     std::vector<bool> seen(V, false);
     for (size_t k = 0; k < K; ++k) {
       const size_t r = static_cast<size_t>(iptr(rows)[k]);
       if (seen[r])
-        throw py::value_error("rows[" + std::to_string(k) + "] = " + std::to_string(r) +
-                              " repeats an earlier row; rows must be distinct");
+        args.value_error("rows[" + std::to_string(k) + "] = " + std::to_string(r) +
+                         " repeats an earlier row; rows must be distinct");
       seen[r] = true;
     }
   }
@@ -301,55 +500,55 @@ void adamw_update_rows(const py::object& params_obj, const py::object& m_obj,
 }
 
 void adamw_lazy(const py::object& params_obj, const py::object& m_obj, const py::object& v_obj,
-                const py::object& dout_obj, const py::object& ids_obj, float lr,
-                std::pair<float, float> betas, float eps, float weight_decay, int64_t step) {
-  const wte::AdamWParams hp = adamw_params(lr, betas, eps, weight_decay, step);
-  py::array params = check_array(params_obj, "params", Kind::kFloat32, 2, true);
-  py::array m = check_array(m_obj, "m", Kind::kFloat32, 2, true);
-  py::array v = check_array(v_obj, "v", Kind::kFloat32, 2, true);
-  py::array dout = check_array(dout_obj, "dout", Kind::kFloat32, -1, false);
-  py::array ids = check_array(ids_obj, "ids", Kind::kInt32, -1, false);
-  const auto [V, C] = check_moments(params, m, v);
+                const py::object& dout_obj, const py::object& ids_obj, const py::object& lr,
+                const py::object& betas, const py::object& eps, const py::object& weight_decay,
+                const py::object& step) {
+  Args args("adamw_lazy");
+  const wte::AdamWParams hp = adamw_params(args, lr, betas, eps, weight_decay, step);
+  py::array params, m, v;
+  const auto [V, C] = moments(args, params_obj, m_obj, v_obj, &params, &m, &v);
+  py::array dout = args.array(dout_obj, "dout", Kind::kFloat32, -1, false);
+  py::array ids = args.array(ids_obj, "ids", Kind::kInt32, -1, false);
+  args.id_count(ids, "ids");
   const size_t N = static_cast<size_t>(ids.size());
   if (dout.ndim() < 1 || static_cast<size_t>(dout.shape(dout.ndim() - 1)) != C ||
       rows_of(dout, C) != N)
-    throw py::value_error("dout: shape " + shape_str(dout) + ", need ids.shape + (C,) with C = " +
-                          std::to_string(C));
-  check_ids(ids, "ids", V, "params");
-  check_disjoint(params, "params", dout, "dout");
+    args.value_error("dout has shape " + shape_str(dout) +
+                     ", need ids.shape + (C,) with C = " + std::to_string(C));
+  args.ids(ids, "ids", V, "params");
   py::gil_scoped_release release;
   wte::embedding_backward_adamw_lazy(fptr(params), fptr(m), fptr(v), cfptr(dout), iptr(ids), N, C,
                                      V, hp, &workspace());
 }
 
 void adamw(const py::object& params_obj, const py::object& grads_obj, const py::object& m_obj,
-           const py::object& v_obj, float lr, std::pair<float, float> betas, float eps,
-           float weight_decay, int64_t step) {
-  const wte::AdamWParams hp = adamw_params(lr, betas, eps, weight_decay, step);
-  py::array params = check_array(params_obj, "params", Kind::kFloat32, -1, true);
-  py::array grads = check_array(grads_obj, "grads", Kind::kFloat32, -1, false);
-  py::array m = check_array(m_obj, "m", Kind::kFloat32, -1, true);
-  py::array v = check_array(v_obj, "v", Kind::kFloat32, -1, true);
+           const py::object& v_obj, const py::object& lr, const py::object& betas,
+           const py::object& eps, const py::object& weight_decay, const py::object& step) {
+  Args args("adamw");
+  const wte::AdamWParams hp = adamw_params(args, lr, betas, eps, weight_decay, step);
+  py::array params = args.array(params_obj, "params", Kind::kFloat32, -1, true);
+  py::array grads = args.array(grads_obj, "grads", Kind::kFloat32, -1, false);
+  py::array m = args.array(m_obj, "m", Kind::kFloat32, -1, true);
+  py::array v = args.array(v_obj, "v", Kind::kFloat32, -1, true);
   const py::ssize_t n = params.size();
   for (auto [a, name] : {std::pair<py::array*, const char*>{&grads, "grads"}, {&m, "m"}, {&v, "v"}})
     if (a->size() != n)
-      throw py::value_error(std::string(name) + ": " + std::to_string(a->size()) +
-                            " elements, need params.size = " + std::to_string(n));
-  check_disjoint(params, "params", m, "m");
-  check_disjoint(params, "params", v, "v");
-  check_disjoint(m, "m", v, "v");
+      args.value_error(std::string(name) + " has " + std::to_string(a->size()) +
+                       " elements, need params.size = " + std::to_string(n));
   py::gil_scoped_release release;
   wte::adamw_update(fptr(params), cfptr(grads), fptr(m), fptr(v), static_cast<size_t>(n), hp);
 }
 
 // In place: logits (N, V) become dlogits; returns the per-row losses (N,).
 py::array softmax_cross_entropy(const py::object& logits_obj, const py::object& targets_obj,
-                                float grad_scale) {
-  py::array logits = check_array(logits_obj, "logits", Kind::kFloat32, 2, true);
-  py::array targets = check_array(targets_obj, "targets", Kind::kInt32, 1, false);
+                                const py::object& grad_scale_obj) {
+  Args args("softmax_cross_entropy");
+  const float grad_scale = args.real(grad_scale_obj, "grad_scale", kAnyFinite);
+  py::array logits = args.array(logits_obj, "logits", Kind::kFloat32, 2, true);
+  py::array targets = args.array(targets_obj, "targets", Kind::kInt32, 1, false);
   const size_t N = static_cast<size_t>(logits.shape(0)), V = static_cast<size_t>(logits.shape(1));
-  check_dim(targets, "targets", 0, N, "logits.shape[0]");
-  check_ids(targets, "targets", V, "logits (its columns)");
+  args.dim(targets, "targets", 0, N, "logits.shape[0]");
+  args.ids(targets, "targets", V, "logits (its columns)");
   py::array_t<float> losses(static_cast<py::ssize_t>(N));
   {
     py::gil_scoped_release release;
@@ -360,11 +559,12 @@ py::array softmax_cross_entropy(const py::object& logits_obj, const py::object& 
 }
 
 py::array cross_entropy_loss(const py::object& logits_obj, const py::object& targets_obj) {
-  py::array logits = check_array(logits_obj, "logits", Kind::kFloat32, 2, false);
-  py::array targets = check_array(targets_obj, "targets", Kind::kInt32, 1, false);
+  Args args("cross_entropy_loss");
+  py::array logits = args.array(logits_obj, "logits", Kind::kFloat32, 2, false);
+  py::array targets = args.array(targets_obj, "targets", Kind::kInt32, 1, false);
   const size_t N = static_cast<size_t>(logits.shape(0)), V = static_cast<size_t>(logits.shape(1));
-  check_dim(targets, "targets", 0, N, "logits.shape[0]");
-  check_ids(targets, "targets", V, "logits (its columns)");
+  args.dim(targets, "targets", 0, N, "logits.shape[0]");
+  args.ids(targets, "targets", V, "logits (its columns)");
   py::array_t<float> losses(static_cast<py::ssize_t>(N));
   {
     py::gil_scoped_release release;
@@ -373,11 +573,26 @@ py::array cross_entropy_loss(const py::object& logits_obj, const py::object& tar
   return losses;
 }
 
+// One AdamW hyper-parameter (lr, betas, eps or weight_decay) checked as the optimizers check it,
+// errors under `function` (wte.torch.LazyAdamW's attributes): a float, or (beta1, beta2).
+py::object adamw_hyperparameter(const std::string& function, const std::string& name,
+                                const py::object& value) {
+  const Args args(function);
+  if (name == "betas") {
+    const auto [b1, b2] = args.betas_value(value, name);
+    return py::make_tuple(b1, b2);
+  }
+  if (name != "lr" && name != "eps" && name != "weight_decay")
+    args.value_error(name + " is not an AdamW hyper-parameter (lr, betas, eps, weight_decay)");
+  return py::float_(args.real_value(value, name, adamw_range(name)));
+}
+
 // ---- checkpoints -------------------------------------------------------------------------------
 
 // (tensors: {name: ndarray}, config_ini, step, encoder_json, vocab_bpe). wte/__init__.py turns
-// this into load_checkpoint's dict.
-py::tuple load_checkpoint_raw(const std::string& path) {
+// this into load_checkpoint's dict. `function` names the caller in errors.
+py::tuple load_checkpoint_raw(const py::object& path_obj, const std::string& function) {
+  const std::string path = Args(function).path(path_obj, "path");
   wte::CheckpointInfo info;
   std::unique_ptr<wte::Model> model;
   {
@@ -397,28 +612,28 @@ py::tuple load_checkpoint_raw(const std::string& path) {
                         py::bytes(info.vocab_bpe));
 }
 
-std::vector<int32_t> ids_of(const py::handle& ids_obj) {
+// ---- tokenizer ---------------------------------------------------------------------------------
+
+// Token ids: an iterable of integers (a list, a numpy integer array, ...), each an int32.
+std::vector<int32_t> ids_of(const Args& args, const py::handle& ids_obj) {
   if (py::isinstance<py::array>(ids_obj)) {
     py::array a = py::reinterpret_borrow<py::array>(ids_obj);
     if (a.dtype().kind() != 'i' && a.dtype().kind() != 'u')
-      throw py::type_error("ids: dtype " + std::string(py::str(a.dtype())) + ", need integers");
+      args.type_error("ids has dtype " + std::string(py::str(a.dtype())) + ", need integers");
+    if (a.ndim() != 1) args.value_error("ids has shape " + shape_str(a) + ", need one dimension");
   }
+  PyObject* it = PyObject_GetIter(ids_obj.ptr());
+  if (!it) {
+    PyErr_Clear();
+    args.type_error("ids is a " + type_name(ids_obj) + ", need a sequence of token ids");
+  }
+  const py::iterator iter = py::reinterpret_steal<py::iterator>(it);
   std::vector<int32_t> ids;
-  for (const py::handle& h : ids_obj) {
-    const long long x = h.cast<long long>();
-    if (x < INT32_MIN || x > INT32_MAX)
-      throw py::index_error("ids[" + std::to_string(ids.size()) + "] = " + std::to_string(x) +
-                            " is not a token id");
-    ids.push_back(static_cast<int32_t>(x));
+  for (const py::handle& h : iter) {
+    const std::string name = "ids[" + std::to_string(ids.size()) + "]";
+    ids.push_back(static_cast<int32_t>(args.integer(h, name, INT32_MIN, INT32_MAX)));
   }
   return ids;
-}
-
-std::string text_bytes(const py::handle& text) {
-  if (py::isinstance<py::bytes>(text)) return text.cast<std::string>();
-  if (py::isinstance<py::str>(text)) return text.cast<std::string>();  // UTF-8
-  throw py::type_error("text: need str or bytes, got " +
-                       std::string(py::str(py::type::of(text).attr("__name__"))));
 }
 
 }  // namespace
@@ -428,44 +643,52 @@ PYBIND11_MODULE(_wte, m) {
   py::register_exception<wte::Error>(m, "Error", PyExc_ValueError);
 
   const py::object none = py::none();
+  const py::object default_betas = py::make_tuple(0.9, 0.999);
   m.def("gather", &gather, py::arg("table"), py::arg("ids"), py::arg("out") = none,
         "out[..., :] = table[ids[...], :]. table (V, C) float32; ids int32, any shape; out "
-        "ids.shape + (C,) float32 (allocated if None). Returns out.");
+        "ids.shape + (C,) float32 (allocated if None; must not overlap table or ids). Returns "
+        "out.");
   m.def("embedding_forward", &embedding_forward, py::arg("ids"), py::arg("wte"), py::arg("wpe"),
         py::arg("out") = none,
         "hidden_states[b, t] = wte[ids[b, t]] + wpe[t]. ids (B, T) int32; wte (V, C); wpe (>= T, C); "
-        "out (B, T, C). Returns out.");
+        "out (B, T, C), overlapping no input. Returns out.");
   m.def("scatter", &scatter, py::arg("dtable"), py::arg("dout"), py::arg("ids"),
         py::arg("strategy") = "auto",
-        "dtable[ids[n]] += dout[n] (duplicates accumulate), in place. dtable (V, C) float32; dout "
-        "ids.shape + (C,); strategy: auto, serial, sorted, row-range (deterministic for any thread "
-        "count) or private-hot (deterministic for a fixed thread count).");
+        "dtable[ids[n]] += dout[n] (duplicates accumulate), in place. dtable (V, C) float32, "
+        "overlapping neither dout nor ids; dout ids.shape + (C,); strategy: auto, serial, sorted, "
+        "row-range (deterministic for any thread count) or private-hot (deterministic for a fixed "
+        "thread count).");
   m.def("scatter_wpe", &scatter_wpe, py::arg("dwpe"), py::arg("dout"),
-        "dwpe[t] += sum_b dout[b, t], in place. dwpe (>= T, C); dout (B, T, C).");
+        "dwpe[t] += sum_b dout[b, t], in place. dwpe (>= T, C), not overlapping dout; dout "
+        "(B, T, C).");
   m.def("embedding_backward_rows", &backward_rows, py::arg("dout"), py::arg("ids"),
         py::arg("num_embeddings"),
         "Row-sparse lookup backward: returns (grad_rows (K, C), rows (K,) int32), the distinct ids "
-        "in increasing order and each one's summed gradient.");
+        "in increasing order and each one's summed gradient. num_embeddings: an int >= 0, above "
+        "every id.");
   m.def("adamw_update_rows", &adamw_update_rows, py::arg("params"), py::arg("m"), py::arg("v"),
         py::arg("grad_rows"), py::arg("rows"), py::kw_only(), py::arg("lr"),
-        py::arg("betas") = std::pair<float, float>(0.9f, 0.999f), py::arg("eps") = 1e-8f,
-        py::arg("weight_decay") = 0.0f, py::arg("step"),
+        py::arg("betas") = default_betas, py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0,
+        py::arg("step"),
         "Lazy AdamW on the listed rows of params/m/v (V, C), in place; other rows untouched. "
-        "step is the global 1-based step (bias correction).");
+        "params, m and v overlap no other argument. lr >= 0, betas in [0, 1), eps > 0, "
+        "weight_decay >= 0, all finite; step (an int >= 1) is the global 1-based step (bias "
+        "correction).");
   m.def("adamw_lazy", &adamw_lazy, py::arg("params"), py::arg("m"), py::arg("v"), py::arg("dout"),
-        py::arg("ids"), py::kw_only(), py::arg("lr"),
-        py::arg("betas") = std::pair<float, float>(0.9f, 0.999f), py::arg("eps") = 1e-8f,
-        py::arg("weight_decay") = 0.0f, py::arg("step"),
+        py::arg("ids"), py::kw_only(), py::arg("lr"), py::arg("betas") = default_betas,
+        py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.0, py::arg("step"),
         "Fused lookup backward + lazy AdamW of an untied table: the rows that ids touch get their "
         "summed gradient's AdamW update; no gradient is stored. Same bits as "
-        "embedding_backward_rows followed by adamw_update_rows.");
+        "embedding_backward_rows followed by adamw_update_rows, and the same argument rules.");
   m.def("adamw", &adamw, py::arg("params"), py::arg("grads"), py::arg("m"), py::arg("v"),
-        py::kw_only(), py::arg("lr"), py::arg("betas") = std::pair<float, float>(0.9f, 0.999f),
-        py::arg("eps") = 1e-8f, py::arg("weight_decay") = 0.0f, py::arg("step"),
-        "Dense AdamW (torch.optim.AdamW's formula), in place on float32 arrays of one size.");
+        py::kw_only(), py::arg("lr"), py::arg("betas") = default_betas, py::arg("eps") = 1e-8,
+        py::arg("weight_decay") = 0.0, py::arg("step"),
+        "Dense AdamW (torch.optim.AdamW's formula), in place on float32 arrays of one size; "
+        "params, m and v overlap no other argument. Hyper-parameters as adamw_update_rows.");
   m.def("softmax_cross_entropy", &softmax_cross_entropy, py::arg("logits"), py::arg("targets"),
-        py::arg("grad_scale") = 1.0f,
-        "Per-row losses (N,); logits (N, V) are overwritten with grad_scale * (softmax - onehot).");
+        py::arg("grad_scale") = 1.0,
+        "Per-row losses (N,); logits (N, V) are overwritten with grad_scale * (softmax - onehot). "
+        "targets (N,) int32 must not overlap logits; grad_scale finite.");
   m.def("cross_entropy_loss", &cross_entropy_loss, py::arg("logits"), py::arg("targets"),
         "Per-row losses (N,) of logits (N, V) and targets (N,) int32; logits unchanged.");
   m.def("scatter_strategies", [] {
@@ -478,43 +701,62 @@ PYBIND11_MODULE(_wte, m) {
   });
   m.def("simd_target", [] { return std::string(hwy::TargetName(wte::simd_dispatch_target())); },
         "The Highway target dynamic dispatch picked on this CPU (e.g. AVX3).");
-  m.def("set_num_threads", [](int n) {
-    if (n < 1) throw py::value_error("n: " + std::to_string(n) + ", need >= 1");
-    omp_set_num_threads(n);
-  }, py::arg("n"), "OpenMP threads for the kernels (as OMP_NUM_THREADS).");
+  m.def("set_num_threads", [](const py::object& n) {
+    // More threads than this only oversubscribes the CPU, and a thread count the system cannot
+    // start would end the process inside OpenMP.
+    const int64_t most = std::max<int64_t>(64, 4 * static_cast<int64_t>(omp_get_num_procs()));
+    omp_set_num_threads(static_cast<int>(Args("set_num_threads").integer(n, "n", 1, most)));
+  }, py::arg("n"), "OpenMP threads for the kernels (as OMP_NUM_THREADS): 1 to max(64, 4 x CPUs).");
   m.def("get_num_threads", [] { return omp_get_max_threads(); });
 
-  m.def("_load_checkpoint", &load_checkpoint_raw, py::arg("path"));
+  m.def("_load_checkpoint", &load_checkpoint_raw, py::arg("path"),
+        py::arg("function") = "load_checkpoint");
+  m.def("_adamw_hyperparameter", &adamw_hyperparameter, py::arg("function"), py::arg("name"),
+        py::arg("value"));
 
   py::class_<wte::Tokenizer>(m, "Tokenizer",
                              "GPT-2's byte-level BPE (include/wte/tokenizer.h). Tokenizer(dir) "
                              "loads dir/encoder.json and dir/vocab.bpe.")
-      .def(py::init([](const std::string& dir) { return wte::Tokenizer::load(dir); }),
+      .def(py::init([](const py::object& dir) {
+             return wte::Tokenizer::load(Args("Tokenizer").path(dir, "dir"));
+           }),
            py::arg("dir"))
       .def_static("from_strings",
-                  [](const py::bytes& encoder_json, const py::bytes& vocab_bpe) {
-                    return wte::Tokenizer::from_strings(encoder_json.cast<std::string>(),
-                                                        vocab_bpe.cast<std::string>(), "strings");
+                  [](const py::object& encoder_json, const py::object& vocab_bpe) {
+                    const Args args("Tokenizer.from_strings");
+                    return wte::Tokenizer::from_strings(args.text(encoder_json, "encoder_json"),
+                                                        args.text(vocab_bpe, "vocab_bpe"),
+                                                        "strings");
                   },
-                  py::arg("encoder_json"), py::arg("vocab_bpe"))
+                  py::arg("encoder_json"), py::arg("vocab_bpe"),
+                  "A tokenizer from the contents (bytes or str) of encoder.json and vocab.bpe.")
       .def("encode",
-           [](const wte::Tokenizer& t, const py::object& text) { return t.encode(text_bytes(text)); },
+           [](const wte::Tokenizer& t, const py::object& text) {
+             return t.encode(Args("Tokenizer.encode").text(text, "text"));
+           },
            py::arg("text"), "Token ids (list of int) of a str (UTF-8) or bytes.")
       .def("decode_bytes",
            [](const wte::Tokenizer& t, const py::object& ids) {
-             return py::bytes(t.decode(ids_of(ids)));
+             return py::bytes(t.decode(ids_of(Args("Tokenizer.decode_bytes"), ids)));
            },
            py::arg("ids"))
       .def("decode",
            [](const wte::Tokenizer& t, const py::object& ids) {
-             const std::string s = t.decode(ids_of(ids));
+             const std::string s = t.decode(ids_of(Args("Tokenizer.decode"), ids));
              return py::reinterpret_steal<py::str>(
                  PyUnicode_DecodeUTF8(s.data(), static_cast<py::ssize_t>(s.size()), "replace"));
            },
            py::arg("ids"), "The text of ids (invalid UTF-8 replaced by U+FFFD; decode_bytes keeps it).")
-      .def("piece", [](const wte::Tokenizer& t, int32_t id) { return py::bytes(t.piece(id)); },
+      .def("piece",
+           [](const wte::Tokenizer& t, const py::object& id) {
+             const int64_t i = Args("Tokenizer.piece").integer(id, "id", INT32_MIN, INT32_MAX);
+             return py::bytes(t.piece(static_cast<int32_t>(i)));  // wte.Error outside the vocab
+           },
            py::arg("id"))
-      .def("id_of", [](const wte::Tokenizer& t, const py::object& b) { return t.id_of(text_bytes(b)); },
+      .def("id_of",
+           [](const wte::Tokenizer& t, const py::object& b) {
+             return t.id_of(Args("Tokenizer.id_of").text(b, "piece"));
+           },
            py::arg("piece"))
       .def("__len__", &wte::Tokenizer::size)
       .def_property_readonly("vocab_size", &wte::Tokenizer::size);

@@ -1,9 +1,14 @@
 """wte: GPT-2 token-embedding kernels, checkpoints and tokenizer from C++ (README: Use as a library).
 
 Kernels work in place on numpy arrays, never copying them: tables and gradients are float32,
-ids int32, all C-contiguous. A wrong dtype raises TypeError, a wrong shape, a non-contiguous or
-read-only array ValueError, an id outside [0, V) IndexError; each message starts with the
-argument's name. Kernels run on OpenMP threads (set_num_threads or OMP_NUM_THREADS).
+ids int32, all C-contiguous. An array a function writes must not share memory with any other
+argument (ids included). Hyper-parameters are finite: lr >= 0, betas in [0, 1), eps > 0,
+weight_decay >= 0, step an int >= 1. Everything is checked before any work: a wrong type or dtype
+raises TypeError; a wrong shape, a non-contiguous or read-only array, overlapping arguments, a
+non-finite or out-of-range value, a path with a NUL byte ValueError; an id outside [0, V)
+IndexError. Each message starts with the function and the argument ("gather: out overlaps ids",
+"adamw: lr = inf is not finite"). Kernels run on OpenMP threads (set_num_threads or
+OMP_NUM_THREADS).
 
     gather(table, ids, out=None)              out = table[ids]                    (lookup)
     embedding_forward(ids, wte, wpe, out=None) out[b, t] = wte[ids[b, t]] + wpe[t]
@@ -64,7 +69,7 @@ def load_checkpoint(path):
     """
     import configparser
 
-    tensors, config_ini, step, _, _ = _wte._load_checkpoint(str(path))
+    tensors, config_ini, step, _, _ = _wte._load_checkpoint(path, "load_checkpoint")
     parser = configparser.ConfigParser(interpolation=None)
     parser.read_string(config_ini)
     result = dict(tensors)
@@ -75,7 +80,7 @@ def load_checkpoint(path):
 
 def _tokenizer_from_checkpoint(path):
     """The tokenizer stored in a wte checkpoint."""
-    _, _, _, encoder_json, vocab_bpe = _wte._load_checkpoint(str(path))
+    _, _, _, encoder_json, vocab_bpe = _wte._load_checkpoint(path, "Tokenizer.from_checkpoint")
     return Tokenizer.from_strings(encoder_json, vocab_bpe)
 
 

@@ -43,16 +43,20 @@ __all__ = ["Embedding", "LazyAdamW"]
 class LazyAdamW:
     """Hyper-parameters of the fused lazy AdamW an untied Embedding applies in its backward.
     Same meaning and defaults as torch.optim.AdamW except weight_decay (default 0.0 here, 0.01 there);
-    mutable between steps (emb.fused_adamw.lr = new_lr)."""
+    mutable between steps (emb.fused_adamw.lr = new_lr).
+
+    Every value is checked when set, as wte.adamw_lazy checks it: finite, lr >= 0, betas in [0, 1),
+    eps > 0, weight_decay >= 0 (ValueError, TypeError for a non-number, naming the attribute)."""
+
+    _HYPERPARAMETERS = ("lr", "betas", "eps", "weight_decay")
 
     def __init__(self, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-        if not lr >= 0.0:
-            raise ValueError(f"lr: {lr}, need >= 0")
-        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-            raise ValueError(f"betas: {betas}, need both in [0, 1)")
-        if not eps > 0.0:
-            raise ValueError(f"eps: {eps}, need > 0")
-        self.lr, self.betas, self.eps, self.weight_decay = lr, tuple(betas), eps, weight_decay
+        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+
+    def __setattr__(self, name, value):
+        if name in self._HYPERPARAMETERS:
+            value = _wte._adamw_hyperparameter("LazyAdamW", name, value)
+        object.__setattr__(self, name, value)
 
     def __repr__(self):
         return (f"LazyAdamW(lr={self.lr}, betas={self.betas}, eps={self.eps}, "
@@ -136,10 +140,19 @@ class Embedding(_torch.nn.Module):
             raise NotImplementedError(f"dtype: {dtype}; wte's tables are float32")
         if device is not None and _torch.device(device).type != "cpu":
             raise NotImplementedError(f"device: {device}; wte runs on the CPU")
+        if not isinstance(strategy, str):
+            raise TypeError(f"wte.torch.Embedding: strategy is a {type(strategy).__name__}, need a str")
         if strategy not in _wte.scatter_strategies():
             raise ValueError(f"strategy: {strategy!r} is not one of {_wte.scatter_strategies()}")
         if fused_adamw is not None and not isinstance(fused_adamw, LazyAdamW):
             raise TypeError(f"fused_adamw: need a wte.torch.LazyAdamW, got {type(fused_adamw).__name__}")
+        for name, value, most in (("num_embeddings", num_embeddings, 2**31),  # int32 ids
+                                  ("embedding_dim", embedding_dim, None)):
+            if isinstance(value, bool) or not hasattr(value, "__index__"):
+                raise TypeError(f"wte.torch.Embedding: {name} is a {type(value).__name__}, need an int")
+            if value < 0 or (most is not None and value > most):
+                raise ValueError(f"wte.torch.Embedding: {name} = {value}, need >= 0"
+                                 + (f" and <= {most}" if most is not None else ""))
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
         self.norm_type, self.padding_idx, self.max_norm = norm_type, None, None
         self.scale_grad_by_freq, self.sparse = False, False
@@ -164,6 +177,8 @@ class Embedding(_torch.nn.Module):
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, **kwargs):
         """As nn.Embedding.from_pretrained: a (V, C) tensor becomes the table."""
+        if not isinstance(embeddings, _torch.Tensor):
+            raise TypeError(f"embeddings: need a torch.Tensor, got {type(embeddings).__name__}")
         if embeddings.dim() != 2:
             raise ValueError(f"embeddings: {embeddings.dim()} dimensions, need 2")
         emb = cls(embeddings.shape[0], embeddings.shape[1], _weight=embeddings, **kwargs)
