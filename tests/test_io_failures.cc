@@ -206,6 +206,24 @@ TEST(ExportCommit, AllOrNone) {
   EXPECT_EQ(slurp(dir / "hf/config.json"), config_before);
   for (const auto& e : fs::directory_iterator(dir / "hf"))
     EXPECT_NE(e.path().extension(), ".tmp") << "left behind: " << e.path();
+
+  // A rename that fails after others succeeded: merges.txt cannot be moved aside (its backup
+  // name is taken by a non-empty directory), so the files renamed before it are put back.
+  fs::remove_all(dir / "hf/merges.txt");
+  write(dir / "hf/merges.txt", "old merges");
+  fs::create_directories(dir / "hf/merges.txt.old.tmp/x");
+  EXPECT_EQ(run(cli() + " export --checkpoint " + (dir / "run/checkpoint_00000002.h5").string() +
+                    " --out " + (dir / "hf").string(),
+                &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("every file in the directory is as it was"), std::string::npos) << out;
+  EXPECT_EQ(slurp(dir / "hf/model.safetensors"), before) << "a renamed file was not put back";
+  EXPECT_EQ(slurp(dir / "hf/config.json"), config_before);
+  EXPECT_EQ(slurp(dir / "hf/merges.txt"), "old merges");
+  for (const auto& e : fs::directory_iterator(dir / "hf"))
+    if (e.path().filename() != "merges.txt.old.tmp")
+      EXPECT_NE(e.path().extension(), ".tmp") << "left behind: " << e.path();
 }
 
 // A command whose standard output cannot be written (/dev/full: ENOSPC) fails, exit 1, saying so
