@@ -34,8 +34,9 @@ int cmd_export(int argc, char** argv) {
       "state dict: transformer.wte.weight, transformer.h.0.attn.c_attn.weight (in, out) as Conv1D,\n"
       "...; lm_head.weight only when untied), float32, plus config.json, vocab.json and merges.txt,\n"
       "so transformers' GPT2LMHeadModel.from_pretrained(DIR) loads it and wte import reads it back\n"
-      "bit for bit. Files are written as NAME.tmp and renamed only when all are complete: an error\n"
-      "leaves none. Name map: docs/interop.md.\n\n";
+      "bit for bit. Files are written as NAME.tmp and renamed only when all are complete, all or\n"
+      "none (a failed rename puts back the files renamed before it): an error leaves no new file\n"
+      "and the directory's earlier files as they were. Name map: docs/interop.md.\n\n";
   spec.example =
       "Example:\n  wte export --checkpoint runs/default/checkpoint_00000600.h5 --out exported/default\n"
       "  python3 -c 'import transformers as t; "

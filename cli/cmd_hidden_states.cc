@@ -78,6 +78,14 @@ void run_text(Decoder& dec, Encoded& e, size_t L, size_t C, bool logits) {
 void write_hidden_states(const std::string& out, const std::string& checkpoint,
                          const std::vector<Encoded>& texts, size_t n_layer, size_t C, size_t V) {
   const size_t L = texts.empty() ? 0 : texts[0].rows.size();  // hidden_state_layers(n_layer)
+  // Reserved on disk before HDF5 writes (a full disk is then an error, not a crash inside
+  // HDF5): every text's ids, rows, logits and text, and HDF5's metadata, estimated as the
+  // checkpoint writer does (about 1 KiB per dataset; 2 KiB per dataset + 16 KiB reserved).
+  uint64_t expected_bytes = (16 + 2 * 8) * uint64_t{1024};
+  for (const Encoded& e : texts) {
+    const uint64_t T = e.ids.size();
+    expected_bytes += 4 * T * (1 + uint64_t{L} * C + V) + e.text.size() + 2 * 4 * uint64_t{1024};
+  }
   hdf5::write_file_atomic(
       out, "hidden states '" + out + "'",
       [&](H5::H5File& file, const std::string&) {
@@ -107,7 +115,8 @@ void write_hidden_states(const std::string& out, const std::string& checkpoint,
           hdf5::write_tensor(g, "hidden_states", {L, T, C}, hs.data());
           hdf5::write_tensor(g, "logits", {T, V}, e.logits.data());
         }
-      });
+      },
+      expected_bytes);
 }
 
 // The baseline rows: a sample of the token file, or (no file) the texts' own rows.

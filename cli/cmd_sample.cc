@@ -2,9 +2,11 @@
 // generates text from a trained model, one token at a time through the KV-cache decoder
 // (src/model/decoder.h), so the user sees what the model learned.
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -40,16 +42,17 @@ std::string resolve_checkpoint(const std::string& arg) {
   return arg;
 }
 
-// --temperature: a finite decimal number >= 0.
+// --temperature: a finite decimal number in [0, 1e6]. Read with strtod, which (unlike std::stod)
+// keeps a value below the smallest normal double (4.9e-324 is inside the range; an underflow to
+// 0 is 0, the most likely token).
 double parse_temperature(const std::string& text) {
-  size_t used = 0;
-  double t = -1;
-  try {
-    t = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || !std::isfinite(t) || t < 0 || t > 1e6)
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  const double t = text.empty() || std::isspace(static_cast<unsigned char>(text[0]))
+                       ? -1.0
+                       : std::strtod(begin, &end);
+  const bool parsed = end != nullptr && end != begin && end == begin + text.size();
+  if (!parsed || !std::isfinite(t) || t < 0 || t > 1e6)
     throw UsageError("--temperature = '" + text + "' is not allowed; allowed: a number in [0, 1e6] " +
                 "(0: always the most likely token)");
   return t;

@@ -2,8 +2,10 @@
 #include <dnnl.h>
 #include <hwy/targets.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <string>
 
 #include "wte/error.h"
@@ -80,9 +82,23 @@ int run_command(const Command& c, int argc, char** argv) {
   return wte::cli::run_reporting_errors(c.name, [&] { return c.run(argc, argv); });
 }
 
-}  // namespace
+// Exit status `code` of `who` ("wte train", "wte"), checked against standard output: a command
+// whose output could not be written (a full disk, /dev/full, a closed descriptor) has not done
+// its work, so it fails (status 1, or its own failure status) with a message on stderr. Both
+// streams are flushed: std::cout (synchronised with stdio, so its writes are stdout's) and stdout.
+int checked_exit(const char* who, int code) {
+  errno = 0;
+  const bool flush_failed = std::fflush(stdout) != 0;
+  int err = flush_failed ? errno : 0;
+  std::cout.flush();  // nothing left to write (synchronised): a failure set before shows here
+  const bool failed = flush_failed || std::ferror(stdout) || !std::cout;
+  if (!failed) return code;
+  std::fprintf(stderr, "%s: error: cannot write standard output: %s\n", who,
+               err != 0 ? std::strerror(err) : "a write failed (the output is incomplete)");
+  return code == 0 ? 1 : code;
+}
 
-int main(int argc, char** argv) {
+int main_unchecked(int argc, char** argv) {
   if (argc < 2) {
     print_usage(stderr);
     return 2;
@@ -116,4 +132,17 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "wte: unknown command '%s'.\n\n", verb.c_str());
   print_usage(stderr);
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int code = main_unchecked(argc, argv);
+  std::string who = "wte";
+  if (argc >= 2) {
+    const std::string verb = argv[1];
+    const char* named = verb == "help" && argc >= 3 ? argv[2] : argv[1];
+    if (find_command(named) != nullptr) who += std::string(" ") + named;
+  }
+  return checked_exit(who.c_str(), code);
 }

@@ -129,6 +129,14 @@ Config parse_config(const std::string& ini_text, const std::string& origin);
 Config parse_config(const std::string& ini_text, const std::string& origin,
                     const std::vector<std::string>& overrides);
 
+/// Sets one key ("model.ln_eps") of `config` from `value` with the INI parser's own check (its
+/// range; for a float key also that the stored float32 is neither 0 nor subnormal), for values
+/// that come from elsewhere (`wte import` reads model.ln_eps from config.json's
+/// layer_norm_epsilon). Returns "" when set; else, and `config` unchanged, why not and what is
+/// allowed: "out of range (it rounds to 0 in float32, whose smallest normal value is
+/// 1.17549e-38); allowed: a number in (0, 1]". Throws wte::Error for a key that does not exist.
+std::string set_config_key(Config& config, const std::string& key, const std::string& value);
+
 /// The help text listing every key with its default and meaning (for `wte train --help`).
 std::string config_help();
 

@@ -28,7 +28,8 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& ids);
 /// fsync(directory). tmp must be in path's directory. Throws wte::Error naming both paths.
 void commit_file(const std::string& tmp, const std::string& path);
 
-/// Reads a whole file as bytes. Throws wte::Error naming the path.
+/// Reads a whole file as bytes. Throws wte::Error naming the path (and errno's text) when it
+/// cannot be opened or a read fails (EIO).
 std::string read_text_file(const std::string& path);
 /// Writes bytes atomically: PATH.tmp in the same directory, fsync, rename over PATH, fsync the dir.
 /// A crash at any moment leaves either the old file or the new one, never a partial file at PATH.

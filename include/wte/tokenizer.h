@@ -64,6 +64,10 @@ class Tokenizer {
   /// Same, from the two files' contents (as stored in a checkpoint); `origin` names them in errors.
   static Tokenizer from_strings(const std::string& encoder_json, const std::string& vocab_bpe,
                                 const std::string& origin);
+  /// Same, with each file named in errors as given (e.g. "tokenizer file 'gpt2/vocab.json'"):
+  /// for files under other names than encoder.json and vocab.bpe.
+  static Tokenizer from_strings(const std::string& encoder_json, const std::string& vocab_bpe,
+                                const std::string& encoder_name, const std::string& vocab_bpe_name);
 
   /// Writes DIR/encoder.json and DIR/vocab.bpe in GPT-2's format (creates DIR). Throws wte::Error
   /// naming the path on failure. Saving a tokenizer loaded from GPT-2's files reproduces them byte

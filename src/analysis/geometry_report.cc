@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "src/io/file_checks.h"
+#include "wte/data.h"
 #include "wte/error.h"
 
 namespace wte {
@@ -18,8 +19,13 @@ std::string show_token(const Tokenizer& tok, int32_t id) {
 
 TokenLabels read_token_labels(const std::string& path, const Tokenizer& tok) {
   io::require_input_file("--labels " + path + ": ", path);  // a directory, a FIFO: named
-  std::ifstream in(path);
-  if (!in) throw Error("--labels " + path + ": cannot open the file");
+  std::istringstream in([&] {
+    try {
+      return read_text_file(path);  // a read error (EIO) names the file, not a short file
+    } catch (const Error& e) {
+      throw Error("--labels " + path + ": " + e.what());
+    }
+  }());
   TokenLabels labels;
   std::map<std::string, int> index;
   std::string line;

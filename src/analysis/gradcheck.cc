@@ -27,8 +27,13 @@ namespace wte {
 
 TokenBatch read_token_batch(const std::string& path, size_t vocab_size, size_t n_ctx) {
   io::require_input_file("token file ", path);  // a directory, /dev/null, a FIFO: named
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open token file '" + path + "' (no such file or unreadable)");
+  std::istringstream in([&] {
+    try {
+      return read_text_file(path);  // a read error (EIO) names the file, not a short file
+    } catch (const Error& e) {
+      throw Error("token file: " + std::string(e.what()));
+    }
+  }());
   TokenBatch batch;
   std::vector<int32_t> all;  // (B, L)
   size_t L = 0, line_no = 0, first_line = 0;

@@ -4,6 +4,8 @@
 // unsigned number).
 #include "wte/config.h"
 
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
 #include <algorithm>
 #include <cctype>
@@ -17,6 +19,7 @@
 #include <set>
 #include <sstream>
 
+#include "wte/data.h"
 #include "wte/error.h"
 #include "src/io/program_options_message.h"
 
@@ -516,16 +519,19 @@ Config load_config(const std::string& ini_path, const std::vector<std::string>& 
   }
   if (fs::is_directory(ini_path))
     throw Error("config file '" + ini_path + "' is a directory; give an INI file");
-  std::ifstream in(ini_path);
-  if (!in) throw Error("cannot open config file '" + ini_path + "' (no such file or unreadable)");
+  if (::access(ini_path.c_str(), R_OK) != 0)
+    throw Error("cannot open config file '" + ini_path + "' (no such file or unreadable)");
+  // Read whole first: a read error (EIO) is then an error naming the file, not a config cut short.
+  std::string text;
+  try {
+    text = read_text_file(ini_path);
+  } catch (const Error& e) {
+    throw Error("config file: " + std::string(e.what()));
+  }
   // A UTF-8 byte order mark (Windows editors write one) is not part of the first line: skip it
   // (it read as an invalid line "[model]" whose invisible first bytes the error printed raw).
-  char bom[3] = {};
-  in.read(bom, 3);
-  if (!(in.gcount() == 3 && bom[0] == '\xEF' && bom[1] == '\xBB' && bom[2] == '\xBF')) {
-    in.clear();
-    in.seekg(0);
-  }
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  std::istringstream in(text);
   return parse_impl(in, "config file '" + ini_path + "'", fs::path(ini_path).parent_path(),
                     overrides, true);
 }
@@ -553,6 +559,21 @@ std::string Config::to_ini() const {
     os << k.name.substr(k.name.find('.') + 1) << " = " << k.get(*this) << "\n";
   }
   return os.str();
+}
+
+std::string set_config_key(Config& config, const std::string& key, const std::string& value) {
+  for (const Key& k : keys()) {
+    if (k.name != key) continue;
+    Config c = config;
+    try {
+      k.set(c, value);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what()) + "; allowed: " + k.allowed;
+    }
+    config = c;
+    return "";
+  }
+  throw Error("internal error: no config key '" + key + "'");
 }
 
 std::string config_help() {

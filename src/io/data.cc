@@ -27,15 +27,29 @@ void check_token_ids(const int32_t* ids, size_t n, size_t vocab_size, const std:
 }
 
 std::string read_text_file(const std::string& path) {
-  // A directory opens as an ifstream on Linux and then fails inside the read with libstdc++'s
-  // "basic_filebuf::underflow" exception: name it first.
+  // POSIX reads, so that a read error (EIO from a failing disk) is named with the path and errno
+  // (an ifstream either throws libstdc++'s "basic_filebuf::underflow" without the path or ends
+  // the read early as if the file were shorter).
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error("'" + path + "' is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open '" + path + "': " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error("error reading '" + path + "'");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  std::string bytes;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw Error("error reading '" + path + "' (after " + std::to_string(bytes.size()) +
+                  " bytes): " + std::strerror(err));
+    }
+    if (n == 0) break;
+    bytes.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
   return bytes;
 }
 

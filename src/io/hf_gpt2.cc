@@ -6,6 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "src/io/json_util.h"
+#include "wte/config.h"
 #include "wte/error.h"
 
 namespace wte::hf {
@@ -73,17 +75,9 @@ bool is_ignored_buffer(const std::string& name) {
 }
 
 ModelConfig parse_config_json(const std::string& text, const std::string& origin) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(origin + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = json::parse(text, origin);
   if (!j.is_object()) throw Error(origin + ": expected a JSON object (a GPT2Config)");
-  auto value_str = [](const nlohmann::json& v) {
-    const std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-  };
+  auto value_str = [](const nlohmann::json& v) { return json::brief(v, 60); };
   if (j.contains("model_type") && j["model_type"] != "gpt2")
     throw Error(origin + ": model_type is " + value_str(j["model_type"]) +
                 "; wte imports GPT-2 (model_type \"gpt2\") only");
@@ -137,12 +131,20 @@ ModelConfig parse_config_json(const std::string& text, const std::string& origin
   m.tie_embeddings = flag("tie_word_embeddings", true);
   m.ln_eps = 1e-5f;
   if (j.contains("layer_norm_epsilon") && !j["layer_norm_epsilon"].is_null()) {
+    // The config parser's own check of model.ln_eps (the range, and a float32 that is neither 0
+    // nor subnormal): what import stores, every other command reads back.
     const nlohmann::json& v = j["layer_norm_epsilon"];
-    const double eps = v.is_number() ? v.get<double>() : -1.0;
-    if (!(eps > 0.0 && eps <= 1.0))
+    if (!v.is_number())
       throw Error(origin + ": \"layer_norm_epsilon\" is " + value_str(v) +
-                  ", expected a number in (0, 1]");
-    m.ln_eps = static_cast<float>(eps);
+                  ", expected a number (model.ln_eps)");
+    char text[32];
+    const auto res = std::to_chars(text, text + sizeof text, v.get<double>());
+    Config cfg;
+    const std::string why = set_config_key(cfg, "model.ln_eps", std::string(text, res.ptr));
+    if (!why.empty())
+      throw Error(origin + ": \"layer_norm_epsilon\" is " + value_str(v) + " (wte's model.ln_eps): " +
+                  why);
+    m.ln_eps = cfg.model.ln_eps;
   }
   const std::string act = j.contains("activation_function") ? value_str(j["activation_function"])
                                                             : "\"gelu_new\"";

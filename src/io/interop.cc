@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "src/io/file_checks.h"
 #include "src/profile/clock.h"
 #include "src/io/hf_gpt2.h"
 #include "src/io/safetensors.h"
@@ -38,10 +39,20 @@ Tokenizer load_hf_tokenizer(const std::string& dir) {
     if (fs::is_regular_file(d / json, ec) && fs::is_regular_file(d / merges, ec))
       return Tokenizer::from_strings(read_text_file((d / json).string()),
                                      read_text_file((d / merges).string()),
-                                     "tokenizer '" + dir + "' (" + json + " + " + merges + ")");
+                                     "tokenizer file '" + (d / json).string() + "'",
+                                     "tokenizer file '" + (d / merges).string() + "'");
   }
   throw Error("tokenizer directory '" + dir + "' holds neither vocab.json + merges.txt (Hugging "
               "Face's names) nor encoder.json + vocab.bpe (GPT-2's names for the same files)");
+}
+
+void fsync_file(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw Error("cannot open '" + path + "' to fsync: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw Error("fsync of '" + path + "' failed: " + std::strerror(err));
 }
 
 // A file being written as PATH.tmp, committed later (all of an export's files together).
@@ -88,10 +99,54 @@ class PendingFiles {
   }
   // A file another writer left finished at path + ".tmp" (safetensors::write_file, commit=false).
   void adopt(const std::string& path) { tmps_.push_back(path); }
-  // fsync + rename + directory fsync of every file, in order.
+  // Puts every file in place, all or none: each target is checked (a special file there is
+  // refused, as commit_file does) and each PATH.tmp fsynced before the first rename; a file the
+  // renames replace is kept as PATH.old.tmp until all are in place, and a rename that fails puts
+  // back every file renamed before it. Then the directory is fsynced.
   void commit_all() {
-    for (const std::string& p : tmps_) commit_file(p + ".tmp", p);
+    std::error_code ec;
+    for (const std::string& p : tmps_) {
+      if (fs::exists(p, ec) && !fs::is_regular_file(p, ec))
+        throw Error("'" + p + "' exists and " + io::input_file_problem(p) + ": wte writes '" + p +
+                    ".tmp' and renames it into place, which would replace it; nothing was written");
+      fsync_file(p + ".tmp", O_RDONLY);
+    }
+    struct Done {
+      std::string path;
+      bool had_old;
+    };
+    std::vector<Done> done;
+    auto roll_back = [&] {
+      for (auto it = done.rbegin(); it != done.rend(); ++it) {
+        ::rename(it->path.c_str(), (it->path + ".tmp").c_str());  // removed by the destructor
+        if (it->had_old) ::rename((it->path + ".old.tmp").c_str(), it->path.c_str());
+      }
+    };
+    for (const std::string& p : tmps_) {
+      const std::string old = p + ".old.tmp";
+      const bool had_old = fs::exists(p, ec);
+      if (had_old && ::rename(p.c_str(), old.c_str()) != 0) {
+        const int err = errno;
+        roll_back();
+        throw Error("cannot rename '" + p + "' to '" + old + "': " + std::strerror(err) +
+                    "; every file in the directory is as it was");
+      }
+      if (::rename((p + ".tmp").c_str(), p.c_str()) != 0) {
+        const int err = errno;
+        if (had_old) ::rename(old.c_str(), p.c_str());
+        roll_back();
+        throw Error("cannot rename '" + p + ".tmp' to '" + p + "': " + std::strerror(err) +
+                    "; every file in the directory is as it was");
+      }
+      done.push_back({p, had_old});
+    }
+    for (const Done& d : done)
+      if (d.had_old) ::unlink((d.path + ".old.tmp").c_str());
     tmps_.clear();
+    if (!done.empty()) {
+      const fs::path dir = fs::path(done.front().path).parent_path();
+      fsync_file(dir.empty() ? "." : dir.string(), O_RDONLY | O_DIRECTORY);
+    }
   }
 
  private:

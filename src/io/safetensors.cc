@@ -1,7 +1,6 @@
 #include "src/io/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "src/io/json_util.h"
 #include "wte/data.h"
 #include "wte/error.h"
 
@@ -63,11 +63,8 @@ bool whole(const nlohmann::json& j, uint64_t* out) {
   return false;
 }
 
-// A JSON value shortened for a message.
-std::string brief(const nlohmann::json& j) {
-  std::string s = j.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
-  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
-}
+// A JSON value shortened for a message (bounded depth and length: the header is hostile).
+std::string brief(const nlohmann::json& j) { return json::brief(j, 80); }
 
 }  // namespace
 
@@ -145,13 +142,9 @@ View::View(const uint8_t* bytes, size_t size, std::string origin) : origin_(std:
           duplicate = parsed.get<std::string>();
         return true;
       };
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes + 8, bytes + 8 + n, on_event);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(o + ": the header (offset 8, " + std::to_string(n) +
-                " bytes) is not valid JSON: " + e.what());
-  }
+  const nlohmann::json header = json::parse(
+      std::string_view(reinterpret_cast<const char*>(bytes + 8), n), o, on_event,
+      "the header (offset 8, " + std::to_string(n) + " bytes) is not valid JSON");
   if (!header.is_object())
     throw Error(o + ": the header (offset 8) is not a JSON object");
   if (!duplicate.empty())
@@ -305,35 +298,39 @@ MappedFile::MappedFile(const std::string& path) {
     throw Error(o + ": not a regular file");
   }
   size_ = static_cast<uint64_t>(st.st_size);
-  const uint8_t* bytes = nullptr;
-  if (size_ > 0) {
-    map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map_ == MAP_FAILED) {
+  try {
+    bytes_.reset(new uint8_t[std::max<uint64_t>(size_, 1)]);
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+    throw Error(o + ": cannot allocate " + std::to_string(size_) + " bytes to read it into");
+  }
+  uint64_t got = 0;
+  while (got < size_) {
+    const ssize_t n = ::pread(fd, bytes_.get() + got, std::min<uint64_t>(size_ - got, uint64_t{1} << 30),
+                              static_cast<off_t>(got));
+    if (n < 0) {
+      if (errno == EINTR) continue;
       const int err = errno;
       ::close(fd);
-      map_ = nullptr;
-      throw Error(o + ": cannot map " + std::to_string(size_) + " bytes: " + std::strerror(err));
+      throw Error(o + ": read error at byte " + std::to_string(got) + " of " +
+                  std::to_string(size_) + ": " + std::strerror(err));
     }
-    ::madvise(map_, size_, MADV_SEQUENTIAL);
-    bytes = static_cast<const uint8_t*>(map_);
-  } else {
-    empty_.resize(1);
-    bytes = empty_.data();
+    if (n == 0) break;
+    got += static_cast<uint64_t>(n);
   }
+  // One byte more: a file that grew while it was read is no more the file that was read.
+  uint8_t extra = 0;
+  const bool grew = got == size_ && ::pread(fd, &extra, 1, static_cast<off_t>(size_)) > 0;
   ::close(fd);
-  try {
-    view_ = new View(bytes, size_, o);
-  } catch (...) {
-    if (map_ != nullptr) ::munmap(map_, size_);
-    map_ = nullptr;
-    throw;
-  }
+  if (got != size_ || grew)
+    throw Error(o + ": the file " + (grew ? "grew" : "shrank") + " while it was read (" +
+                std::to_string(size_) + " bytes when opened, " +
+                (grew ? std::string("more by the end of the read") : std::to_string(got) + " read") +
+                "): another process is writing it; read it again once it is complete");
+  view_ = new View(bytes_.get(), size_, o);
 }
 
-MappedFile::~MappedFile() {
-  delete view_;
-  if (map_ != nullptr) ::munmap(map_, size_);
-}
+MappedFile::~MappedFile() { delete view_; }
 
 std::string header_bytes(const std::vector<OutTensor>& tensors,
                          const std::map<std::string, std::string>& metadata) {

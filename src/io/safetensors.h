@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,8 +81,12 @@ class View {
   std::map<std::string, std::string> metadata_;
 };
 
-/// A safetensors file mapped read-only into memory (mmap) and validated (View). Throws
-/// wte::Error naming the path if it is missing, a directory or unreadable, then View's errors.
+/// A safetensors file read whole into memory (pread) and validated (View). Not memory-mapped: a
+/// mapped file that another process truncates kills the reader with SIGBUS at the first access
+/// past the new end; read, the bytes are this process's own, and a file that shrinks (or grows)
+/// while it is read is an error naming the path and both sizes. Throws wte::Error naming the path
+/// if it is missing, a directory or unreadable (a read error with errno's text), then View's
+/// errors.
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path);
@@ -92,9 +97,8 @@ class MappedFile {
   uint64_t size() const { return size_; }
 
  private:
-  void* map_ = nullptr;
+  std::unique_ptr<uint8_t[]> bytes_;  // size_ bytes (at least 1: a View needs a pointer)
   uint64_t size_ = 0;
-  std::vector<uint8_t> empty_;  // a zero-length file cannot be mapped
   View* view_ = nullptr;
 };
 

@@ -5,6 +5,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -21,6 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/io/json_util.h"
+#include "wte/data.h"
 #include "wte/error.h"
 
 namespace wte {
@@ -189,15 +193,14 @@ uint64_t pair_key(int32_t a, int32_t b) {
 }
 
 std::string read_file(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
+  if (::access(path.c_str(), R_OK) != 0)
     throw Error("cannot open " + std::string(what) + " " + path + ": " + std::strerror(errno) +
                 " (GPT-2's files come from datasets/fetch_gpt2_vocab.sh)");
+  try {
+    return read_text_file(path);  // a read error names the path and errno
+  } catch (const Error& e) {
+    throw Error(std::string(what) + ": " + e.what());
   }
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw Error("error reading " + std::string(what) + " " + path);
-  return ss.str();
 }
 
 void write_file(const std::string& path, const std::string& data) {
@@ -572,17 +575,15 @@ Tokenizer Tokenizer::load(const std::string& dir) {
 
 Tokenizer Tokenizer::from_strings(const std::string& encoder_json, const std::string& vocab_bpe,
                                   const std::string& origin) {
-  const std::string enc_name = origin + "/encoder.json";
-  const std::string bpe_name = origin + "/vocab.bpe";
+  return from_strings(encoder_json, vocab_bpe, origin + "/encoder.json", origin + "/vocab.bpe");
+}
+
+Tokenizer Tokenizer::from_strings(const std::string& encoder_json, const std::string& vocab_bpe,
+                                  const std::string& enc_name, const std::string& bpe_name) {
   Tokenizer tok;
 
   // encoder.json: {"token": id, ...}, ids exactly 0..N-1.
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(encoder_json);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(enc_name + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = json::parse(encoder_json, enc_name);
   if (!j.is_object() || j.empty())
     throw Error(enc_name + ": expected a non-empty JSON object {\"token\": id, ...}");
   const size_t n = j.size();
@@ -590,7 +591,7 @@ Tokenizer Tokenizer::from_strings(const std::string& encoder_json, const std::st
   std::vector<bool> have(n, false);
   for (const auto& [key, value] : j.items()) {
     if (!value.is_number_integer()) {
-      throw Error(enc_name + ": the value of \"" + key + "\" is " + value.dump() +
+      throw Error(enc_name + ": the value of \"" + key + "\" is " + json::brief(value) +
                   ", expected an integer id");
     }
     const int64_t id = value.get<int64_t>();

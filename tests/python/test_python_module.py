@@ -944,6 +944,13 @@ class CheckpointAndTokenizer(unittest.TestCase):
             assert_raises_naming(self, exc, prefix, fn)
         self.assertEqual(tok.decode(np.array(tok.encode("the king"), np.int64)), "the king")
 
+    def test_tokenizer_from_strings_refuses_deep_json(self):
+        # 100,000 nested lists: refused with the limit named, not a crash of the interpreter.
+        deep = b'{"a":' + b"[" * 100000 + b"]" * 100000 + b"}"
+        with self.assertRaises(wte.Error) as cm:
+            wte.Tokenizer.from_strings(deep, b"#version: 0.2\n")
+        self.assertIn("nested deeper than 64", str(cm.exception))
+
     def test_gpt2_tokenizer(self):
         gpt2 = os.path.join(SRC, "datasets/gpt2")
         if not os.path.exists(os.path.join(gpt2, "encoder.json")):

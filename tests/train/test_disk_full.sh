@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 10, finding 1: a full disk during a checkpoint write (wte train) and during `wte grad`'s
-# write is an error that says the disk is full and names the path; wte exits 1 (before the fix:
-# "H5Fflush failed", then SIGSEGV at exit inside HDF5's H5close), leaves no .tmp file, and the
-# previous checkpoint stays whole. Needs a small tmpfs: root and mount (skipped otherwise).
+# A full disk during a checkpoint write (wte train), during `wte grad`'s write and during
+# `wte hidden-states --out`'s write is an error that says the disk is full and names the path; wte
+# exits 1 (HDF5 cannot recover from a failed write: without the space reserved first, "H5Fflush
+# failed", then SIGSEGV at exit inside HDF5's H5close), leaves no .tmp file, and the previous
+# checkpoint stays whole. Needs a small tmpfs: root and mount (skipped otherwise).
 set -uo pipefail
 cli="${WTE_CLI:?}"
 work="${WTE_BINARY_DIR:?}/test_tmp/disk_full"
@@ -56,6 +57,14 @@ echo "$out" | tail -2
 [ $code -eq 1 ] || fail "wte grad exited $code (expected 1): $out"
 echo "$out" | grep -q "No space left on device" || fail "wte grad does not say the disk is full: $out"
 [ -e "$work/mnt/grads.h5" ] || [ -e "$work/mnt/grads.h5.tmp" ] && fail "wte grad left a file"
+# wte hidden-states --out onto the full disk: the same error (its space is reserved before HDF5
+# writes; without that, HDF5's failed write ended in SIGSEGV at exit).
+out=$("$cli" hidden-states --checkpoint "$work/ref/checkpoint_00000004.h5" --text "the king" --out "$work/mnt/hs.h5" 2>&1); code=$?
+echo "$out" | tail -1
+[ $code -eq 1 ] || fail "wte hidden-states exited $code (expected 1): $(echo "$out" | tail -3)"
+echo "$out" | grep -q "No space left on device" || fail "wte hidden-states does not say the disk is full: $(echo "$out" | tail -3)"
+echo "$out" | grep -q "hidden states '$work/mnt/hs.h5'" || fail "wte hidden-states does not name the file: $(echo "$out" | tail -3)"
+[ -e "$work/mnt/hs.h5" ] || [ -e "$work/mnt/hs.h5.tmp" ] && fail "wte hidden-states left a file"
 # A read-only file system is named as such.
 mount -o remount,ro "$work/mnt"
 out=$("$cli" grad --checkpoint "$work/ref/checkpoint_00000004.h5" --tokens "$work/batch.txt" --out "$work/mnt/grads.h5" 2>&1); code=$?
