@@ -61,7 +61,7 @@ namespace wte::ref {
 /// One transformer block's tensors (parameters or their gradients), GPT-2's names under "h{l}/".
 /// Linear weights are (in, out): y = x · w + b.
 template <typename F>
-struct BlockTensors {
+struct BlockParams {
   std::vector<F> ln_1_g;         // (C)     h{l}/ln_1/g
   std::vector<F> ln_1_b;         // (C)     h{l}/ln_1/b
   std::vector<F> c_attn_w;       // (C,3C)  h{l}/attn/c_attn/w   output columns [q | k | v]
@@ -76,8 +76,8 @@ struct BlockTensors {
   std::vector<F> mlp_c_proj_b;   // (C)     h{l}/mlp/c_proj/b
 
   /// Zero-filled tensors of width C; LayerNorm gains `g` (1 for parameters, 0 for gradients).
-  BlockTensors() = default;
-  BlockTensors(size_t C, F g)
+  BlockParams() = default;
+  BlockParams(size_t C, F g)
       : ln_1_g(C, g), ln_1_b(C), c_attn_w(C * 3 * C), c_attn_b(3 * C), attn_c_proj_w(C * C),
         attn_c_proj_b(C), ln_2_g(C, g), ln_2_b(C), c_fc_w(C * 4 * C), c_fc_b(4 * C),
         mlp_c_proj_w(4 * C * C), mlp_c_proj_b(C) {}
@@ -111,7 +111,7 @@ struct ModelParams {
   std::vector<F> ln_f_g;  // (C)
   std::vector<F> ln_f_b;  // (C)
   std::vector<F> lm_head; // (V, C) untied unembedding; EMPTY for GPT-2's tied model (logits use wte)
-  std::vector<BlockTensors<F>> h;  // n_layer blocks (empty: the embedding-only model)
+  std::vector<BlockParams<F>> h;  // n_layer blocks (empty: the embedding-only model)
 
   bool tied() const { return lm_head.empty(); }
   size_t n_layer() const { return h.size(); }
@@ -122,7 +122,7 @@ struct ModelParams {
   ModelParams(size_t V_, size_t C_, size_t n_ctx_, bool ln_f_, F ln_eps_, size_t n_layer_ = 0,
               size_t n_head_ = 1)
       : V(V_), C(C_), n_ctx(n_ctx_), ln_f(ln_f_), ln_eps(ln_eps_), n_head(n_head_), wte(V_ * C_),
-        wpe(n_ctx_ * C_), ln_f_g(C_, F(1)), ln_f_b(C_), h(n_layer_, BlockTensors<F>(C_, F(1))) {}
+        wpe(n_ctx_ * C_), ln_f_g(C_, F(1)), ln_f_b(C_), h(n_layer_, BlockParams<F>(C_, F(1))) {}
 };
 
 /// Gradients of the mean loss, same shapes as ModelParams. ln_f_g and ln_f_b are zero when ln_f is
@@ -134,7 +134,7 @@ struct ModelGrads {
   std::vector<F> ln_f_g;  // (C)
   std::vector<F> ln_f_b;  // (C)
   std::vector<F> lm_head; // (V, C) untied only
-  std::vector<BlockTensors<F>> h;  // n_layer blocks
+  std::vector<BlockParams<F>> h;  // n_layer blocks
 };
 
 /// One named tensor of a ModelParams or ModelGrads, in the production arena's order and with its
@@ -368,7 +368,7 @@ struct BlockActivations {
 
 /// One GPT-2 block(): out (N,C) = x + attn(ln_1(x)), then + mlp(ln_2(·)). out written; act filled.
 template <typename F>
-void block_forward(F* out, BlockActivations<F>* act, const F* x, const BlockTensors<F>& w,
+void block_forward(F* out, BlockActivations<F>* act, const F* x, const BlockParams<F>& w,
                    size_t B, size_t T, size_t C, size_t NH, F eps) {
   const size_t N = B * T;
   BlockActivations<F>& a = *act;
@@ -413,8 +413,8 @@ void block_forward(F* out, BlockActivations<F>* act, const F* x, const BlockTens
 /// block_forward's backward, in reverse. dx (N,C) WRITTEN (the gradient at the block's input);
 /// every tensor of *dw accumulated; dout (N,C) the gradient at the block's output; x (N,C) its input.
 template <typename F>
-void block_backward(F* dx, BlockTensors<F>* dw, const F* dout, const BlockActivations<F>& a,
-                    const F* x, const BlockTensors<F>& w, size_t B, size_t T, size_t C, size_t NH) {
+void block_backward(F* dx, BlockParams<F>* dw, const F* dout, const BlockActivations<F>& a,
+                    const F* x, const BlockParams<F>& w, size_t B, size_t T, size_t C, size_t NH) {
   const size_t N = B * T;
   // out = x_mid + f · mlp/c_proj/w + b  =>  dx_mid = dout (+ ln_2's path below); df, dw, db
   std::vector<F> dx_mid(dout, dout + N * C);
@@ -480,10 +480,10 @@ void check_model_inputs(const ModelParams<F>& p, const int32_t* inputs, const in
   if (!p.h.empty() && (p.n_head == 0 || p.C % p.n_head != 0))
     throw Error("reference model: n_head=" + std::to_string(p.n_head) +
                 " must be >= 1 and divide d_model=" + std::to_string(p.C));
-  const BlockTensors<F> shape(p.C, F(1));
+  const BlockParams<F> shape(p.C, F(1));
   for (size_t l = 0; l < p.h.size(); ++l) {
-    const auto want = BlockTensors<F>::list(shape);
-    const auto got = BlockTensors<F>::list(p.h[l]);
+    const auto want = BlockParams<F>::list(shape);
+    const auto got = BlockParams<F>::list(p.h[l]);
     for (size_t k = 0; k < want.size(); ++k)
       if (got[k].second->size() != want[k].second->size())
         throw Error("reference model: h" + std::to_string(l) + "/" + got[k].first + " has " +
@@ -586,7 +586,7 @@ F model_forward_backward(const ModelParams<F>& p, const int32_t* inputs, const i
     grads->lm_head.clear();
   else
     grads->lm_head.assign(V * C, F(0));
-  grads->h.assign(p.n_layer(), BlockTensors<F>(C, F(0)));
+  grads->h.assign(p.n_layer(), BlockParams<F>(C, F(0)));
 
   // loss = mean_n (lse(logits[n]) - logits[n, targets[n]])
   // dlogits = (softmax(logits) - onehot(targets)) / N
