@@ -67,4 +67,4 @@ for i in $(seq "$rounds"); do
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'; }
 m1=$(med "${r11s[@]}"); m2=$(med "${r12s[@]}"); m3=$(med "${rls[@]}")
-echo "median over $rounds rounds: 2 ranks x 1 thread = ${m1}x of 1 rank x 1 thread ${m2}x of 1 rank x 2 threads, ${m3}x of the limit (2 independent processes x 1 thread on half batches, no exchange)"
+echo "median over $rounds rounds: 2 ranks x 1 thread = ${m1}x of 1 rank x 1 thread, ${m2}x of 1 rank x 2 threads, ${m3}x of the limit (2 independent processes x 1 thread on half batches, no exchange)"
