@@ -145,8 +145,8 @@ def main():
             if not headline:
                 headline.append(("loss memory: PyTorch's peak / wte's fused loss, V %d, %d tokens" % (V, N),
                                  round(peak, 1), "x"))
-                headline.append(("loss time: wte fused / wte unfused, V %d, %d tokens, %d threads"
-                                 % (V, N, threads), round(x["ms"] / unfused["ms"], 2), "x"))
+                headline.append(("loss forward + backward: PyTorch's time / wte's fused loss, V %d, %d tokens, "
+                                 "%d threads" % (V, N, threads), round(pt["ms"] / x["ms"], 2), "x"))
     recorder.write(args.out, table, headline,
                    "the loss (unembedding + cross-entropy, forward and backward): peak memory and "
                    "time of PyTorch and of wte's fused and unfused paths, N %d, V %d, C %d" % (N, V, C))
