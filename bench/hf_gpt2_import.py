@@ -43,13 +43,6 @@ import torch_bench  # noqa: E402  (the results file)
 TEXT = "The river bank was muddy after the rain, so the money bank in town was closed all day"
 
 
-def cpu_model():
-    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
 def loadavg():
     return open("/proc/loadavg").read().split()[0]
 
@@ -85,7 +78,7 @@ def main():
     model_dir = os.path.join(work, "gpt2")
     os.makedirs(model_dir, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    print(f"cpu: {cpu_model()}, {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+    print(f"cpu: {torch_bench.cpu_model()}, {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
           f"threads {args.threads}; load average {loadavg()}")
 
     gpt2_vocab = os.path.join(HERE, "..", "datasets", "gpt2")
