@@ -19,7 +19,9 @@
 # Each command must exit 0; a few outputs are checked (snapshots written, the page, the
 # hidden-states comparison). Prints what it ran and what it skipped; about a minute.
 set -euo pipefail
-src="${WTE_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+src="${WTE_SOURCE_DIR:-$here/..}"
+[ -f "$src/README.md" ] || src="$here/../.."
 cli="${WTE_CLI:-$src/build/wte}"
 py=/usr/bin/python3; [ -x "$py" ] || py=python3
 work="$(mktemp -d)"
@@ -32,8 +34,12 @@ mkdir -p "$work/build" "$work/configs" "$work/datasets/kjv" "$work/models" "$wor
 ln -s "$cli" "$work/build/wte"
 cp "$src"/configs/*.ini "$work/configs/"
 cp "$src/datasets/make_planted.py" "$work/datasets/"
-# shellcheck source=tests/tiny_corpus.sh
-source "$src/tests/tiny_corpus.sh"
+# Helpers of other tests, wherever tests/ keeps them.
+tiny_corpus="$(find "$src/tests" -name tiny_corpus.sh | head -n 1)"
+interop_dir="$(dirname "$(find "$src/tests" -name test_hf_gpt2_interop.py | head -n 1)")"
+[ -n "$tiny_corpus" ] || fail "tests/**/tiny_corpus.sh not found"
+# shellcheck disable=SC1090
+source "$tiny_corpus"
 write_tiny_corpus "$work/datasets/kjv/kjv.txt"
 "$py" - "$work/configs/default.ini" "$work/configs/embedding_only.ini" <<'PY'
 import re, sys
@@ -47,7 +53,7 @@ for path in sys.argv[1:]:
     open(path, "w").write(text)
 PY
 gpt2_note=""
-if ! "$py" - "$src/tests" "$work/models/gpt2" > "$work/gpt2.log" 2>&1 <<'PY'
+if ! "$py" - "$interop_dir" "$work/models/gpt2" > "$work/gpt2.log" 2>&1 <<'PY'
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 try:

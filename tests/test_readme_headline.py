@@ -8,7 +8,11 @@ import re
 import subprocess
 import sys
 
-SRC = os.environ.get("WTE_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+SRC = os.environ.get("WTE_SOURCE_DIR")
+if not SRC:  # the repository: the nearest folder above this file that holds README.md
+    SRC = os.path.dirname(os.path.abspath(__file__))
+    while not os.path.isfile(os.path.join(SRC, "README.md")) and SRC != "/":
+        SRC = os.path.dirname(SRC)
 
 r = subprocess.run([sys.executable, os.path.join(SRC, "bench", "headline.py"), "--check",
                     os.path.join(SRC, "README.md")], capture_output=True, text=True)
