@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# bench/bf16_speed.sh: model.matmul_precision = bf16 against f32 on configs/default.ini (issue 12,
-# part 2). Two parts, each printing the CPU and the load average beside its numbers:
+# bench/bf16_speed.sh: model.matmul_precision = bf16 against f32 on configs/default.ini. Two parts, each printing the CPU and the load average beside its numbers:
 #   speed  ROUNDS rounds of `wte profile step --matmul-precision f32,bf16` (each round profiles a
 #          float32 step and a bf16 step back to back at THREADS threads, median of REPEAT steps
 #          each): tokens/s of both, their ratio per round, the median ratio; then the last round's
@@ -12,11 +11,20 @@
 #          difference to f32 for each, and each run's tokens/s (a second same-run speed ratio).
 # Not a test: the numbers depend on the machine and its load (the machine is shared: compare the
 # ratios of one run, never absolute numbers across runs).
-# Usage: bench/bf16_speed.sh [STEPS]        (default 1000)
+# Usage: bench/bf16_speed.sh [STEPS] [--out [DIR]]       (default 1000)
+#   --out writes the tables and the run's facts to DIR (default bench/results/) as bf16-*.json.
 #   env: THREADS (2), ROUNDS (3), REPEAT (10), TRAIN_THREADS (1), SKIP_TRAIN=1 (speed only),
 #        SKIP_SPEED=1, WTE_CLI
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/bench/results.sh"
+results_parse_out "$@"
+if [ -n "$results_out" ]; then
+  results_run bf16 "bf16 GEMMs against float32: tokens/s of a training step, and the loss of both precisions" \
+    's/^median bf16 \/ f32 tokens\/s: \([0-9.]*\)x.*/bf16 GEMMs vs float32, training step tokens\/s, default config=\1/p' -- "$0" "${results_args[@]}"
+  exit
+fi
+set -- "${results_args[@]}"
 cli="${WTE_CLI:-$root/build/wte}"
 steps="${1:-1000}"
 threads="${THREADS:-2}"

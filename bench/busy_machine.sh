@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # bench/busy_machine.sh: training speed of the default config on a quiet machine and with one
-# other CPU-bound process on the cores (issue 10, finding 6), for:
+# other CPU-bound process on the cores, for:
 #   default   wte's default (OMP_WAIT_POLICY unset: wte re-executes itself with passive waiting)
 #   spin      libgomp's own default, what wte did before (GOMP_SPINCOUNT=300000 is that default;
 #             setting it stops wte from choosing), with the default thread count
 #   threads=1 one thread (libgomp's default waiting; nothing to wait for)
 # Each case REPEAT times (default 3); prints the median tokens/s and each case's ratio to
 # threads=1 under the same load. Not a test: numbers depend on the machine and its load.
-# Usage: bench/busy_machine.sh [STEPS]   (default 100 steps of configs/default.ini)
+# Usage: bench/busy_machine.sh [STEPS] [--out [DIR]]   (default 100 steps of configs/default.ini)
+#   --out writes the table and the run's facts to DIR (default bench/results/) as busy_machine-*.json.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/bench/results.sh"
+results_parse_out "$@"
+if [ -n "$results_out" ]; then
+  results_run busy_machine "training speed with passive OpenMP waiting against spinning and one thread, quiet and beside one CPU-bound process" \
+    's/^busy  *default *[0-9]* tok\/s (\([0-9.]*\)x threads=1).*/busy machine: default threads vs threads=1 beside one CPU-bound process=\1/p' -- "$0" "${results_args[@]}"
+  exit
+fi
+set -- "${results_args[@]}"
 cli="${WTE_CLI:-$root/build/wte}"
 steps="${1:-100}"
 repeat="${REPEAT:-3}"

@@ -1,15 +1,30 @@
-"""Helpers shared by the wte-against-PyTorch benchmarks (bench/torch_embedding.py, torch_gpt2.py,
-torch_loss.py): their common options, the skip when PyTorch is missing, the environment of a fair PyTorch worker process
-(../shared/PLATFORM.md: OpenBLAS, tcmalloc, thread counts), running a worker that answers in JSON,
-the CPU's model name and the load average printed beside the numbers, and writing the --out table.
+"""Helpers shared by the benchmarks: their common options, the skip when PyTorch is missing, the
+environment of a fair PyTorch worker process (OpenBLAS, tcmalloc, thread counts, passive OpenMP
+waiting: bench/README.md), running a worker that answers in JSON, the CPU's model name and the load
+average printed beside the numbers, and the results file every benchmark writes with --out.
 
-The benchmarks run as scripts (/usr/bin/python3 bench/torch_X.py), so this file's folder is on
-sys.path and they `import torch_bench`.
+A results file (bench/results/<kind>-<YYYYmmdd-HHMM>-<cpu-slug>-<commit>.json) holds one run: its
+table (markdown), its headline ratios, and the facts needed to judge it: the command line, the CPU
+model and core count, the load average before and after, the versions of wte (git commit), oneDNN,
+Highway and PyTorch, the OpenMP wait policy, the transparent-huge-page mode and the date (UTC).
+bench/headline.py builds the README's headline table from the newest file of each kind.
+
+The Python benchmarks run as scripts (/usr/bin/python3 bench/X.py), so this file's folder is on
+sys.path and they `import torch_bench`. The shell benchmarks call this file as a program:
+
+    /usr/bin/python3 bench/torch_bench.py record --kind KIND --out DIR --wte BIN \
+        --load-before "L1 L5 L15" --started EPOCH --command "CMD" --table-file FILE \
+        [--headline "CLAIM=VALUE[=UNIT]" ...]
 """
 import argparse
+import datetime
+import json
 import os
+import re
+import shlex
 import subprocess
 import sys
+import time
 
 OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
@@ -91,8 +106,164 @@ def load_average():
     return os.getloadavg()[0]
 
 
-def write_out(path, text):
-    """Writes `text` and a final newline to `path` (the --out option) when a path is given."""
-    if path:
-        with open(path, "w") as f:
-            f.write(text + "\n")
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def add_out_option(p):
+    """Adds --out [DIR] to the parser `p`: write this run's results file into DIR (bench/results/
+    when DIR is left out)."""
+    p.add_argument("--out", nargs="?", const=RESULTS_DIR, metavar="DIR",
+                   help="write this run's table and facts as one JSON file into DIR "
+                        "(default DIR: bench/results/)")
+
+
+def _lscpu():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    except OSError:
+        return {}
+    return {k.strip(): v.strip() for k, _, v in (l.partition(":") for l in out.splitlines()) if v}
+
+
+def _first_line(path):
+    try:
+        with open(path) as f:
+            return f.readline().strip()
+    except OSError:
+        return None
+
+
+def wte_versions(wte):
+    """{'wte', 'git_commit', 'onednn', 'onednn_isa', 'highway', 'highway_target'} parsed from
+    `wte --version` (missing keys when the binary is absent or says otherwise)."""
+    v = {}
+    try:
+        out = subprocess.run([wte, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return v
+    m = re.search(r"^wte (\S+) \(git (\w+)\)", out, re.M)
+    if m:
+        v["wte"], v["git_commit"] = m.group(1), m.group(2)
+    m = re.search(r"^oneDNN (\S+).*?CPU ISA (\w+)", out, re.M)
+    if m:
+        v["onednn"], v["onednn_isa"] = m.group(1), m.group(2)
+    m = re.search(r"^Highway (\S+).*?chosen on this CPU: (\w+)", out, re.M)
+    if m:
+        v["highway"], v["highway_target"] = m.group(1), m.group(2)
+    return v
+
+
+def torch_version():
+    """PyTorch's version as /usr/bin/python3 imports it, or None."""
+    try:
+        r = subprocess.run(["/usr/bin/python3", "-c", "import torch; print(torch.__version__)"],
+                           capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() or None
+
+
+def cpu_slug(model):
+    """'AMD EPYC 9R45' -> 'amd-epyc-9r45': the CPU part of a results file's name."""
+    return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-") or "unknown-cpu"
+
+
+class Recorder:
+    """Collects the facts of one benchmark run. Create it before measuring (it notes the start
+    time, the command line and the load average), call write() at the end."""
+
+    def __init__(self, kind, wte=None, command=None, load_before=None, started=None):
+        self.kind = kind
+        self.wte = wte
+        self.command = command if command is not None else " ".join(
+            shlex.quote(a) for a in ["/usr/bin/python3"] + sys.argv)
+        self.load_before = load_before if load_before is not None else list(os.getloadavg())
+        self.started = started if started is not None else time.time()
+
+    def facts(self):
+        cpu = _lscpu()
+        versions = wte_versions(self.wte) if self.wte else {}
+        if "git_commit" not in versions:
+            try:
+                here = os.path.dirname(os.path.abspath(__file__))
+                versions["git_commit"] = subprocess.run(
+                    ["git", "-C", here, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                    text=True).stdout.strip() or "unknown"
+            except OSError:
+                versions["git_commit"] = "unknown"
+        versions["pytorch"] = torch_version()
+        thp = _first_line("/sys/kernel/mm/transparent_hugepage/enabled") or ""
+        m = re.search(r"\[(\w+)\]", thp)
+        return {
+            "command": self.command,
+            "cpu": {"model": cpu.get("Model name", "unknown"), "family": cpu.get("CPU family"),
+                    "model_number": cpu.get("Model"), "cores": os.cpu_count()},
+            "load_average_before": self.load_before,
+            "load_average_after": list(os.getloadavg()),
+            "versions": versions,
+            "environment": {k: os.environ.get(k) for k in
+                            ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "LD_PRELOAD") if os.environ.get(k)},
+            "pytorch_worker": {"openblas_pthread": os.path.isdir(OPENBLAS_DIR),
+                               "tcmalloc_preloaded": os.path.exists(TCMALLOC)},
+            "transparent_hugepages": m.group(1) if m else None,
+            "started_utc": datetime.datetime.fromtimestamp(self.started, datetime.timezone.utc)
+                           .strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "finished_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+
+    def write(self, out_dir, table, headline=(), claim=None):
+        """Writes the results file into `out_dir` (nothing when it is None) and returns its path.
+        table: the markdown the benchmark printed. headline: [(what, value, unit)] ratios, each a
+        claim the README's headline table may quote. claim: one sentence saying what the run
+        measures."""
+        if not out_dir:
+            return None
+        facts = self.facts()
+        commit = facts["versions"].get("git_commit", "unknown")
+        stamp = datetime.datetime.fromtimestamp(self.started, datetime.timezone.utc).strftime("%Y%m%d-%H%M")
+        name = "%s-%s-%s-%s.json" % (self.kind, stamp, cpu_slug(facts["cpu"]["model"]), commit)
+        doc = {"kind": self.kind, "claim": claim,
+               "headline": [{"what": w, "value": v, "unit": u} for w, v, u in headline]}
+        doc.update(facts)
+        doc["table"] = table
+        os.makedirs(out_dir, exist_ok=True)
+        path = os.path.join(out_dir, name)
+        with open(path + ".tmp", "w") as f:
+            json.dump(doc, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+        os.replace(path + ".tmp", path)
+        print("results: %s" % path, file=sys.stderr)
+        return path
+
+
+def _record_main(argv):
+    """`torch_bench.py record ...`: the results file of a shell benchmark (see the module doc)."""
+    p = argparse.ArgumentParser(prog="torch_bench.py record")
+    p.add_argument("--kind", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--wte")
+    p.add_argument("--command", required=True)
+    p.add_argument("--load-before", required=True, help="'L1 L5 L15' as /proc/loadavg had them")
+    p.add_argument("--started", type=float, required=True, help="seconds since the epoch")
+    p.add_argument("--table-file", required=True)
+    p.add_argument("--claim")
+    p.add_argument("--headline", action="append", default=[], help="WHAT=VALUE[=UNIT]")
+    a = p.parse_args(argv)
+    headline = []
+    for h in a.headline:
+        parts = h.split("=")
+        if len(parts) not in (2, 3):
+            sys.exit("--headline %r: expected WHAT=VALUE[=UNIT]" % h)
+        headline.append((parts[0], float(parts[1]), parts[2] if len(parts) == 3 else "x"))
+    with open(a.table_file) as f:
+        table = f.read().rstrip("\n")
+    rec = Recorder(a.kind, wte=a.wte, command=a.command,
+                   load_before=[float(x) for x in a.load_before.split()[:3]], started=a.started)
+    rec.write(a.out, table, headline, a.claim)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "record":
+        sys.exit(_record_main(sys.argv[2:]))
+    sys.exit("usage: torch_bench.py record --kind KIND --out DIR ... (see the module doc)")

@@ -3,13 +3,15 @@
 
 Each of --rounds rounds runs `wte profile scatter` and `wte profile gather` (through --dist file:... so
 both see the very same ids) and then, for each thread count, a fresh /usr/bin/python3 process timing
-PyTorch with the fair set-up of ../shared/PLATFORM.md: OpenBLAS (LD_LIBRARY_PATH=.../openblas-pthread,
+PyTorch with the fair set-up of bench/README.md: OpenBLAS (LD_LIBRARY_PATH=.../openblas-pthread,
 OPENBLAS_NUM_THREADS) and tcmalloc (LD_PRELOAD), torch.set_num_threads. On a shared machine the rounds
 interleave both sides, so each round's ratio sees one machine state: the tables give the median time
 of each side over the rounds and the median (min-max) of the per-round ratios, with the load average
 and the CPU.
 
-    /usr/bin/python3 bench/torch_embedding.py --wte build/wte [--corpus-ids runs/x/train.bin] [--rounds 3]
+    /usr/bin/python3 bench/torch_embedding.py --wte build/wte [--corpus-ids runs/x/train.bin] [--rounds 3] [--out]
+
+--out writes the tables and the run's facts to bench/results/embedding-*.json (bench/README.md).
 
 PyTorch parts, each the median of --repeat runs after a warm-up:
   forward        F.embedding(ids, weight), warm and cold (64 MiB written before each run, as
@@ -137,7 +139,7 @@ def main():
     p.add_argument("--zipf", type=float, default=1.1)
     p.add_argument("--corpus-ids", help="int32 token ids of a corpus tokenized with a vocab of --vocab "
                    "(e.g. a run's train.bin); adds the distribution 'corpus'")
-    p.add_argument("--out", help="also write the markdown tables here")
+    torch_bench.add_out_option(p)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--gather-only", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--ids-dir", help=argparse.SUPPRESS)
@@ -149,6 +151,8 @@ def main():
     if torch_bench.torch_missing():
         return torch_bench.SKIP
 
+    recorder = torch_bench.Recorder("embedding", wte=args.wte)
+    headline = []
     parts = args.parts
     V, C, N = args.vocab, args.d_model, args.tokens
     rng = np.random.default_rng(1234)
@@ -244,6 +248,9 @@ def main():
                         copy.append(cp["gbs"])
                         stores = g["strategy"]
                     a, b, r, lo, hi = stat(pairs)
+                    if t == threads[-1] and name == "uniform" and cache == "warm":
+                        headline.append(("embedding gather vs F.embedding, uniform ids, %d threads" % t,
+                                         round(r, 2), "x"))
                     lines.append("| %d | %s | %s | %.3f | %.3f | %.2fx (%.2f-%.2f) | %.1f | %.1f | %.0f%% | %s |"
                                  % (t, name, cache, a, b, r, lo, hi, median(gbs), median(copy),
                                     100 * median([x / y for x, y in zip(gbs, copy)]), stores))
@@ -273,6 +280,9 @@ def main():
                     co.append((r_row["ms"], res["sparse-coalesce"]))
                     zeros.append(res["zeros"])
                 a, b, r, lo, hi = stat(sc)
+                if t == threads[-1] and name == "uniform":
+                    headline.append(("embedding backward (scatter) vs nn.Embedding's dense backward, "
+                                     "uniform ids, %d threads" % t, round(r, 2), "x"))
                 a2, _, r2, lo2, hi2 = stat(rw)
                 _, b3, r3, lo3, hi3 = stat(co)
                 lines.append("| %d | %s | %.3f | %.3f | %.3f | %.3f | %.2fx (%.2f-%.2f) | %.2fx (%.2f-%.2f) | "
@@ -294,11 +304,16 @@ def main():
                     sp.append((lz, res["sparse-adam"]))
                 a2, b2, r2, lo2, hi2 = stat(dn)
                 _, b3, r3, lo3, hi3 = stat(sp)
+                if t == threads[-1] and name == "uniform":
+                    headline.append(("untied backward + lazy AdamW vs dense backward + AdamW.step(), "
+                                     "uniform ids, %d threads" % t, round(r2, 1), "x"))
                 lines.append("| %d | %s | %.3f | %.3f | %.1fx (%.1f-%.1f) | %.3f | %.1fx (%.1f-%.1f) |"
                              % (t, name, a2, b2, r2, lo2, hi2, b3, r3, lo3, hi3))
     text = "\n".join(lines)
     print(text)
-    torch_bench.write_out(args.out, text)
+    recorder.write(args.out, text, headline,
+                   "the embedding's gather and backward against PyTorch on the same ids, V %d, "
+                   "d_model %d, %d ids" % (V, C, N))
     return 0
 
 

@@ -4,10 +4,12 @@
 Runs `wte profile step --config CONFIG --threads 1,2 --json ...` (the step's time, its model FLOPs
 utilisation against the oneDNN f32 GEMM peak that wte measures in that same run), then, for each
 thread count, a fresh /usr/bin/python3 process timing PyTorch's step of the same model with the
-fair set-up of ../shared/PLATFORM.md: OpenBLAS (LD_LIBRARY_PATH=.../openblas-pthread,
+fair set-up of bench/README.md: OpenBLAS (LD_LIBRARY_PATH=.../openblas-pthread,
 OPENBLAS_NUM_THREADS) and tcmalloc (LD_PRELOAD), torch.set_num_threads.
 
-    /usr/bin/python3 bench/torch_gpt2.py --wte build/wte [--config configs/default.ini]
+    /usr/bin/python3 bench/torch_gpt2.py --wte build/wte [--config configs/default.ini] [--out]
+
+--out writes the table and the run's facts to bench/results/gpt2_step-*.json (bench/README.md).
 
 The PyTorch model is GPT-2 (model.py) as an nn.Module, written like nanoGPT: token + position
 embedding, n_layer blocks x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)) with causal multi-head
@@ -19,7 +21,7 @@ zero_grad(set_to_none) + forward + backward + clip_grad_norm_ + AdamW.step() (we
 the matrices and embeddings, never on biases and LayerNorms), the same work as wte's step.
 Each side: the median of --steps steps after --warmup steps. Both run with OMP_WAIT_POLICY=passive
 unless it is set (libgomp's spinning waits made 2-thread steps several times slower than 1-thread
-steps on this shared machine; ../shared/PLATFORM.md).
+steps on a shared machine; bench/README.md).
 
 MFU = model FLOPs per second / GEMM peak, with model FLOPs per step
   6 · parameters · tokens + 12 · n_layer · T · d_model · tokens   (PaLM's convention: the
@@ -170,7 +172,7 @@ def main():
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--steps", type=int, default=10, help="timed steps per side (median)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
-    p.add_argument("--out", help="also write the markdown table here")
+    torch_bench.add_out_option(p)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--cfg", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -180,6 +182,7 @@ def main():
     if torch_bench.torch_missing():
         return torch_bench.SKIP
 
+    recorder = torch_bench.Recorder("gpt2_step", wte=args.wte)
     cfg = read_config(args.config)
     if cfg["n_layer"] == 0:
         print("note: %s has n_layer = 0 (no blocks): comparing the embedding-only model" % args.config,
@@ -215,6 +218,7 @@ def main():
         "| threads | wte ms/step | wte tokens/s | PyTorch ms/step | PyTorch tokens/s | wte / PyTorch "
         "| oneDNN f32 GEMM peak GFLOP/s | wte MFU | PyTorch MFU |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    headline = []
     for t in threads:
         s, tr = steps[t], torch_res[t]
         if tr["parameters"] != s["parameters"]:
@@ -224,10 +228,14 @@ def main():
         lines.append("| %d | %.1f | %.0f | %.1f | %.0f | %.2fx | %.0f | %.0f%% | %.0f%% |" % (
             t, s["step_ms"], tokens / s["step_ms"] * 1e3, tr["step_ms"], tokens / tr["step_ms"] * 1e3,
             tr["step_ms"] / s["step_ms"], s["gemm_peak_gflops"], 100 * s["mfu"], 100 * torch_mfu))
+        if t == threads[-1]:
+            headline.append(("training step vs PyTorch, %s, %d threads" % (os.path.basename(args.config), t),
+                             round(tr["step_ms"] / s["step_ms"], 2), "x"))
     text = "\n".join(lines)
     print(wte_out)
     print(text)
-    torch_bench.write_out(args.out, text)
+    recorder.write(args.out, text, headline,
+                   "a training step of %s in wte and in PyTorch, tokens/s and MFU" % os.path.basename(args.config))
     return 0
 
 

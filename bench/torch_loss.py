@@ -3,7 +3,7 @@
 F.cross_entropy(h @ wte.T, y) with backward, peak memory and time, in one run.
 
 Each side runs in its own process (so neither sees the other's allocations), one after the other:
-  PyTorch  (/usr/bin/python3, OpenBLAS + tcmalloc as in ../shared/PLATFORM.md): h (N, C) and
+  PyTorch  (/usr/bin/python3, OpenBLAS + tcmalloc as in bench/README.md): h (N, C) and
            wte (V, C) leaf tensors with requires_grad, targets y (N); the first
            `F.cross_entropy(h @ wte.T, y).backward()` measures the growth of peak RSS (VmHWM, reset
            through /proc/self/clear_refs just before, minus VmRSS then): the logits, log-softmax,
@@ -12,10 +12,10 @@ Each side runs in its own process (so neither sees the other's allocations), one
   wte      `wte profile loss` at the same N, V, C and threads: the fused path (--loss-chunk) and the
            unfused one, each's first run measured the same way (its dh, dW, losses and the logits or
            the workspace), then timed interleaved (median).
-Prints every number, PyTorch's peak / wte fused peak (the issue asks >= 20) and wte fused time /
-unfused time (asks <= 1.1), with the CPU model and load averages.
+Prints every number, PyTorch's peak / wte fused peak and wte fused time / unfused time, with the
+CPU model and load averages; --out writes them and the run's facts to bench/results/loss-*.json.
 
-    /usr/bin/python3 bench/torch_loss.py --wte build/wte [--threads 2] [--loss-chunk 0]
+    /usr/bin/python3 bench/torch_loss.py --wte build/wte [--threads 2] [--loss-chunk 0] [--out]
 
 Exit 77 (skipped) with a message when Debian's python3-torch is not installed.
 """
@@ -87,7 +87,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--loss-chunk", default="0", help="wte's rows per block (comma list; 0: automatic)")
-    p.add_argument("--out", help="also write the markdown table here")
+    torch_bench.add_out_option(p)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -95,6 +95,7 @@ def main():
     if torch_bench.torch_missing():
         return torch_bench.SKIP
 
+    recorder = torch_bench.Recorder("loss", wte=args.wte)
     N, V, C, threads = args.tokens, args.vocab, args.d_model, args.threads
     env = dict(os.environ)
     env.setdefault("OMP_WAIT_POLICY", "passive")
@@ -135,12 +136,20 @@ def main():
     print("\nCPU: %s; load average %.2f before, %.2f after; %d thread(s); OMP_WAIT_POLICY=%s; median of "
           "%d runs after the first" % (model, load_before, load_after, threads, env["OMP_WAIT_POLICY"],
                                        args.repeat))
+    headline = []
     for x in w["paths"]:
         if x["fused"]:
-            print("%s: PyTorch peak / fused peak = %.1f (issue: >= 20), fused time / unfused time = "
-                  "%.3f (issue: <= 1.1)" % (x["path"], pt["peak_rss_growth_bytes"] /
-                                            max(x["peak_rss_growth_bytes"], 1), x["ms"] / unfused["ms"]))
-    torch_bench.write_out(args.out, table)
+            peak = pt["peak_rss_growth_bytes"] / max(x["peak_rss_growth_bytes"], 1)
+            print("%s: PyTorch peak / fused peak = %.1f, fused time / unfused time = %.3f"
+                  % (x["path"], peak, x["ms"] / unfused["ms"]))
+            if not headline:
+                headline.append(("loss memory: PyTorch's peak / wte's fused loss, V %d, %d tokens" % (V, N),
+                                 round(peak, 1), "x"))
+                headline.append(("loss forward + backward: PyTorch's time / wte's fused loss, V %d, %d tokens, "
+                                 "%d threads" % (V, N, threads), round(pt["ms"] / x["ms"], 2), "x"))
+    recorder.write(args.out, table, headline,
+                   "the loss (unembedding + cross-entropy, forward and backward): peak memory and "
+                   "time of PyTorch and of wte's fused and unfused paths, N %d, V %d, C %d" % (N, V, C))
     return 0
 
 

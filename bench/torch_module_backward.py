@@ -4,7 +4,7 @@
     /usr/bin/python3 bench/torch_module_backward.py [--build build] [--threads 1,2] [--repeat 15]
 
 For each thread count a fresh /usr/bin/python3 process with the fair set-up of
-../shared/PLATFORM.md (OpenBLAS through LD_LIBRARY_PATH and OPENBLAS_NUM_THREADS, tcmalloc through
+bench/README.md (OpenBLAS through LD_LIBRARY_PATH and OPENBLAS_NUM_THREADS, tcmalloc through
 LD_PRELOAD, torch.set_num_threads = wte.set_num_threads = OMP_NUM_THREADS, OMP_WAIT_POLICY=passive)
 times a training step of an embedding table V x C = 50257 x 768 looked up by 8192 ids (B 8, T 1024):
 
@@ -21,7 +21,8 @@ same machine state:
   fused lazy AdamW (untied)    wte.torch.Embedding(fused_adamw=...) backward = scatter + update;
                                against nn.Embedding's backward + torch.optim.AdamW.step()
 Ids: uniform over V, and Zipf(1.1) (ranks shuffled over ids), like `wte profile --dist zipf:1.1`.
-Prints a Markdown table; exit 77 when torch or the wte module is missing.
+Prints a Markdown table; --out writes it and the run's facts to bench/results/module_backward-*.json.
+Exit 77 when torch or the wte module is missing.
 """
 import argparse
 import json
@@ -31,8 +32,8 @@ import subprocess
 import sys
 import time
 
-OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
-TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+import torch_bench
+from torch_bench import OPENBLAS_DIR, TCMALLOC
 
 
 def make_ids(dist, n, V, rng):
@@ -99,6 +100,7 @@ def main():
     ap.add_argument("--d-model", type=int, default=768)
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--dists", default="uniform,zipf:1.1")
+    torch_bench.add_out_option(ap)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--threads-one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -114,17 +116,16 @@ def main():
     except subprocess.CalledProcessError as e:
         print(f"skip: torch or wte does not import ({e.stderr.decode().strip().splitlines()[-1]})")
         sys.exit(77)
-    cpu = "?"
-    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-        if line.startswith("Model name:"):
-            cpu = line.split(":", 1)[1].strip()
-    print(f"CPU: {cpu}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}; "
+    recorder = torch_bench.Recorder("module_backward")
+    headline = []
+    print(f"CPU: {torch_bench.cpu_model()}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}; "
           f"{platform.python_version()}")
-    print(f"V {args.vocab}, C {args.d_model}, {args.tokens} ids; median of {args.repeat} steps; ms "
-          f"of the embedding's backward (h.backward(dh)) inside a training step\n")
-    print("| threads | ids | zero_grad: torch | wte | ratio | set_to_none: torch | wte | ratio "
-          "| fused lazy AdamW: torch bwd + AdamW.step | wte fused bwd | ratio |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines = [f"V {args.vocab}, C {args.d_model}, {args.tokens} ids; median of {args.repeat} steps; ms "
+             f"of the embedding's backward (h.backward(dh)) inside a training step", "",
+             "| threads | ids | zero_grad: torch | wte | ratio | set_to_none: torch | wte | ratio "
+             "| fused lazy AdamW: torch bwd + AdamW.step | wte fused bwd | ratio |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    print("\n".join(lines))
     for t in [int(x) for x in args.threads.split(",")]:
         env = dict(os.environ, PYTHONPATH=pypath, OMP_NUM_THREADS=str(t),
                    OPENBLAS_NUM_THREADS=str(t), OMP_WAIT_POLICY="passive")
@@ -143,9 +144,18 @@ def main():
             for mode in ("keep", "none", "fused"):
                 tt, ww = r[mode]["torch"], r[mode]["wte"]
                 cells += [f"{tt:.2f}", f"{ww:.2f}", f"{tt / ww:.1f}x"]
-            print(f"| {t} | {dist} | " + " | ".join(cells) + " |")
+            lines.append(f"| {t} | {dist} | " + " | ".join(cells) + " |")
+            print(lines[-1])
+            if dist == args.dists.split(",")[0]:
+                keep = r["keep"]["torch"] / r["keep"]["wte"]
+                headline_row = (f"wte.torch.Embedding backward vs nn.Embedding in a PyTorch step, {dist} ids, "
+                                f"{t} threads", round(keep, 1), "x")
+    headline.append(headline_row)
     print(f"\nwte kernels on {res['simd_target']}")
+    lines += ["", f"wte kernels on {res['simd_target']}"]
+    recorder.write(args.out, "\n".join(lines), headline,
+                   "wte.torch.Embedding against torch.nn.Embedding inside a PyTorch training step")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

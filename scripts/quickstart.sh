@@ -6,8 +6,8 @@
 #                                 run every test through ctest, then the whole suite again in an
 #                                 ASan+UBSan build (build-asan) and each libFuzzer target for
 #                                 FUZZ_SECONDS (default 60, FUZZ_PARALLEL at a time) (build-fuzz).
-#                                 CI runs this (about 25 min on a quiet 2-core Zen 5, README
-#                                 "Sanitizers and fuzzing"). WTE_SANITIZERS=0: the release build
+#                                 CI runs this (about 25 min on a quiet 2-core machine,
+#                                 docs/testing.md). WTE_SANITIZERS=0: the release build
 #                                 and its suite only (about 7 min). Each stage prints its wall and
 #                                 CPU time; a table of all comes at the end.
 #   scripts/quickstart.sh build   only install and build
@@ -137,8 +137,8 @@ case "$mode" in
     seed_ctest_costs "$build_dir"
     ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
     stage_end
-    # Sanitizer and fuzz stages (issue 10), on by default and in CI; WTE_SANITIZERS=0 skips them.
-    # A quiet fresh-clone run of the whole script took about 25 min here (README).
+    # Sanitizer and fuzz stages, on by default and in CI; WTE_SANITIZERS=0 skips them.
+    # A quiet fresh-clone run of the whole script takes about 25 min on 2 cores (docs/testing.md).
     if [ "${WTE_SANITIZERS:-1}" != 0 ]; then
       # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (any report fails
       # the test that triggered it), in a second build directory. -O1: the build is the largest

@@ -1,4 +1,4 @@
-"""wte: GPT-2 token-embedding kernels, checkpoints and tokenizer from C++ (README: Use as a library).
+"""wte: GPT-2 token-embedding kernels, checkpoints and tokenizer from C++ (README.md: From PyTorch).
 
 Kernels work in place on numpy arrays, never copying them: tables and gradients are float32,
 ids int32, all C-contiguous. An array a function writes must not share memory with any other
