@@ -20,7 +20,7 @@
 # hidden-states comparison). Prints what it ran and what it skipped; about a minute.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-src="${WTE_SOURCE_DIR:-$here/..}"
+src="${WTE_SOURCE_DIR:-$here/../..}"
 [ -f "$src/README.md" ] || src="$here/../.."
 cli="${WTE_CLI:-$src/build/wte}"
 py=/usr/bin/python3; [ -x "$py" ] || py=python3
