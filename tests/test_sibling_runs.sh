@@ -9,7 +9,8 @@
 #            B trains to the end, A continues and fails;
 #   sigint   A is paused at a start-up stage (BPE training, or after writing its run files), B
 #            trains to the end, A gets SIGINT (exit 130);
-#   training as corpus, but A fails while B is still training (B must finish, exit 0);
+#   training as corpus, but A fails while B is in the middle of its run (paused by a test hook in
+#            an evaluation, files open): B must finish (exit 0), its earlier files unchanged;
 #   race     A (bad corpus, no pause) and B start together: whichever order the directories are
 #            made and removed in, B finishes whole.
 # Prints "N of T intact" per case (B's directory whole, B exit 0); exits 1 if any trial is not, or
@@ -43,6 +44,9 @@ INI
 }
 write_config "$work/short.ini" 4 2
 write_config "$work/long.ini" 60 10
+# B of the `training` case: an evaluation every 2 steps, where it pauses (a test hook) at step 4.
+write_config "$work/eval.ini" 6 2
+sed -i 's/^eval_interval = 0$/eval_interval = 2\neval_tokens = 256/' "$work/eval.ini"
 
 # Waits (up to 60 s) until process $1 has stopped itself (a test hook: SIGSTOP).
 wait_stopped() {
@@ -56,20 +60,14 @@ wait_stopped() {
 }
 # Every file under $1 (relative names, sorted) with its sha256.
 digest() { (cd "$1" 2> /dev/null && find . -type f -print0 | sort -z | xargs -0r sha256sum); }
-# Waits (up to 60 s) until $1/metrics.csv has at least $2 rows.
-wait_rows() {
-  local i
-  for i in $(seq 6000); do
-    [ "$(cat "$1/metrics.csv" 2> /dev/null | wc -l)" -gt "$2" ] && return 0
-    sleep 0.01
-  done
-  return 1
-}
 
 problems=""
 note() { problems+="  $case trial $t: $*"$'\n'; }
 short_files="checkpoint_00000002.h5 checkpoint_00000004.h5 config.ini loss.svg metrics.csv tokenizer/encoder.json tokenizer/vocab.bpe train.bin val.bin"
-long_files="checkpoint_00000010.h5 checkpoint_00000060.h5 config.ini loss.svg metrics.csv tokenizer/encoder.json tokenizer/vocab.bpe train.bin val.bin"
+eval_files="checkpoint_00000002.h5 checkpoint_00000004.h5 checkpoint_00000006.h5 config.ini loss.svg metrics.csv tokenizer/encoder.json tokenizer/vocab.bpe train.bin val.bin"
+# The files B of the `training` case has written, and keeps as they are, by its pause at step 4.
+b_written="checkpoint_00000002.h5 config.ini tokenizer/encoder.json tokenizer/vocab.bpe train.bin val.bin"
+digest_of() { (cd "$1" 2> /dev/null && shift && sha256sum "$@" 2>&1); }
 # B's run directory $1 is whole: each of the files $2, and (if $3 is set) the same files, byte for
 # byte, as the digest $3 taken when B had finished. Notes what is not.
 b_intact() {
@@ -93,7 +91,7 @@ check_a() {
 
 run_case() {
   case="$1"
-  local intact=0 root a_pid b_pid rc_a rc_b before stage b_ok files delay
+  local intact=0 root a_pid b_pid rc_a rc_b before before_b stage b_ok files delay
   for t in $(seq "$trials"); do
     root="$work/$case$t"; mkdir -p "$root"
     before=""; b_ok=1; files="$short_files"
@@ -115,10 +113,13 @@ run_case() {
           kill -9 "$a_pid" 2> /dev/null; wait "$a_pid" 2> /dev/null; continue
         fi
         if [ "$case" = training ]; then
-          files="$long_files"
-          "$cli" train --quiet --config "$work/long.ini" -o "$root/P/new/b" > "$root/b.log" 2>&1 &
+          # B stops itself in its evaluation after step 4: mid-run, its files open, while A fails.
+          files="$eval_files"
+          WTE_TEST_PAUSE_AT_STAGE="evaluation after step 4" "$cli" train --quiet \
+            --config "$work/eval.ini" -o "$root/P/new/b" > "$root/b.log" 2>&1 &
           b_pid=$!
-          wait_rows "$root/P/new/b" 2 || note "B never trained: $(cat "$root/b.log")"
+          wait_stopped "$b_pid" || note "B did not pause in its evaluation: $(cat "$root/b.log")"
+          before_b=$(digest_of "$root/P/new/b" $b_written)
         else
           "$cli" train --quiet --config "$work/short.ini" -o "$root/P/new/b" > "$root/b.log" 2>&1
           rc_b=$?
@@ -129,8 +130,11 @@ run_case() {
         kill -CONT "$a_pid"
         wait "$a_pid"; rc_a=$?
         if [ "$case" = training ]; then
+          kill -CONT "$b_pid"
           wait "$b_pid"; rc_b=$?
           [ $rc_b = 0 ] || { note "B, training while A failed, exited $rc_b: $(tail -2 "$root/b.log")"; b_ok=0; }
+          [ "$(digest_of "$root/P/new/b" $b_written)" = "$before_b" ] ||
+            { note "the files B had written before A failed changed"; b_ok=0; }
         fi
         check_a "$root" "$([ "$case" = sigint ] && echo 130 || echo 1)" "$rc_a" "$root/a.log"
         ;;
