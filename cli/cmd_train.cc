@@ -242,7 +242,7 @@ int train_main(int argc, char** argv) {
   if (!config_path.empty())
     user_cfg = usage_errors_of_overrides([&] { return load_config(config_path, overrides); });
   // SIGINT/SIGTERM from before the directory exists: the start-up stops at its next stage and
-  // removes the directory it created (train/signals.h), instead of dying and leaving it.
+  // removes what it made (train/signals.h), instead of dying and leaving it.
   const StopSignalScope stop_signals;
   // The run directory is locked from here to the end of the run (train/run_directory.h): a second
   // `wte train` on it fails now, before it reads or writes anything there.
@@ -264,101 +264,109 @@ int train_main(int argc, char** argv) {
                            opts.out_dir + "' is whole: continue with wte train --resume auto --out " +
                            opts.out_dir + " (from step 0 if none was written yet)\n");
   };
-  int64_t auto_step = -1;
-  if (resume == "auto") {
-    // The newest checkpoint that validates; broken ones are reported, never silently used or
-    // silently replaced by a fresh start. A locked one stops the search: skipping it would
-    // silently resume from an older checkpoint and lose steps.
-    const auto found = list_checkpoints(opts.out_dir);
-    std::string skipped;
-    for (auto it = found.rbegin(); it != found.rend() && opts.resume.empty(); ++it) {
-      try {
-        const CheckpointInfo info = read_checkpoint_info(it->second);
-        if (!info.resumable()) throw Error("'" + it->second + "' is a weights-only checkpoint");
-        opts.resume = it->second;
-        auto_step = info.step;
-      } catch (const hdf5::FileLockedError& e) {
-        throw Error(std::string("--resume auto: the newest checkpoint cannot be read: ") + e.what() +
-                    "\n(not resuming from an older checkpoint: that would lose the steps since)");
-      } catch (const Error& e) {
-        std::fprintf(stderr, "wte train: --resume auto: skipping %s\n", e.what());
-        skipped += std::string("\n  ") + e.what();
-      }
-    }
-    if (opts.resume.empty() && !found.empty())
-      throw Error("--resume auto: none of the " + std::to_string(found.size()) +
-                  " checkpoint(s) in '" + opts.out_dir + "' is valid:" + skipped +
-                  "\n(not starting from scratch; remove the run directory to do that)");
-    if (opts.resume.empty() && config_path.empty()) {
-      // No checkpoint to take the config from: the run directory's own resolved config.ini
-      // (written before the first step) is the run's config.
-      const fs::path run_config = fs::path(opts.out_dir) / "config.ini";
-      if (!fs::is_regular_file(run_config))
-        throw Error("--resume auto: '" + opts.out_dir + "' holds no checkpoint and no config.ini; "
-                    "give --config FILE to start the run from step 0");
-      // Another program's (or the user's) config.ini: the restart would replace it by the
-      // resolved config (train/run_directory.h).
-      if (!is_written_config(run_config.string()))
-        throw UsageError("--resume auto: '" + opts.out_dir + "' holds no checkpoint, and its "
-                         "config.ini is not one wte train wrote: starting a run there would "
-                         "replace it by the resolved config. Give --config FILE and another --out");
-      config_path = run_config.string();
-    }
-    if (opts.resume.empty()) {
-      // Nothing to resume: a run stopped before its first checkpoint (only its step-0 snapshot
-      // and prepared files, if anything). Start it again from step 0; its snapshots are replaced
-      // by the same ones (same config and seed).
-      const size_t snapshots = list_snapshots(opts.out_dir).size();
-      opts.overwrite = true;
-      if (!opts.quiet)
-        std::printf("--resume auto: no checkpoint in '%s'; starting from step 0%s\n",
-                    opts.out_dir.c_str(),
-                    snapshots ? (" (replacing " + std::to_string(snapshots) +
-                                 " snapshot(s) of the run that stopped before its first checkpoint)")
-                                    .c_str()
-                              : "");
-    }
-  } else {
-    opts.resume = resume;
-  }
-  // Files in the run directory that wte did not write, and an earlier run's checkpoints, are
-  // never replaced without --overwrite, and the input config is never the output
-  // (train/run_directory.h); before any work.
-  if (run_dir)
-    check_run_files(opts.out_dir, user_config_path, opts.resume, vm.count("overwrite") > 0,
-                    opts.overwrite);
-  // Without --config a resumed run takes the checkpoint's own resolved config (paths absolute).
-  const Config cfg = user_cfg ? *user_cfg : usage_errors_of_overrides([&] {
-    // --init-from without --config: the checkpoint's own config, as --resume does.
-    const std::string own = !opts.resume.empty() ? opts.resume : opts.init_from;
-    return (!own.empty() && config_path.empty())
-               ? parse_config(read_checkpoint_info(own).config_ini,
-                              "the config stored in '" + own + "'", overrides)
-               : load_config(config_path, overrides);
-  });
-  if (auto_step >= 0 && static_cast<uint64_t>(auto_step) >= cfg.train.steps) {
-    // --resume auto of a run that already finished (e.g. killed after its last checkpoint):
-    // nothing to do, and that is success.
-    std::printf("--resume auto: the run in '%s' is complete (checkpoint %s at step %lld of "
-                "train.steps = %zu); nothing to train\n",
-                opts.out_dir.c_str(), opts.resume.c_str(), static_cast<long long>(auto_step),
-                cfg.train.steps);
-    if (run_dir) run_dir->training_started();
-    return 0;
-  }
-  RunSummary summary;
+  opts.will_create = [&run_dir](const std::string& path, bool directory) {
+    if (run_dir) run_dir->will_create(path, directory);
+  };
+  // An error from here until the first step has finished is a failed start-up: what it made in a
+  // run directory it created is removed (only that: train/run_directory.h), and its message says what.
+  auto removed = [&run_dir]() -> std::string {
+    const std::string what = run_dir ? run_dir->remove_start_up_files() : "";
+    return what.empty() ? what : "; " + what;
+  };
   try {
+    int64_t auto_step = -1;
+    if (resume == "auto") {
+      // The newest checkpoint that validates; broken ones are reported, never silently used or
+      // silently replaced by a fresh start. A locked one stops the search: skipping it would
+      // silently resume from an older checkpoint and lose steps.
+      const auto found = list_checkpoints(opts.out_dir);
+      std::string skipped;
+      for (auto it = found.rbegin(); it != found.rend() && opts.resume.empty(); ++it) {
+        try {
+          const CheckpointInfo info = read_checkpoint_info(it->second);
+          if (!info.resumable()) throw Error("'" + it->second + "' is a weights-only checkpoint");
+          opts.resume = it->second;
+          auto_step = info.step;
+        } catch (const hdf5::FileLockedError& e) {
+          throw Error(std::string("--resume auto: the newest checkpoint cannot be read: ") + e.what() +
+                      "\n(not resuming from an older checkpoint: that would lose the steps since)");
+        } catch (const Error& e) {
+          std::fprintf(stderr, "wte train: --resume auto: skipping %s\n", e.what());
+          skipped += std::string("\n  ") + e.what();
+        }
+      }
+      if (opts.resume.empty() && !found.empty())
+        throw Error("--resume auto: none of the " + std::to_string(found.size()) +
+                    " checkpoint(s) in '" + opts.out_dir + "' is valid:" + skipped +
+                    "\n(not starting from scratch; remove the run directory to do that)");
+      if (opts.resume.empty() && config_path.empty()) {
+        // No checkpoint to take the config from: the run directory's own resolved config.ini
+        // (written before the first step) is the run's config.
+        const fs::path run_config = fs::path(opts.out_dir) / "config.ini";
+        if (!fs::is_regular_file(run_config))
+          throw Error("--resume auto: '" + opts.out_dir + "' holds no checkpoint and no config.ini; "
+                      "give --config FILE to start the run from step 0");
+        // Another program's (or the user's) config.ini: the restart would replace it by the
+        // resolved config (train/run_directory.h).
+        if (!is_written_config(run_config.string()))
+          throw UsageError("--resume auto: '" + opts.out_dir + "' holds no checkpoint, and its "
+                           "config.ini is not one wte train wrote: starting a run there would "
+                           "replace it by the resolved config. Give --config FILE and another --out");
+        config_path = run_config.string();
+      }
+      if (opts.resume.empty()) {
+        // Nothing to resume: a run stopped before its first checkpoint (only its step-0 snapshot
+        // and prepared files, if anything). Start it again from step 0; its snapshots are replaced
+        // by the same ones (same config and seed).
+        const size_t snapshots = list_snapshots(opts.out_dir).size();
+        opts.overwrite = true;
+        if (!opts.quiet)
+          std::printf("--resume auto: no checkpoint in '%s'; starting from step 0%s\n",
+                      opts.out_dir.c_str(),
+                      snapshots ? (" (replacing " + std::to_string(snapshots) +
+                                   " snapshot(s) of the run that stopped before its first checkpoint)")
+                                      .c_str()
+                                : "");
+      }
+    } else {
+      opts.resume = resume;
+    }
+    // Files in the run directory that wte did not write, and an earlier run's checkpoints, are
+    // never replaced without --overwrite, and the input config is never the output
+    // (train/run_directory.h); before any work.
+    if (run_dir)
+      check_run_files(opts.out_dir, user_config_path, opts.resume, vm.count("overwrite") > 0,
+                      opts.overwrite);
+    // Without --config a resumed run takes the checkpoint's own resolved config (paths absolute).
+    const Config cfg = user_cfg ? *user_cfg : usage_errors_of_overrides([&] {
+      // --init-from without --config: the checkpoint's own config, as --resume does.
+      const std::string own = !opts.resume.empty() ? opts.resume : opts.init_from;
+      return (!own.empty() && config_path.empty())
+                 ? parse_config(read_checkpoint_info(own).config_ini,
+                                "the config stored in '" + own + "'", overrides)
+                 : load_config(config_path, overrides);
+    });
+    if (auto_step >= 0 && static_cast<uint64_t>(auto_step) >= cfg.train.steps) {
+      // --resume auto of a run that already finished (e.g. killed after its last checkpoint):
+      // nothing to do, and that is success.
+      std::printf("--resume auto: the run in '%s' is complete (checkpoint %s at step %lld of "
+                  "train.steps = %zu); nothing to train\n",
+                  opts.out_dir.c_str(), opts.resume.c_str(), static_cast<long long>(auto_step),
+                  cfg.train.steps);
+      if (run_dir) run_dir->training_started();
+      return 0;
+    }
     throw_if_stop_requested("start-up");
-    summary = run_training(cfg, opts);
+    const RunSummary summary = run_training(cfg, opts);
+    // Printed by run_training. Stopped by SIGINT/SIGTERM after a checkpoint: the shell's code for
+    // a process ended by that signal (130, 143), so scripts see the run did not finish; the same
+    // code for a signal received in the last step (the run is complete and says so), as a process
+    // that received it.
+    return summary.signal != 0 ? 128 + summary.signal : 0;
   } catch (const Interrupted& e) {
-    // As a failed start-up: a run directory this run created is removed; then the shell's code
-    // for a process ended by that signal.
-    const bool created = run_dir && run_dir->created();
-    const std::string run_dir_top = created ? run_dir->created_top() : "";
-    std::string parents;  // `-o new/a/b`: new and new/a were created too, and are removed
-    if (created && !run_dir->created_top().empty() &&
-        !cli::same_file(run_dir->created_top(), opts.out_dir))
-      parents = " (with '" + run_dir->created_top() + "', created for it)";
+    // As a failed start-up: what it made in a run directory it created is removed; then the
+    // shell's code for a process ended by that signal.
+    const std::string what = run_dir ? run_dir->remove_start_up_files() : "";
     run_dir.reset();
     // An existing directory is kept; with --overwrite its earlier run may already be gone.
     const std::string kept =
@@ -369,19 +377,19 @@ int train_main(int argc, char** argv) {
                "again, with --overwrite"
              : "");
     std::fprintf(stderr, "wte train: %s; %s\n", e.what(),
-                 !created ? kept.c_str()
-                 : run_dir_top.empty()
-                     ? ("the run directory '" + opts.out_dir + "' it created is kept: its path "
-                        "holds '.' or '..' after a directory it created").c_str()
-                     : ("removed the run directory '" + opts.out_dir + "' it had created" + parents)
-                           .c_str());
+                 what.empty() ? kept.c_str() : what.c_str());
     return 128 + e.signal();
+  } catch (const UsageError& e) {
+    throw UsageError(e.what() + removed());
+  } catch (const Error& e) {
+    throw Error(e.what() + removed());
+  } catch (const fs::filesystem_error& e) {
+    throw Error(e.what() + removed());
+  } catch (const std::exception&) {
+    const std::string what = removed();
+    if (!what.empty()) std::fprintf(stderr, "wte train: %s\n", what.c_str() + 2);
+    throw;
   }
-  // Printed by run_training. Stopped by SIGINT/SIGTERM after a checkpoint: the shell's code for
-  // a process ended by that signal (130, 143), so scripts see the run did not finish; the same
-  // code for a signal received in the last step (the run is complete and says so), as a process
-  // that received it.
-  return summary.signal != 0 ? 128 + summary.signal : 0;
 }
 
 }  // namespace

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <omp.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,35 +27,75 @@ namespace fs = std::filesystem;
 
 namespace wte {
 
-RunDirectory::RunDirectory(const std::string& dir) : dir_(dir) {
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) {
-    // The outermost directory that does not exist yet: created here with the ones inside it,
-    // and removed with them if the start-up fails (`-o new/a/b` must not leave new/a). A "." or
-    // ".." after it ("new/..") would make removing it remove a directory that existed: then
-    // nothing is removed.
-    fs::path prefix, top;
-    bool unsafe = false;
-    for (const fs::path& part : fs::absolute(dir, ec)) {
-      prefix /= part;
-      if (top.empty() && !fs::exists(prefix, ec)) top = prefix;
-      else if (!top.empty() && (part == "." || part == "..")) unsafe = true;
+namespace {
+
+// The RunDirectory of the start-up in progress (one per process; null once training started):
+// what the exit handler of start_thread_team cleans up when libgomp ends the process.
+RunDirectory* g_start_up = nullptr;
+
+// Creates `dir` with mkdir(2), and first its missing parents, appending each directory this call
+// created (mkdir succeeded) to `made`, outermost first. A directory that exists is used as it is
+// (and not appended). A parent that vanishes between its creation or discovery and the mkdir of
+// the directory in it (ENOENT: another start-up's clean-up removed it while it was empty) is made
+// again, a few times. Throws wte::Error naming `what` and the directory that failed.
+void make_directories(const fs::path& dir, std::vector<std::string>* made,
+                      const std::string& what) {
+  for (int attempt = 0;; ++attempt) {
+    if (::mkdir(dir.c_str(), 0777) == 0) {
+      made->push_back(dir.string());
+      return;
     }
-    fs::create_directories(dir, ec);
-    if (ec) throw Error("run directory (--out) '" + dir + "' cannot be created: " + ec.message());
-    created_ = true;
-    if (!unsafe) created_top_ = top.string();
+    const int err = errno;
+    std::error_code ec;
+    if (err == EEXIST) {
+      if (fs::is_directory(dir, ec)) return;
+      throw Error(what + " cannot be created: '" + dir.string() +
+                  "' exists and is not a directory");
+    }
+    const fs::path parent = dir.parent_path();
+    if (err != ENOENT || attempt == 8 || parent.empty() || parent == dir)
+      throw Error(what + " cannot be created: mkdir '" + dir.string() + "': " + std::strerror(err));
+    make_directories(parent, made, what);
   }
+}
+
+// "a, b, c" (each quoted when `quote`), at most `max` then "... (N in all)".
+std::string name_list(const std::vector<std::string>& names, bool quote, size_t max = 8) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < max; ++i)
+    out += (i ? ", " : "") + (quote ? "'" + names[i] + "'" : names[i]);
+  if (names.size() > max) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+std::string count_of(size_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+}  // namespace
+
+RunDirectory::RunDirectory(const std::string& dir) : dir_(dir) {
+  // "new/a/" is made (and recorded) as "new/a".
+  std::string made = dir;
+  while (made.size() > 1 && made.back() == '/') made.pop_back();
+  make_directories(made, &created_dirs_, "run directory (--out) '" + dir + "'");
+  // Created here only if the last mkdir was the directory itself; parents made for a path that
+  // ends in "." or ".." ("new/..") are recorded, but the directory existed before.
+  created_ = !created_dirs_.empty() && created_dirs_.back() == made;
   fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd_ < 0) {
     const std::string why = std::strerror(errno);
-    if (created_ && !created_top_.empty()) fs::remove_all(created_top_, ec);
+    remove_start_up_files();
     throw Error("run directory (--out) '" + dir + "' cannot be opened: " + why);
   }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd_);
     fd_ = -1;
+    // Not removed, even if this object made it: the process holding the lock (which found it
+    // existing a moment after this one created it) is using it, and may not have written into it
+    // yet.
+    cleaned_ = true;
     if (err == EWOULDBLOCK)
       throw Error("run directory '" + dir + "' is in use: another wte train holds its lock (a run "
                   "in progress, or one starting). Two runs in one directory would overwrite each "
@@ -61,14 +103,93 @@ RunDirectory::RunDirectory(const std::string& dir) : dir_(dir) {
                   "continues it) or choose another --out");
     throw Error("run directory '" + dir + "' cannot be locked: " + std::strerror(err));
   }
+  if (created_) g_start_up = this;
 }
 
 RunDirectory::~RunDirectory() {
-  if (created_ && !keep_ && !created_top_.empty()) {
-    std::error_code ec;
-    fs::remove_all(created_top_, ec);  // a start-up that failed leaves no half-made directory
-  }
+  remove_start_up_files();  // a start-up that failed leaves nothing it made
+  if (g_start_up == this) g_start_up = nullptr;
   if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+void RunDirectory::training_started() {
+  keep_ = true;
+  if (g_start_up == this) g_start_up = nullptr;
+}
+
+void RunDirectory::will_create(const std::string& path, bool directory) {
+  if (!created_ || keep_ || cleaned_) return;
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(path, ec))) return;  // there before: not the start-up's
+  made_.push_back({path, directory});
+}
+
+std::string RunDirectory::remove_start_up_files() {
+  if (keep_ || cleaned_) return "";
+  cleaned_ = true;
+  if (!created_) {
+    // The directory existed: nothing of it is removed. Parents made for a path ending in "." or
+    // ".." are removed if still empty (none holds the run's files).
+    for (auto it = created_dirs_.rbegin(); it != created_dirs_.rend(); ++it) ::rmdir(it->c_str());
+    return "";
+  }
+  // The recorded files and directories, newest first (a directory's files before it): unlink(2)
+  // a file, rmdir(2) a directory (only if empty). A name that was recorded but never written is
+  // skipped.
+  std::vector<std::string> removed, failed;
+  for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
+    const int rc = it->directory ? ::rmdir(it->path.c_str()) : ::unlink(it->path.c_str());
+    const std::string name = fs::path(it->path).lexically_relative(dir_).string();
+    if (rc == 0) {
+      if (!it->directory) removed.push_back(name);
+    } else if (errno != ENOENT) {
+      failed.push_back("'" + name + "' (" + std::strerror(errno) + ")");
+    }
+  }
+  std::reverse(removed.begin(), removed.end());  // in the order they were written
+  std::reverse(failed.begin(), failed.end());
+  // Then the directories this object created, innermost first, each only if empty.
+  std::vector<std::string> parents_removed, parents_kept, parents_failed;
+  bool dir_removed = false;
+  std::string dir_kept_why;
+  for (auto it = created_dirs_.rbegin(); it != created_dirs_.rend(); ++it) {
+    const bool is_dir = it == created_dirs_.rbegin();  // created_: the last one made is dir_
+    if (::rmdir(it->c_str()) == 0) {
+      if (is_dir) dir_removed = true;
+      else parents_removed.push_back(*it);
+      continue;
+    }
+    const int err = errno;
+    const bool not_empty = err == ENOTEMPTY || err == EEXIST;
+    if (is_dir)
+      dir_kept_why = not_empty ? "it holds files this run did not write" : std::strerror(err);
+    else if (not_empty)
+      parents_kept.push_back(*it);
+    else
+      parents_failed.push_back("'" + *it + "' (" + std::strerror(err) + ")");
+  }
+  const std::string files =
+      removed.empty() ? std::string()
+                      : count_of(removed.size(), "file", "files") + " the start-up had written (" +
+                            name_list(removed, false) + ")";
+  std::string out;
+  if (dir_removed)
+    out = "removed the run directory '" + dir_ + "' it had created" +
+          (files.empty() ? std::string(" (empty)") : ", with the " + files);
+  else
+    out = (files.empty() ? std::string("removed no file") : "removed the " + files) +
+          "; kept the run directory '" + dir_ + "' it had created: " + dir_kept_why;
+  if (!parents_removed.empty())
+    out += ", and " + name_list(parents_removed, true) + ", created for it";
+  if (!failed.empty()) out += "; could not remove " + name_list(failed, false);
+  if (!parents_kept.empty())
+    out += "; kept " + name_list(parents_kept, true) + ", created for it: " +
+           (parents_kept.size() == 1 ? "it is" : "they are") + " not empty (" +
+           (dir_removed ? "files this run did not write, such as another run's directory)"
+                        : "the kept run directory is inside)");
+  if (!parents_failed.empty())
+    out += "; could not remove " + name_list(parents_failed, false) + ", created for it";
+  return out;
 }
 
 const std::vector<std::string>& run_file_names() {
@@ -338,15 +459,52 @@ void check_memory(const std::vector<MemoryPart>& parts, const std::string& what,
               largest->setting + ": lower " + largest->lower + ". Estimate by part:" + detail);
 }
 
+#ifdef _OPENMP
+namespace {
+
+// While start_thread_team waits for OpenMP's threads: the thread count and where it came from.
+// libgomp ends the process with exit(1) when pthread_create fails ("Thread creation failed"), so
+// wte's message and the start-up's clean-up run in an exit handler.
+struct TeamStart {
+  int threads = 0;  // 0: not starting a team
+  std::string source;
+};
+TeamStart g_team_start;
+
+void on_exit_while_starting_team() {
+  if (g_team_start.threads == 0) return;
+  std::string msg = "wte train: error: OpenMP could not start " +
+                    std::to_string(g_team_start.threads) + " threads (" + g_team_start.source +
+                    "): the system refused to create a thread (libgomp's message above; the usual "
+                    "cause is a limit on the processes and threads of a user, ulimit -u, or of a "
+                    "container, pids.max). Use fewer threads: set train.threads (in the config, "
+                    "or --train.threads=N), or OMP_NUM_THREADS=N if train.threads is 0";
+  if (g_start_up != nullptr) {
+    const std::string removed = g_start_up->remove_start_up_files();
+    if (!removed.empty()) msg += "; " + removed;
+  }
+  std::fprintf(stderr, "%s\n", msg.c_str());
+}
+
+}  // namespace
+#endif
+
 void start_thread_team(const Config& cfg) {
   const int want = cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads) : omp_get_max_threads();
   int got = want;
 #ifdef _OPENMP  // the fuzz build compiles without -fopenmp (cmake/sanitize.cmake)
+  static const bool handler = std::atexit(on_exit_while_starting_team) == 0;
+  (void)handler;
+  g_team_start.threads = want;
+  g_team_start.source = cfg.train.threads > 0
+                            ? "train.threads = " + std::to_string(want)
+                            : "train.threads = 0: OMP_NUM_THREADS or all cores";
 #pragma omp parallel num_threads(want)
   {
 #pragma omp single
     got = omp_get_num_threads();
   }
+  g_team_start.threads = 0;
 #endif
   if (got != want)
     throw Error("train.threads = " + std::to_string(want) + ": OpenMP started only " +

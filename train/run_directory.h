@@ -1,5 +1,5 @@
-// Start-up safety of `wte train`: the run directory's lock, removal of a run directory that a run
-// created and then failed in before its first step, and the memory check made before anything is
+// Start-up safety of `wte train`: the run directory's lock, removal of what a start-up that failed
+// before its first step wrote (and only that), and the memory check made before anything is
 // written.
 #pragma once
 
@@ -15,33 +15,62 @@ namespace wte {
 /// construction to destruction, so two runs never share an --out: a second `wte train` (a late
 /// `--resume auto`, a fresh run) on a locked directory fails at once, before it reads or writes
 /// anything there. The kernel drops the lock when the process ends in any way (SIGKILL included),
-/// so a stale lock never blocks a resume. If this object created the directory (and any missing
-/// parents) and the run fails before training_started(), the destructor removes what it created:
-/// a failed start-up leaves nothing.
+/// so a stale lock never blocks a resume.
+/// If this object created the directory (and any missing parents), a start-up that fails before
+/// training_started() removes exactly what it made: the files and directories recorded by
+/// will_create as the start-up wrote them, by name, then each directory this object created,
+/// innermost first, and each only while it is empty (rmdir, never a recursive removal). A parent
+/// created for this run may meanwhile hold another run (`-o P/new/a` beside `-o P/new/b`), and
+/// that run may create its directory there at any moment: rmdir of a directory that is not empty
+/// fails and keeps it, so a failed start-up never removes a file it did not write.
 class RunDirectory {
  public:
-  /// Creates `dir` (and parents) if missing and locks it. Throws wte::Error naming the directory
-  /// if it cannot be created or opened, or if another process holds its lock.
+  /// Creates `dir` (and parents) if missing and locks it. A parent that another start-up's
+  /// clean-up removes while this one creates the path is made again (a few attempts). Throws
+  /// wte::Error naming the directory if it cannot be created or opened, or if another process
+  /// holds its lock.
   explicit RunDirectory(const std::string& dir);
+  /// Unless training_started() (or remove_start_up_files() already ran): remove_start_up_files().
   ~RunDirectory();
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;
 
   /// From now on the directory holds a run's outputs and is kept whatever happens.
-  void training_started() { keep_ = true; }
+  void training_started();
   const std::string& path() const { return dir_; }
   /// True if this object created the directory (it did not exist before).
   bool created() const { return created_; }
-  /// The outermost directory this object created: path() or a parent of it ("" if none, or if
-  /// --out has a "." or ".." after it: then a failed start-up removes nothing).
-  const std::string& created_top() const { return created_top_; }
+  /// The directories this object created, outermost first (path() last when created()), as
+  /// spelled by the path it was given.
+  const std::vector<std::string>& created_directories() const { return created_dirs_; }
+
+  /// Records that the start-up is about to create `path` (a file in the run directory or below
+  /// it; with `directory`, a directory), so that a failed start-up removes it. Call it before the
+  /// file is created, so a write cut short is removed too. Records nothing unless this object
+  /// created the run directory, after training_started(), or if `path` exists already (then the
+  /// start-up did not create it).
+  void will_create(const std::string& path, bool directory = false);
+
+  /// Removes what the start-up made (see the class), at most once, and returns what it did, for
+  /// the error message: "removed the run directory 'D' it had created, with the 6 files the
+  /// start-up had written there (config.ini, ...), and 'P/new', 'P', created for it", or what it
+  /// kept and why ("kept 'P/new', created for it: it is not empty (it holds files this run did not
+  /// write, such as another run's directory)"). "" if this object did not create the directory or
+  /// training_started() was called.
+  std::string remove_start_up_files();
 
  private:
+  struct Made {
+    std::string path;
+    bool directory;
+  };
   std::string dir_;
   int fd_ = -1;
   bool created_ = false;
-  std::string created_top_;  // the outermost directory this object created (`dir_` or a parent)
+  std::vector<std::string> created_dirs_;  // mkdir'd by this object, outermost first
+  std::vector<Made> made_;                 // recorded by will_create, in order
   bool keep_ = false;
+  bool cleaned_ = false;
 };
 
 /// The files and directories `wte train` writes into its run directory besides checkpoints and
@@ -127,7 +156,12 @@ void check_memory(const std::vector<MemoryPart>& parts, const std::string& what,
 void check_training_memory(const Config& cfg, uint64_t available = 0);
 
 /// Starts OpenMP's thread team of train.threads threads (as the first step would) before any file
-/// is written, so a thread count the system cannot provide fails here.
+/// is written, so a thread count the system cannot provide fails here. Throws wte::Error if
+/// OpenMP starts fewer threads. libgomp ends the process itself (exit status 1, after its own
+/// "Thread creation failed") when the system refuses a thread (a limit on processes per user,
+/// ulimit -u, or a container's pids.max): then wte's own message follows, naming the thread count
+/// and what to lower (train.threads, OMP_NUM_THREADS), and the start-up's RunDirectory removes
+/// what it made (RunDirectory::remove_start_up_files), as for any failed start-up.
 void start_thread_team(const Config& cfg);
 
 }  // namespace wte

@@ -2,7 +2,8 @@
 // finishes, a checkpoint is written atomically, the run says so and exits with 128 + the signal
 // number (130, 143), as a shell reports a process ended by that signal. Before step 1 (data
 // preparation, BPE training) the start-up stops at its next stage (throw_if_stop_requested) and
-// ends as a failed start-up does: a run directory it created is removed.
+// ends as a failed start-up does: what it wrote in a run directory it created is removed, and
+// nothing else (train/run_directory.h).
 #pragma once
 
 #include <string>

@@ -345,11 +345,26 @@ const char* const kMetricsHeader = metrics_header();
 std::ofstream write_run_files(const Config& cfg, const RunOptions& opts, const RunData& d,
                               size_t start_step, const Say& say, std::string* metrics_path) {
   fs::create_directories(opts.out_dir);
-  write_file_atomic((fs::path(opts.out_dir) / "config.ini").string(), cfg.to_ini());
-  d.tokenizer.save((fs::path(opts.out_dir) / "tokenizer").string());
-  write_token_file((fs::path(opts.out_dir) / "train.bin").string(), d.train_ids);
-  write_token_file((fs::path(opts.out_dir) / "val.bin").string(), d.val_ids);
-  *metrics_path = (fs::path(opts.out_dir) / "metrics.csv").string();
+  const fs::path dir(opts.out_dir);
+  // Each file is recorded before it is written (and the temporary name of an atomic write), so a
+  // start-up that fails removes what it wrote, by name (RunOptions::will_create).
+  auto will_write = [&](const fs::path& path, bool atomic) {
+    if (!opts.will_create) return;
+    opts.will_create(path.string(), false);
+    if (atomic) opts.will_create(path.string() + ".tmp", false);
+  };
+  will_write(dir / "config.ini", true);
+  write_file_atomic((dir / "config.ini").string(), cfg.to_ini());
+  if (opts.will_create) opts.will_create((dir / "tokenizer").string(), true);
+  will_write(dir / "tokenizer" / "encoder.json", false);
+  will_write(dir / "tokenizer" / "vocab.bpe", false);
+  d.tokenizer.save((dir / "tokenizer").string());
+  will_write(dir / "train.bin", true);
+  write_token_file((dir / "train.bin").string(), d.train_ids);
+  will_write(dir / "val.bin", true);
+  write_token_file((dir / "val.bin").string(), d.val_ids);
+  *metrics_path = (dir / "metrics.csv").string();
+  will_write(*metrics_path, false);
   // Resumed in its own run directory: metrics.csv keeps its rows up to the checkpoint's step.
   // Resumed into another directory: that directory's metrics.csv (if any) is not this run's.
   const bool resuming = !opts.resume.empty();
@@ -641,7 +656,17 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   std::string metrics_path;
   std::ofstream metrics;  // ranks other than 0 write nothing
   if (writer) metrics = write_run_files(cfg, opts, d, start_step, say, &metrics_path);
-  if (!resuming && writer) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, 0);
+  // Snapshots of steps 0 and start_step + 1 are written before the first step has finished: part
+  // of the start-up, recorded like the run files.
+  auto will_write_snapshot = [&](size_t step) {
+    if (!opts.will_create) return;
+    opts.will_create(snapshot_path(opts.out_dir, step), false);
+    opts.will_create(snapshot_path(opts.out_dir, step) + ".tmp", false);
+  };
+  if (!resuming && writer) {
+    will_write_snapshot(0);
+    save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, 0);
+  }
   SampleTrace trace(writer);
   say("model: vocab_size %zu, d_model %zu, n_ctx %zu, n_layer %zu, n_head %zu, ln_f %s, %s; "
       "%zu parameters; %d threads%s (%s)\n",
@@ -674,6 +699,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     const StepResult r =
         train_step(model, optimizer, sync, accum, cfg, step, inputs.data(), targets.data());
     step_seconds += seconds_since(t0);
+    if (writer && step == start_step) will_write_snapshot(step + 1);
     if (writer) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, step + 1);  // not timed
     const size_t done = step + 1;
     finished_step = done;

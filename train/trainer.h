@@ -29,6 +29,10 @@ struct RunOptions {
                                         // run's checkpoints or snapshots in out_dir
   std::function<void()> on_first_step;  // called once the first step of this run has finished
                                         // (cmd_train: the run directory is kept from then on)
+  std::function<void(const std::string& path, bool directory)> will_create;
+      // called before the start-up (up to the end of the first step) creates a file, or with
+      // `directory` a directory, in out_dir, with its path (a temporary name too): cmd_train
+      // records it (RunDirectory::will_create), so a failed start-up removes exactly what it wrote
 };
 
 /// What a finished run measured.
