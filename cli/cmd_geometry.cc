@@ -12,6 +12,7 @@
 
 #include "wte/checkpoint.h"
 #include "wte/config.h"
+#include "wte/data.h"
 #include "wte/error.h"
 #include "src/analysis/context_geometry.h"
 #include "src/analysis/context_page.h"
