@@ -1,10 +1,12 @@
 // `wte geometry --checkpoint C [--checkpoint C ...] [--query LIST] [--labels FILE] [--out DIR]`:
-// measures and draws the geometry of wte in one checkpoint or a series (a run's snapshots).
+// measures and draws the geometry of wte in one checkpoint or a series (a run's snapshots). The
+// reading and measuring are src/analysis/ (geometry_series.h, geometry_report.h,
+// context_geometry.h); this file reads the options, prints the report and writes --out.
 #include <boost/program_options.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,8 +19,8 @@
 #include "src/analysis/geometry.h"
 #include "src/analysis/geometry_page.h"
 #include "src/analysis/geometry_report.h"
+#include "src/analysis/geometry_series.h"
 #include "wte/model.h"
-#include "src/io/snapshot.h"
 #include "wte/tokenizer.h"
 #include "cli/options.h"
 #include "cli/commands.h"
@@ -29,69 +31,37 @@ namespace fs = std::filesystem;
 namespace wte::cli {
 namespace {
 
-std::vector<std::string> expand_checkpoints(const std::vector<std::string>& args) {
-  std::vector<std::string> out;
-  for (const std::string& a : args) {
-    if (fs::is_directory(a)) {
-      auto list = list_snapshots(a);
-      // The run's final checkpoint always ends the series, also when it is no snapshot step
-      // (a shorter run of a config whose snapshot_steps go further).
-      const auto checkpoints = list_snapshots(a, "checkpoint_");
-      if (list.empty()) list = checkpoints;
-      else if (!checkpoints.empty() && checkpoints.back().first > list.back().first)
-        list.push_back(checkpoints.back());
-      if (list.empty())
-        throw Error("--checkpoint " + a + ": the directory has no snapshot_<step>.h5 or " +
-                    "checkpoint_<step>.h5 files (train with --train.snapshot_steps=0,10,100,...)");
-      for (auto& [step, path] : list) out.push_back(path);
-    } else {
-      io::require_input_file("--checkpoint ", a, " (give a checkpoint .h5 or a run directory)");
-      out.push_back(a);
-    }
-  }
-  return out;
-}
+constexpr const char* kGeometryUsage =
+    "Usage: wte geometry --checkpoint C [--checkpoint C ...] [--query LIST] [--labels FILE]\n"
+    "                    [--out DIR]\n\n"
+    "Measures wte's geometry in each checkpoint (in step order): anisotropy (mean cosine of\n"
+    "distinct pairs of rows, raw and after subtracting the mean row, exact over all pairs),\n"
+    "effective rank (participation ratio (sum s^2)^2 / sum s^4 of the singular values), mean\n"
+    "row norm, and with --labels the k-NN class purity and silhouette (cosine distance) over the\n"
+    "labelled rows; prints the nearest neighbours by cosine of --query and of the most frequent\n"
+    "tokens at the first and last step; with --out writes the pictures and DIR/index.html.\n"
+    "Then, for the last checkpoint, the hidden states per layer (Hugging Face's hidden_states)\n"
+    "of --context-tokens positions of the validation tokens: per layer the anisotropy (mean\n"
+    "cosine of random rows) and Ethayarajh's (2019) self-similarity (mean cosine of the same\n"
+    "token's rows in different contexts, tokens with >= 5 rows, positions >= 1), raw and after\n"
+    "subtracting the layer's mean row, with a histogram of each per layer.\n\n";
 
-// wte of every checkpoint (validated), in step order, with the first one's tokenizer.
-struct WteSeries {
-  std::vector<WteSnapshot> snaps;
-  Tokenizer tok;
-  size_t V = 0, C = 0;
+constexpr const char* kGeometryExample =
+    "Example:\n"
+    "  datasets/make_planted.py\n"
+    "  wte train --config configs/planted.ini --out runs/planted\n"
+    "  wte geometry --checkpoint runs/planted --labels datasets/planted/labels.tsv "
+    "--out runs/planted/geometry\n";
+
+// `wte geometry`'s command line, every value checked.
+struct GeometryOptions {
+  bool help = false;                     // --help was printed
+  std::vector<std::string> checkpoints;  // as given: files or run directories
+  std::optional<std::string> query, labels, out, data, context_data;
+  size_t frequent = 8, neighbours = 8, k = 5, max_points = 5000, context_tokens = 4096;
 };
 
-WteSeries read_wte_series(const std::vector<std::string>& paths) {
-  WteSeries ws;
-  std::string encoder_json;
-  for (const std::string& path : paths) {
-    const CheckpointModel ck = load_checkpoint_model(path);
-    const CheckpointInfo& info = ck.info;
-    const Config& cfg = ck.config;
-    if (ws.snaps.empty()) {
-      ws.tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe, path + " /tokenizer");
-      encoder_json = info.encoder_json;
-      ws.V = cfg.model.vocab_size, ws.C = cfg.model.d_model;
-    } else if (cfg.model.vocab_size != ws.V || cfg.model.d_model != ws.C ||
-               info.encoder_json != encoder_json) {
-      throw Error(path + ": wte is (" + std::to_string(cfg.model.vocab_size) + ", " +
-                  std::to_string(cfg.model.d_model) + ") with its own tokenizer, but " +
-                  ws.snaps[0].path + " has (" + std::to_string(ws.V) + ", " +
-                  std::to_string(ws.C) + "); a series must come from one run");
-    }
-    WteSnapshot s;
-    s.path = path;
-    s.step = info.step;
-    s.wte.assign(ck.model->params().wte, ck.model->params().wte + ws.V * ws.C);
-    ws.snaps.push_back(std::move(s));
-  }
-  std::stable_sort(ws.snaps.begin(), ws.snaps.end(),
-                   [](const WteSnapshot& a, const WteSnapshot& b) { return a.step < b.step; });
-  return ws;
-}
-
-}  // namespace
-
-int cmd_geometry(int argc, char** argv) {
-  po::options_description opts("Options");
+void add_geometry_options(po::options_description& opts) {
   // clang-format off
   opts.add_options()
       ("help,h", "print this help")
@@ -124,142 +94,108 @@ int cmd_geometry(int argc, char** argv) {
        "int32 token file for the hidden-state sample (default: val.bin beside the last "
        "checkpoint, as wte train writes it)");
   // clang-format on
+}
+
+std::optional<std::string> optional_value(const po::variables_map& vm, const char* name) {
+  if (!vm.count(name)) return std::nullopt;
+  return vm[name].as<std::string>();
+}
+
+// Parses and checks `wte geometry`'s command line (argv[0] is "geometry"), every value before any
+// checkpoint is read. Throws UsageError for a bad option or value, wte::Error for a bad
+// --context-data file.
+GeometryOptions parse_geometry_options(int argc, char** argv) {
+  po::options_description opts("Options");
+  add_geometry_options(opts);
   CommandSpec spec;
-  spec.usage =
-      "Usage: wte geometry --checkpoint C [--checkpoint C ...] [--query LIST] [--labels FILE]\n"
-      "                    [--out DIR]\n\n"
-      "Measures wte's geometry in each checkpoint (in step order): anisotropy (mean cosine of\n"
-      "distinct pairs of rows, raw and after subtracting the mean row, exact over all pairs),\n"
-      "effective rank (participation ratio (sum s^2)^2 / sum s^4 of the singular values), mean\n"
-      "row norm, and with --labels the k-NN class purity and silhouette (cosine distance) over the\n"
-      "labelled rows; prints the nearest neighbours by cosine of --query and of the most frequent\n"
-      "tokens at the first and last step; with --out writes the pictures and DIR/index.html.\n"
-      "Then, for the last checkpoint, the hidden states per layer (Hugging Face's hidden_states)\n"
-      "of --context-tokens positions of the validation tokens: per layer the anisotropy (mean\n"
-      "cosine of random rows) and Ethayarajh's (2019) self-similarity (mean cosine of the same\n"
-      "token's rows in different contexts, tokens with >= 5 rows, positions >= 1), raw and after\n"
-      "subtracting the layer's mean row, with a histogram of each per layer.\n\n";
-  spec.example =
-      "Example:\n"
-      "  datasets/make_planted.py\n"
-      "  wte train --config configs/planted.ini --out runs/planted\n"
-      "  wte geometry --checkpoint runs/planted --labels datasets/planted/labels.tsv "
-      "--out runs/planted/geometry\n";
+  spec.usage = kGeometryUsage;
+  spec.example = kGeometryExample;
   spec.aliases = {{"--tokens", "--query"}};
   const CommandLine cl = parse_command_line(argc, argv, opts, spec);
-  if (cl.help) return 0;
+  GeometryOptions o;
+  if ((o.help = cl.help)) return o;
   const po::variables_map& vm = cl.vm;
   require_options(vm, {"checkpoint"});
+  o.checkpoints = vm["checkpoint"].as<std::vector<std::string>>();
   constexpr size_t kMaxCount = size_t{1} << 24;  // model.vocab_size's upper bound
-  const size_t n_freq = whole_number_option(vm, "frequent", 0, kMaxCount),
-               n_nb = whole_number_option(vm, "neighbours", 1, kMaxCount),
-               k = whole_number_option(vm, "k", 1, kMaxCount),
-               max_points = whole_number_option(vm, "max-points", 1, kMaxCount),
-               context_rows = whole_number_option(vm, "context-tokens", 0, size_t{1} << 20);
+  o.frequent = whole_number_option(vm, "frequent", 0, kMaxCount);
+  o.neighbours = whole_number_option(vm, "neighbours", 1, kMaxCount);
+  o.k = whole_number_option(vm, "k", 1, kMaxCount);
+  o.max_points = whole_number_option(vm, "max-points", 1, kMaxCount);
+  o.context_tokens = whole_number_option(vm, "context-tokens", 0, size_t{1} << 20);
+  o.query = optional_value(vm, "query");
+  o.labels = optional_value(vm, "labels");
+  o.out = optional_value(vm, "out");
+  o.data = optional_value(vm, "data");
+  o.context_data = optional_value(vm, "context-data");
   // "" or ",": an unset shell variable must not silently mean no query (empty items are skipped).
-  if (vm.count("query") && vm["query"].as<std::string>().find_first_not_of(',') == std::string::npos)
-    throw UsageError("--query '" + vm["query"].as<std::string>() + "' names no token; allowed: "
+  if (o.query && o.query->find_first_not_of(',') == std::string::npos)
+    throw UsageError("--query '" + *o.query + "' names no token; allowed: "
                      "comma-separated tokens, each a token's text or #ID (or leave --query out)");
-  if (vm.count("context-data")) io::require_input_file("--context-data ", vm["context-data"].as<std::string>());
-  // The output directory is created (and checked writable) before any checkpoint is read.
-  if (vm.count("out")) {
-    // --out's files: index.html, geometry.csv and the pictures (*.svg), each through NAME.tmp.
-    std::vector<std::pair<std::string, std::string>> inputs;
-    for (const char* o : {"labels", "data", "context-data"})
-      if (vm.count(o)) inputs.push_back({std::string("--") + o, vm[o].as<std::string>()});
-    for (const std::string& c : vm["checkpoint"].as<std::vector<std::string>>())
-      inputs.push_back({"--checkpoint", c});
-    check_output_dir_not_input("--out", vm["out"].as<std::string>(), inputs, [](const std::string& n) {
-      const auto ends = [&](const std::string& e) {
-        return n.size() >= e.size() && n.compare(n.size() - e.size(), e.size(), e) == 0;
-      };
-      return n == "index.html" || n == "geometry.csv" || ends(".svg");
-    });
-    prepare_output_dir("--out", vm["out"].as<std::string>());
-  }
+  if (o.context_data) io::require_input_file("--context-data ", *o.context_data);
+  return o;
+}
 
-  // --- Read every checkpoint (validated) before any output.
-  const std::vector<std::string> paths = expand_checkpoints(vm["checkpoint"].as<std::vector<std::string>>());
-  WteSeries ws = read_wte_series(paths);
-  const std::vector<WteSnapshot>& snaps = ws.snaps;
-  const Tokenizer& tok = ws.tok;
-  const size_t V = ws.V, C = ws.C;
-  TokenLabels labels;
-  const bool has_labels = vm.count("labels") > 0;
-  if (has_labels) labels = read_token_labels(vm["labels"].as<std::string>(), tok);
-  if (has_labels && k >= labels.ids.size())
-    throw Error("--k " + std::to_string(k) + " must be below the number of labelled tokens, " +
-                std::to_string(labels.ids.size()));
-  std::vector<int32_t> queries;
-  if (vm.count("query")) {
-    try {
-      queries = parse_token_list(vm["query"].as<std::string>(), tok);
-    } catch (const Error& e) {
-      throw UsageError(e.what());  // a query that is not one token of this vocabulary
-    }
-  }
+// --out is created (and checked writable) before any checkpoint is read, and refused if writing
+// its files (index.html, geometry.csv and the pictures *.svg, each through NAME.tmp) would
+// overwrite an input.
+void prepare_geometry_out(const GeometryOptions& o) {
+  std::vector<std::pair<std::string, std::string>> inputs;
+  if (o.labels) inputs.push_back({"--labels", *o.labels});
+  if (o.data) inputs.push_back({"--data", *o.data});
+  if (o.context_data) inputs.push_back({"--context-data", *o.context_data});
+  for (const std::string& c : o.checkpoints) inputs.push_back({"--checkpoint", c});
+  check_output_dir_not_input("--out", *o.out, inputs, [](const std::string& n) {
+    const auto ends = [&](const std::string& e) {
+      return n.size() >= e.size() && n.compare(n.size() - e.size(), e.size(), e) == 0;
+    };
+    return n == "index.html" || n == "geometry.csv" || ends(".svg");
+  });
+  prepare_output_dir("--out", *o.out);
+}
 
-  // Frequencies for "the most frequent tokens".
-  std::string data_path = vm.count("data") ? vm["data"].as<std::string>()
-                                           : (fs::path(snaps.back().path).parent_path() / "train.bin").string();
-  std::vector<int32_t> frequent;
-  std::vector<uint64_t> counts;
-  if (vm.count("data")) io::require_input_file("--data ", data_path);
-  if (fs::is_regular_file(data_path)) {
-    const std::vector<int32_t> ids = read_token_file(data_path);
-    check_token_ids(ids.data(), ids.size(), V, data_path);
-    counts.assign(V, 0);
-    for (int32_t id : ids) ++counts[id];
-    frequent = most_frequent(counts, n_freq);
+// The labels (--labels, checked against --k) and the query ids (--query) of the series' vocabulary.
+void read_labels_and_queries(const GeometryOptions& o, const Tokenizer& tok, TokenLabels* labels,
+                             std::vector<int32_t>* queries) {
+  if (o.labels) *labels = read_token_labels(*o.labels, tok);
+  if (o.labels && o.k >= labels->ids.size())
+    throw Error("--k " + std::to_string(o.k) + " must be below the number of labelled tokens, " +
+                std::to_string(labels->ids.size()));
+  if (!o.query) return;
+  try {
+    *queries = parse_token_list(*o.query, tok);
+  } catch (const Error& e) {
+    throw UsageError(e.what());  // a query that is not one token of this vocabulary
   }
+}
 
-  // --- Measures per step, the report, and with --out the pictures and the page.
-  const std::vector<GeometryMeasures> series =
-      measure_geometry(snaps, V, C, has_labels ? &labels : nullptr, k);
-  GeometryReportInput in;
-  in.snaps = &snaps;
-  in.series = &series;
-  in.tok = &tok;
-  in.V = V, in.C = C;
-  in.labels = has_labels ? &labels : nullptr;
-  in.k = k;
-  in.queries = queries;
-  in.has_queries = vm.count("query") > 0;
-  in.frequent = frequent;
-  in.n_frequent = n_freq;
-  in.data_path = data_path;
-  in.neighbours = n_nb;
-  std::string report = geometry_report(in);
-  std::cout << report;
-  // Hidden states per layer of the last checkpoint (its whole model, blocks included).
-  HiddenStateSample sample;
-  ContextGeometryRun ctx;
-  if (context_rows > 0) {
-    ctx.checkpoint = snaps.back().path;
-    ctx.data = vm.count("context-data")
-                   ? vm["context-data"].as<std::string>()
-                   : (fs::path(ctx.checkpoint).parent_path() / "val.bin").string();
-    if (fs::is_regular_file(ctx.data)) {
-      const CheckpointModel ck = load_checkpoint_model(ctx.checkpoint);
-      sample = sample_hidden_states(*ck.model, read_token_file(ctx.data), context_rows,
-                                    ck.config.model.n_ctx, ctx.data);
-      ctx.sample = &sample;
-      ctx.layers = context_geometry(sample, ctx.min_position, ctx.min_count);
-      const std::string text = "\n" + context_report(ctx);
-      std::cout << text;
-      report += text;
-    } else {
-      const std::string note = "\n(no hidden states per layer: " + ctx.data +
-                               " does not exist; pass --context-data or --context-tokens 0)\n";
-      std::cout << note;
-      report += note;
-    }
-  }
-  if (!vm.count("out")) return 0;
+// The hidden states per layer of the last checkpoint (its whole model, blocks included), when
+// --context-tokens > 0: `ctx` and `sample` filled and the report returned, or a note if the token
+// file does not exist.
+std::string context_part(const GeometryOptions& o, const std::string& last_checkpoint,
+                         ContextGeometryRun& ctx, HiddenStateSample& sample) {
+  ctx.checkpoint = last_checkpoint;
+  ctx.data = o.context_data ? *o.context_data
+                            : (fs::path(ctx.checkpoint).parent_path() / "val.bin").string();
+  if (!fs::is_regular_file(ctx.data))
+    return "\n(no hidden states per layer: " + ctx.data +
+           " does not exist; pass --context-data or --context-tokens 0)\n";
+  const CheckpointModel ck = load_checkpoint_model(ctx.checkpoint);
+  sample = sample_hidden_states(*ck.model, read_token_file(ctx.data), o.context_tokens,
+                                ck.config.model.n_ctx, ctx.data);
+  ctx.sample = &sample;
+  ctx.layers = context_geometry(sample, ctx.min_position, ctx.min_count);
+  return "\n" + context_report(ctx);
+}
 
-  const std::string out = vm["out"].as<std::string>();  // created by prepare_output_dir above
+// --out: the run's loss curve (from metrics.csv beside the last checkpoint, if it is there), the
+// pictures of wte and of the hidden states, geometry.csv and index.html holding `report`.
+void write_geometry_out(const std::string& out, const GeometryReportInput& in,
+                        const std::vector<GeometryMeasures>& series, size_t max_points,
+                        const ContextGeometryRun& ctx, const std::string& report) {
+  const std::vector<WteSnapshot>& snaps = *in.snaps;
   std::vector<PageSection> sections;
-  {  // The run's loss curve, from metrics.csv beside the last checkpoint (if it is there).
+  {
     const std::string& last = snaps.back().path;
     const Config last_cfg = parse_config(read_checkpoint_info(last).config_ini, last + " /config/ini");
     std::vector<Figure> loss = write_loss_figure(
@@ -270,7 +206,7 @@ int cmd_geometry(int argc, char** argv) {
   sections.push_back({sections.empty() ? "" : "wte over training", "",
                       write_wte_figures(out, in, max_points)});
   if (ctx.sample != nullptr) sections.push_back(write_context_figures(out, ctx));
-  write_geometry_csv(out, snaps, series, has_labels);
+  write_geometry_csv(out, snaps, series, in.labels != nullptr);
   const std::string intro = "Rows of wte from " + std::to_string(snaps.size()) +
                             " checkpoint(s), steps " + std::to_string(snaps.front().step) + " to " +
                             std::to_string(snaps.back().step) + ".";
@@ -279,6 +215,52 @@ int cmd_geometry(int argc, char** argv) {
   for (const PageSection& sec : sections) n_figures += sec.figures.size();
   std::printf("\nwrote %zu pictures, geometry.csv and %s\n", n_figures,
               (fs::path(out) / "index.html").string().c_str());
+}
+
+}  // namespace
+
+int cmd_geometry(int argc, char** argv) {
+  const GeometryOptions o = parse_geometry_options(argc, argv);
+  if (o.help) return 0;
+  if (o.out) prepare_geometry_out(o);
+  // --- Read every checkpoint (validated) before any output.
+  const WteSeries ws = read_wte_series(expand_checkpoints(o.checkpoints));
+  TokenLabels labels;
+  std::vector<int32_t> queries;
+  read_labels_and_queries(o, ws.tok, &labels, &queries);
+  // Frequencies for "the most frequent tokens".
+  const std::string data_path =
+      o.data ? *o.data : (fs::path(ws.snaps.back().path).parent_path() / "train.bin").string();
+  std::vector<int32_t> frequent;
+  if (o.data) io::require_input_file("--data ", data_path);
+  if (fs::is_regular_file(data_path)) frequent = most_frequent(token_counts(data_path, ws.V), o.frequent);
+
+  // --- Measures per step, the report, and with --out the pictures and the page.
+  const std::vector<GeometryMeasures> series =
+      measure_geometry(ws.snaps, ws.V, ws.C, o.labels ? &labels : nullptr, o.k);
+  GeometryReportInput in;
+  in.snaps = &ws.snaps;
+  in.series = &series;
+  in.tok = &ws.tok;
+  in.V = ws.V, in.C = ws.C;
+  in.labels = o.labels ? &labels : nullptr;
+  in.k = o.k;
+  in.queries = queries;
+  in.has_queries = o.query.has_value();
+  in.frequent = frequent;
+  in.n_frequent = o.frequent;
+  in.data_path = data_path;
+  in.neighbours = o.neighbours;
+  std::string report = geometry_report(in);
+  std::cout << report;
+  HiddenStateSample sample;
+  ContextGeometryRun ctx;
+  if (o.context_tokens > 0) {
+    const std::string text = context_part(o, ws.snaps.back().path, ctx, sample);
+    std::cout << text;
+    report += text;
+  }
+  if (o.out) write_geometry_out(*o.out, in, series, o.max_points, ctx, report);
   return 0;
 }
 

@@ -1,20 +1,19 @@
-// `wte gradcheck [--config FILE | --checkpoint FILE] [--batch FILE] [--section.key=value ...]`
+// `wte gradcheck [--config FILE | --checkpoint FILE] [--batch FILE] [--section.key=value ...]`:
+// reads the options, sets up the model and batch (src/analysis/gradcheck_setup.h), runs the two
+// checks of src/analysis/gradcheck.h and prints one line per tensor.
 #include <boost/program_options.hpp>
 #include <omp.h>
 
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <iostream>
-#include <memory>
-#include <numeric>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wte/config.h"
 #include "wte/error.h"
 #include "src/analysis/gradcheck.h"
+#include "src/analysis/gradcheck_setup.h"
 #include "wte/model.h"
 #include "cli/options.h"
 #include "cli/commands.h"
@@ -24,9 +23,7 @@ namespace po = boost::program_options;
 namespace wte::cli {
 namespace {
 
-constexpr size_t kMaxV = 64, kMaxC = 16, kMaxCtx = 8, kMaxB = 2, kMaxLayers = 2;
-
-const char* kHelp =
+constexpr const char* kHelp =
     "Usage: wte gradcheck [--config FILE] [--section.key=value ...] [options]\n"
     "       wte gradcheck --checkpoint FILE [--batch FILE] [options]\n\n"
     "Checks wte's gradients on one batch, two ways, and prints one line per tensor:\n\n"
@@ -66,11 +63,17 @@ const char* kHelp =
     "(stdout and stderr) and still exits 0 if every line passes; the last line says the pass is\n"
     "vacuous at this size.\n\n";
 
-}  // namespace
+// `wte gradcheck`'s command line, every value checked.
+struct GradcheckCommand {
+  bool help = false;  // --help was printed
+  GradcheckOptions options;
+  GradcheckSizes sizes;
+  std::optional<std::string> checkpoint, batch_file;  // --checkpoint, --batch
+  std::string config_path;                           // "": the built-in defaults
+  std::vector<std::string> overrides;
+};
 
-int cmd_gradcheck(int argc, char** argv) {
-  po::options_description desc("Options");
-  GradcheckOptions opt;
+void add_gradcheck_options(po::options_description& desc, GradcheckOptions& opt) {
   desc.add_options()("help,h", "print this help")(
       "config,c", po::value<std::string>(), "INI config (as for wte train)")(
       "checkpoint", po::value<std::string>(), "HDF5 checkpoint to check instead of a config's model")(
@@ -98,6 +101,27 @@ int cmd_gradcheck(int argc, char** argv) {
       "f32 tolerance relative to the tensor's largest entry")(
       "untouched-rows", po::value<std::string>()->default_value("8"),
       "wte rows outside the batch to check (sampled), in [0, 2^24]");
+}
+
+// The options that cannot be combined: --checkpoint gives the model's shapes and settings, --batch
+// gives B and T. Throws UsageError naming the first conflict.
+void refuse_conflicts(const po::variables_map& vm, const std::vector<std::string>& overrides) {
+  if (vm.count("checkpoint")) {
+    for (const char* k : {"config", "vocab-size", "d-model", "n-ctx", "n-layer", "n-head"})
+      if (vm.count(k))
+        throw UsageError(std::string("--") + k + " cannot be combined with --checkpoint (the model's " +
+                    "shapes and settings come from the checkpoint)");
+    if (!overrides.empty())
+      throw UsageError("'" + overrides[0] + "': config overrides cannot be combined with --checkpoint");
+  }
+}
+
+// Parses and checks `wte gradcheck`'s command line (argv[0] is "gradcheck"): every option before
+// any work. Throws UsageError for a bad option or value.
+GradcheckCommand parse_gradcheck_options(int argc, char** argv) {
+  GradcheckCommand c;
+  po::options_description desc("Options");
+  add_gradcheck_options(desc, c.options);
   CommandSpec spec;
   spec.usage = kHelp;
   spec.example =
@@ -106,166 +130,112 @@ int cmd_gradcheck(int argc, char** argv) {
   spec.aliases = {{"--tokens", "--batch"}};
   spec.config_overrides = true;
   const CommandLine cl = parse_command_line(argc, argv, desc, spec);
-  if (cl.help) return 0;
+  if ((c.help = cl.help)) return c;
   const po::variables_map& vm = cl.vm;
-  const std::vector<std::string>& overrides = cl.overrides;
-  auto positive = [](const char* name, double v) {
+  c.overrides = cl.overrides;
+  const GradcheckOptions& opt = c.options;
+  const std::pair<const char*, double> positives[] = {{"eps", opt.eps}, {"atol", opt.atol},
+      {"rtol", opt.rtol}, {"f32-atol", opt.f32_atol}, {"f32-rtol", opt.f32_rtol}};
+  for (const auto& [name, v] : positives)
     if (!(v > 0))
       throw UsageError(std::string("--") + name + " = " + std::to_string(v) +
                        " is not allowed; allowed: a number > 0");
-  };
-  positive("eps", opt.eps);
-  positive("atol", opt.atol);
-  positive("rtol", opt.rtol);
-  positive("f32-atol", opt.f32_atol);
-  positive("f32-rtol", opt.f32_rtol);
-  // Every whole-number option, parsed before any work (config, model, batch).
-  opt.untouched_rows = whole_number_option(vm, "untouched-rows", 0, size_t{1} << 24);
+  c.options.untouched_rows = whole_number_option(vm, "untouched-rows", 0, size_t{1} << 24);
   auto given = [&](const char* key, size_t hi) -> size_t {  // 0: not given
     return vm.count(key) ? whole_number_option(vm, key, 1, hi) : 0;
   };
-  const size_t arg_V = given("vocab-size", size_t{1} << 24), arg_C = given("d-model", size_t{1} << 16),
-               arg_ctx = given("n-ctx", size_t{1} << 20), arg_B = given("batch-size", size_t{1} << 20),
-               arg_T = given("seq-len", size_t{1} << 20), arg_H = given("n-head", size_t{1} << 16);
-  const bool has_L = vm.count("n-layer") != 0;
-  const size_t arg_L = has_L ? whole_number_option(vm, "n-layer", 0, 64) : 0;
+  GradcheckSizes& s = c.sizes;
+  s.vocab_size = given("vocab-size", size_t{1} << 24);
+  s.d_model = given("d-model", size_t{1} << 16);
+  s.n_ctx = given("n-ctx", size_t{1} << 20);
+  s.batch_size = given("batch-size", size_t{1} << 20);
+  s.seq_len = given("seq-len", size_t{1} << 20);
+  s.n_head = given("n-head", size_t{1} << 16);
+  s.has_n_layer = vm.count("n-layer") != 0;
+  s.n_layer = s.has_n_layer ? whole_number_option(vm, "n-layer", 0, 64) : 0;
+  refuse_conflicts(vm, c.overrides);
+  if (vm.count("checkpoint")) c.checkpoint = vm["checkpoint"].as<std::string>();
+  else c.config_path = file_option(vm, "config");
+  if (vm.count("batch")) c.batch_file = vm["batch"].as<std::string>();
+  return c;
+}
 
-  std::unique_ptr<Model> model;
-  Config cfg;
-  std::string n_head_note;
-  std::string source;
-  if (vm.count("checkpoint")) {
-    for (const char* k : {"config", "vocab-size", "d-model", "n-ctx", "n-layer", "n-head"})
-      if (vm.count(k))
-        throw UsageError(std::string("--") + k + " cannot be combined with --checkpoint (the model's " +
-                    "shapes and settings come from the checkpoint)");
-    if (!overrides.empty())
-      throw UsageError("'" + overrides[0] + "': config overrides cannot be combined with --checkpoint");
-    const std::string path = vm["checkpoint"].as<std::string>();
-    require_checkpoint_file("--checkpoint", path);
-    model = load_model_file(path, &cfg);
-    source = "checkpoint " + path;
+// The checked model: the checkpoint's (checked to be a file first), or the config's with its
+// shapes shrunk; always on float32 GEMMs. Sets the OpenMP thread count to train.threads (> 0).
+GradcheckModel load_gradcheck_model(const GradcheckCommand& c) {
+  GradcheckModel m;
+  if (c.checkpoint) {
+    require_checkpoint_file("--checkpoint", *c.checkpoint);
+    m = gradcheck_model_from_checkpoint(*c.checkpoint);
   } else {
-    const std::string config_path = file_option(vm, "config");
-    cfg = usage_errors_of_overrides([&] { return load_config(config_path, overrides); });
-    auto pick = [](size_t arg, size_t config_value, size_t cap) {
-      return arg != 0 ? arg : std::min(config_value, cap);
-    };
-    cfg.model.vocab_size = pick(arg_V, cfg.model.vocab_size, kMaxV);
-    cfg.model.d_model = pick(arg_C, cfg.model.d_model, kMaxC);
-    cfg.model.n_ctx = pick(arg_ctx, cfg.model.n_ctx, kMaxCtx);
-    cfg.model.n_layer = has_L ? arg_L : std::min(cfg.model.n_layer, kMaxLayers);
-    if (arg_H != 0) {
-      cfg.model.n_head = arg_H;
-      if (cfg.model.n_layer > 0 && cfg.model.d_model % cfg.model.n_head != 0)
-        throw UsageError("--n-head = " + std::to_string(cfg.model.n_head) +
-                    " does not divide the checked d_model = " + std::to_string(cfg.model.d_model) +
-                    "; pass a divisor of d_model, or --d-model (a multiple of n_head)");
-    } else if (cfg.model.n_layer > 0 && cfg.model.d_model % cfg.model.n_head != 0) {
-      // The shrunk d_model need not be a multiple of the config's n_head: use the largest head
-      // count that divides both (said in the header line).
-      const size_t h = std::gcd(cfg.model.n_head, cfg.model.d_model);
-      n_head_note = " (config's n_head " + std::to_string(cfg.model.n_head) +
-                    " does not divide the checked d_model; " + std::to_string(h) + " does)";
-      cfg.model.n_head = h;
-    }
-    model = std::make_unique<Model>(cfg.model);
-    model->init_weights(cfg.train.seed);
-    source = (config_path.empty() ? std::string("the default config") : "config " + config_path) +
-             ", init from train.seed " + std::to_string(cfg.train.seed);
+    const Config cfg =
+        usage_errors_of_overrides([&] { return load_config(c.config_path, c.overrides); });
+    m = gradcheck_model_from_config(cfg, c.config_path, c.sizes);
   }
-  // The check is of the float32 model: bf16 GEMM inputs (model.matmul_precision = bf16) carry 8
-  // significant bits, far above the float32 bounds checked here (tests/model/test_bf16.cc checks the
-  // bf16 path against its own bound). Same parameters, float32 GEMMs.
-  if (model->config().matmul_precision == MatmulPrecision::bf16) {
-    ModelConfig f32_config = model->config();
-    f32_config.matmul_precision = MatmulPrecision::f32;
-    auto f32_model = std::make_unique<Model>(f32_config);
-    std::memcpy(f32_model->param_data(), model->param_data(), model->num_parameters() * sizeof(float));
-    model = std::move(f32_model);
-    source += " (model.matmul_precision = bf16: checked with float32 GEMMs)";
-  }
-  if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
-  const ModelConfig& mc = model->config();
+  use_float32_gemms(m);
+  if (m.config.train.threads > 0) omp_set_num_threads(static_cast<int>(m.config.train.threads));
+  return m;
+}
 
-  TokenBatch batch;
-  std::string batch_source;
-  if (vm.count("batch")) {
-    for (const char* k : {"batch-size", "seq-len"})
-      if (vm.count(k))
-        throw UsageError(std::string("--") + k + " cannot be combined with --batch (the file gives B, T)");
-    const std::string path = vm["batch"].as<std::string>();
-    batch = read_token_batch(path, mc.vocab_size, mc.n_ctx);
-    batch_source = "tokens from " + path;
-  } else {
-    const size_t B = arg_B != 0 ? arg_B : std::min<size_t>(cfg.train.batch_size, kMaxB);
-    const size_t T = arg_T != 0 ? arg_T : std::min(cfg.data.seq_len, mc.n_ctx);
-    if (T > mc.n_ctx)
-      throw UsageError("--seq-len = " + std::to_string(T) + " exceeds n_ctx = " +
-                       std::to_string(mc.n_ctx) + "; allowed: a whole number in [1, n_ctx]");
-    batch = random_batch(B, T, mc.vocab_size, cfg.train.seed);
-    batch_source = "random ids (train.seed " + std::to_string(cfg.train.seed) + ")";
+// The batch: --batch's file (B and T come from it, so --batch-size and --seq-len are refused) or
+// gradcheck's random batch. `source` receives how the header line names it.
+TokenBatch load_gradcheck_batch(const GradcheckCommand& c, const GradcheckModel& m,
+                                std::string* source) {
+  const ModelConfig& mc = m.model->config();
+  if (!c.batch_file) {
+    *source = "random ids (train.seed " + std::to_string(m.config.train.seed) + ")";
+    return gradcheck_random_batch(m.config, mc, c.sizes);
   }
+  const std::pair<const char*, size_t> shapes[] = {{"batch-size", c.sizes.batch_size},
+                                                   {"seq-len", c.sizes.seq_len}};
+  for (const auto& [k, given] : shapes)
+    if (given != 0)
+      throw UsageError(std::string("--") + k + " cannot be combined with --batch (the file gives B, T)");
+  TokenBatch batch = read_token_batch(*c.batch_file, mc.vocab_size, mc.n_ctx);
+  *source = "tokens from " + *c.batch_file;
+  return batch;
+}
 
+// The model and batch lines, and the warning (stdout and stderr) at sizes where the check cannot
+// fail (vacuous_gradcheck_reason, `vacuous`).
+void print_gradcheck_header(const GradcheckModel& m, const TokenBatch& batch,
+                            const std::string& batch_source, const std::string& vacuous) {
+  const ModelConfig& mc = m.model->config();
   const std::string blocks = "n_layer " + std::to_string(mc.n_layer) +
-                             (mc.n_layer > 0 ? ", n_head " + std::to_string(mc.n_head) + n_head_note
+                             (mc.n_layer > 0 ? ", n_head " + std::to_string(mc.n_head) + m.n_head_note
                                              : "");
   std::printf("gradcheck: vocab_size %zu, d_model %zu, n_ctx %zu, ln_f %s, %s, %s; %s\n",
               mc.vocab_size, mc.d_model, mc.n_ctx, mc.ln_f ? "on" : "off",
-              mc.tie_embeddings ? "tied lm_head" : "untied lm_head", blocks.c_str(), source.c_str());
+              mc.tie_embeddings ? "tied lm_head" : "untied lm_head", blocks.c_str(), m.source.c_str());
   std::printf("batch: B %zu, T %zu, %s\n", batch.B, batch.T, batch_source.c_str());
-  // Sizes at which some gradients are exactly 0 whatever the code does (see kHelp).
-  std::string vacuous;
-  if (mc.vocab_size == 1)
-    vacuous = "vocab_size 1: softmax over one logit is 1, the loss is 0 and every gradient is "
-              "exactly 0, so this check cannot detect errors at this size (use vocab_size >= 2)";
-  else if (mc.d_model == 1 && mc.ln_f)
-    vacuous = "d_model 1 with ln_f on: LayerNorm over one value outputs its bias alone, so the "
-              "gradients of wte's lookup path, wpe and ln_f's weight are exactly 0 (and all of "
-              "wte's while ln_f's bias is 0, as at init) and this check cannot detect errors in "
-              "them (use d_model >= 2, or ln_f off)";
-  if (mc.vocab_size != 1 && mc.d_model == 1 && mc.n_layer > 0)
-    vacuous += std::string(vacuous.empty() ? "d_model 1 with blocks" : "; with blocks, too") +
-               ": every block's ln_1 and ln_2 over one value output their bias alone, so no "
-               "gradient reaches a block's input through them and most block gradients are "
-               "exactly 0 whatever the code does (use d_model >= 2)";
   if (!vacuous.empty()) {
     std::printf("warning: %s\n", vacuous.c_str());
     std::fprintf(stderr, "wte gradcheck: warning: %s\n", vacuous.c_str());
   }
   std::fflush(stdout);
+}
 
-  const ref::ModelParams<double> params = reference_params(*model);
-  // What the finite differences will cost, said (and checked) before they start: two double
-  // reference forwards per checked entry (finite_difference_entries counts the entries
-  // finite_difference_check visits, by its own row selection). A checkpoint keeps its full size, so
-  // a trained model's check can take days: refused past kMaxFdHours with what to run instead.
-  {
-    const size_t entries = finite_difference_entries(params, batch, opt);
-    const auto t0 = std::chrono::steady_clock::now();
-    (void)ref::model_loss(params, batch.inputs.data(), batch.targets.data(), batch.B, batch.T);
-    const double forward_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double seconds = 2.0 * static_cast<double>(entries) * forward_s, hours = seconds / 3600;
-    char cost[64];
-    if (seconds < 120)
-      std::snprintf(cost, sizeof cost, "%.0f s", std::ceil(seconds));
-    else if (hours < 2)
-      std::snprintf(cost, sizeof cost, "%.0f min", std::ceil(seconds / 60));
-    else
-      std::snprintf(cost, sizeof cost, "%.0f hours", hours);
-    std::printf("finite differences: %zu entries, 2 double-precision forwards each (%.2g s per "
-                "forward here): about %s\n",
-                entries, forward_s, cost);
-    std::fflush(stdout);
-    constexpr double kMaxFdHours = 2.0;
-    if (hours > kMaxFdHours)
-      throw Error("the finite differences of this model would take about " +
-                  std::to_string(static_cast<long>(hours + 0.5)) + " hours (" +
-                  std::to_string(entries) + " entries); gradcheck checks the code, not the " +
-                  "weights: check a small model of the same settings instead, e.g. wte gradcheck " +
-                  "--config runs/NAME/config.ini (the run's config; gradcheck caps its sizes)");
-  }
+// What the finite differences will cost, said (and checked) before they start. Throws wte::Error
+// past kMaxFiniteDifferenceHours, with what to run instead.
+void check_finite_difference_cost(const ref::ModelParams<double>& params, const TokenBatch& batch,
+                                  const GradcheckOptions& opt) {
+  const FiniteDifferenceCost cost = finite_difference_cost(params, batch, opt);
+  std::printf("finite differences: %zu entries, 2 double-precision forwards each (%.2g s per "
+              "forward here): about %s\n",
+              cost.entries, cost.forward_seconds, cost.text().c_str());
+  std::fflush(stdout);
+  const double hours = cost.seconds / 3600;
+  if (hours > kMaxFiniteDifferenceHours)
+    throw Error("the finite differences of this model would take about " +
+                std::to_string(static_cast<long>(hours + 0.5)) + " hours (" +
+                std::to_string(cost.entries) + " entries); gradcheck checks the code, not the " +
+                "weights: check a small model of the same settings instead, e.g. wte gradcheck " +
+                "--config runs/NAME/config.ini (the run's config; gradcheck caps its sizes)");
+}
+
+// Both checks, one line per tensor; returns the failed lines' names ("wte (fd)", ...).
+std::vector<std::string> run_checks(const ref::ModelParams<double>& params, Model& model,
+                                    const TokenBatch& batch, const GradcheckOptions& opt) {
   std::vector<std::string> failed;
   std::printf("finite differences on the double reference (eps %g; pass |a - n| <= %g + %g*|n|):\n",
               opt.eps, opt.atol, opt.rtol);
@@ -275,10 +245,27 @@ int cmd_gradcheck(int argc, char** argv) {
   }
   std::printf("float32 model vs the double reference (pass max|f32 - ref| <= %g + %g*max|ref|):\n",
               opt.f32_atol, opt.f32_rtol);
-  for (const CheckLine& l : compare_float_model(*model, batch, opt)) {
+  for (const CheckLine& l : compare_float_model(model, batch, opt)) {
     std::printf("%s\n", format_check_line(l).c_str());
     if (!l.ok()) failed.push_back(l.name + " (f32)");
   }
+  return failed;
+}
+
+}  // namespace
+
+int cmd_gradcheck(int argc, char** argv) {
+  const GradcheckCommand c = parse_gradcheck_options(argc, argv);
+  if (c.help) return 0;
+  GradcheckModel m = load_gradcheck_model(c);
+  std::string batch_source;
+  const TokenBatch batch = load_gradcheck_batch(c, m, &batch_source);
+  // Sizes at which some gradients are exactly 0 whatever the code does (see kHelp).
+  const std::string vacuous = vacuous_gradcheck_reason(m.model->config());
+  print_gradcheck_header(m, batch, batch_source, vacuous);
+  const ref::ModelParams<double> params = reference_params(*m.model);
+  check_finite_difference_cost(params, batch, c.options);
+  const std::vector<std::string> failed = run_checks(params, *m.model, batch, c.options);
   if (failed.empty()) {
     if (vacuous.empty())
       std::printf("gradcheck passed\n");

@@ -1,6 +1,6 @@
 // `wte geometry`'s measures of a series of wte tables (one per checkpoint) and its text report.
-// The command (cli/cmd_geometry.cc) reads options and checkpoints and calls these; the pictures
-// and the page are in src/analysis/geometry_page.h.
+// The command (cli/cmd_geometry.cc) reads options and, through src/analysis/geometry_series.h, the
+// checkpoints, and calls these; the pictures and the page are in src/analysis/geometry_page.h.
 #pragma once
 
 #include <cstddef>
