@@ -116,7 +116,8 @@ int train_main(int argc, char** argv) {
       "run directory for metrics.csv, checkpoints, tokenizer (default: runs/<config name>)")(
       "resume,r", po::value<std::string>(),
       "continue a run from checkpoint PATH, or 'auto': from the newest valid checkpoint in the run "
-      "directory (a fresh start if it has none). Without --config the checkpoint's own config is "
+      "directory, by the step stored in it (broken ones are named and skipped; a fresh start if "
+      "it has none). Without --config the checkpoint's own config is "
       "used; --section.key=value may change train.steps, the log/eval/checkpoint intervals, "
       "train.eval_tokens, train.snapshot_steps, checkpoint.keep_last and the data paths (nothing "
       "that alters what a step computes), and how a step is cut into work: train.threads, "
