@@ -116,7 +116,8 @@ int train_main(int argc, char** argv) {
       "run directory for metrics.csv, checkpoints, tokenizer (default: runs/<config name>)")(
       "resume,r", po::value<std::string>(),
       "continue a run from checkpoint PATH, or 'auto': from the newest valid checkpoint in the run "
-      "directory (a fresh start if it has none). Without --config the checkpoint's own config is "
+      "directory, by the step stored in it (broken ones are named and skipped; a fresh start if "
+      "it has none). Without --config the checkpoint's own config is "
       "used; --section.key=value may change train.steps, the log/eval/checkpoint intervals, "
       "train.eval_tokens, train.snapshot_steps, checkpoint.keep_last and the data paths (nothing "
       "that alters what a step computes), and how a step is cut into work: train.threads, "
@@ -276,24 +277,53 @@ int train_main(int argc, char** argv) {
   try {
     int64_t auto_step = -1;
     if (resume == "auto") {
-      // The newest checkpoint that validates; broken ones are reported, never silently used or
-      // silently replaced by a fresh start. A locked one stops the search: skipping it would
-      // silently resume from an older checkpoint and lose steps.
+      // The valid, resumable checkpoint of the highest stored step (its file name is not trusted);
+      // broken ones are reported, never silently used or silently replaced by a fresh start. Each
+      // is read in a child process first (validate_checkpoint_isolated), so a damaged file that
+      // crashes or hangs HDF5 is reported and skipped like any other broken one. A locked one stops
+      // the search: skipping it would silently resume from an older checkpoint and lose steps.
       const auto found = list_checkpoints(opts.out_dir);
       std::string skipped;
-      for (auto it = found.rbegin(); it != found.rend() && opts.resume.empty(); ++it) {
+      std::vector<std::pair<uint64_t, std::string>> broken;  // (file name's step, path)
+      for (auto it = found.rbegin(); it != found.rend(); ++it) {
         try {
+          validate_checkpoint_isolated(it->second);
           const CheckpointInfo info = read_checkpoint_info(it->second);
           if (!info.resumable()) throw Error("'" + it->second + "' is a weights-only checkpoint");
-          opts.resume = it->second;
-          auto_step = info.step;
+          if (info.step > auto_step) {
+            opts.resume = it->second;
+            auto_step = info.step;
+          }
         } catch (const hdf5::FileLockedError& e) {
-          throw Error(std::string("--resume auto: the newest checkpoint cannot be read: ") + e.what() +
+          throw Error(std::string("--resume auto: a checkpoint cannot be read: ") + e.what() +
                       "\n(not resuming from an older checkpoint: that would lose the steps since)");
         } catch (const Error& e) {
           std::fprintf(stderr, "wte train: --resume auto: skipping %s\n", e.what());
           skipped += std::string("\n  ") + e.what();
+          broken.emplace_back(it->first, it->second);
         }
+      }
+      if (!opts.resume.empty() && !broken.empty()) {
+        // Said once, with the commands that set the broken files aside: wte never deletes or
+        // renames a file it could not read (it may be the only copy of those steps), and the run
+        // writes a checkpoint of the same name over it when it reaches that step.
+        std::string moves, names;
+        auto quoted = [](const std::string& path) {
+          std::string q = "'";
+          for (char c : path) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+          return q + "'";
+        };
+        for (auto b = broken.rbegin(); b != broken.rend(); ++b) {
+          names += (names.empty() ? "" : ", ") + fs::path(b->second).filename().string();
+          moves += "\n  mv " + quoted(b->second) + " " + quoted(b->second + ".corrupt");
+        }
+        std::fprintf(stderr,
+                     "wte train: --resume auto: resuming from '%s' (step %lld), the newest valid "
+                     "checkpoint; skipped %zu that do%s not validate: %s. They are left as they "
+                     "are (the run writes over a file of the same name when it reaches that step); "
+                     "to keep them aside for inspection:%s\n",
+                     opts.resume.c_str(), static_cast<long long>(auto_step), broken.size(),
+                     broken.size() == 1 ? "es" : "", names.c_str(), moves.c_str());
       }
       if (opts.resume.empty() && !found.empty())
         throw Error("--resume auto: none of the " + std::to_string(found.size()) +

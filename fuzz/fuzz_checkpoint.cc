@@ -7,7 +7,13 @@
 // soft or hard links to other objects, overwrite values (NaN, negative moments, bad orders),
 // replace the stored config text (keeping its hash right, so parsing is reached) and add extra
 // datasets. Every read of every dataset and attribute must end in a wte::Error or success.
-// Byte-level corruption of HDF5's own metadata is HDF5's parsing, not wte's (see fuzz/README.md).
+// An input that starts with "FLIP" is byte-level damage instead: after "FLIP" and one byte that
+// picks the file (even: the seed above, version 3, HDF5's checksummed format; odd: the committed
+// version-2 checkpoint tests/io/fixtures/checkpoint_v2_step2.h5, HDF5's earliest format), each
+// 5 bytes are an offset (uint32 LE, modulo the file's size) and a byte XORed into the file there.
+// HDF5 must find the damage by its checksums (version 3), or the reader must survive HDF5
+// crashing or looping on it in the child process it reads the file in first (version 2): an
+// error or a valid load, never a crash or a hang of this process.
 #include <H5Cpp.h>
 #include <hdf5.h>
 #include <unistd.h>
@@ -313,11 +319,54 @@ void apply_edits(const uint8_t* data, size_t size) {
   H5Eclear2(H5E_DEFAULT);
 }
 
+// The committed version-2 checkpoint's bytes (empty if it cannot be read).
+const std::string& old_format_bytes() {
+  static const std::string bytes = [] {
+    std::FILE* f = std::fopen(WTE_SOURCE_DIR "/tests/io/fixtures/checkpoint_v2_step2.h5", "rb");
+    std::string b;
+    if (f == nullptr) return b;
+    char buf[65536];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) b.append(buf, n);
+    std::fclose(f);
+    return b;
+  }();
+  return bytes;
+}
+
+// "FLIP" inputs: the picked file with the input's bytes XORed in, written to the work path.
+void apply_flips(const uint8_t* data, size_t size) {
+  const Seed& s = seed();
+  std::string bytes;
+  if (data[4] & 1) {
+    bytes = old_format_bytes();
+  } else {
+    std::FILE* f = std::fopen(s.path.c_str(), "rb");
+    char buf[65536];
+    size_t n = 0;
+    while (f != nullptr && (n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
+    if (f != nullptr) std::fclose(f);
+  }
+  if (bytes.empty()) return;
+  for (size_t i = 5; i + 5 <= size; i += 5) {
+    const uint32_t at = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) |
+                        (static_cast<uint32_t>(data[i + 3]) << 24);
+    bytes[at % bytes.size()] = static_cast<char>(bytes[at % bytes.size()] ^ data[i + 4]);
+  }
+  std::FILE* out = std::fopen(s.work.c_str(), "wb");
+  if (out == nullptr) return;
+  std::fwrite(bytes.data(), 1, bytes.size(), out);
+  std::fclose(out);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Seed& s = seed();
-  apply_edits(data, size);
+  if (size >= 5 && std::memcmp(data, "FLIP", 4) == 0)
+    apply_flips(data, size);
+  else
+    apply_edits(data, size);
   try {
     wte::read_checkpoint_info(s.work);
   } catch (const wte::Error&) {

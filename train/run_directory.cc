@@ -286,9 +286,20 @@ void check_run_files(const std::string& dir, const std::string& user_config,
     } catch (const Error&) {
       return;  // reported by the resume's own checks
     }
+    // Later by their stored steps, among the checkpoints that validate (each read in a child
+    // process first: a damaged one is not a later checkpoint, and cannot crash this process);
+    // file names are not trusted, and the resumed file itself is never later than itself.
     std::vector<std::pair<uint64_t, std::string>> newer;
-    for (const auto& c : list_checkpoints(dir))
-      if (c.first > static_cast<uint64_t>(step)) newer.push_back(c);
+    for (const auto& c : list_checkpoints(dir)) {
+      if (cli::same_file(c.second, resume)) continue;
+      try {
+        validate_checkpoint_isolated(c.second);
+        const int64_t stored = read_checkpoint_info(c.second).step;
+        if (stored > step) newer.emplace_back(static_cast<uint64_t>(stored), c.second);
+      } catch (const Error&) {
+        // Broken: --resume auto reports it; it is not a checkpoint to continue from.
+      }
+    }
     if (newer.empty() || overwrite) {
       check_resumed_metrics((fs::path(dir) / "metrics.csv").string(), static_cast<uint64_t>(step));
       return;

@@ -1,7 +1,9 @@
 // HDF5 checkpoints that h5py (or h5ls/h5dump) can read without wte, complete enough to resume
 // training bit for bit.
 //
-// Layout, format "wte-checkpoint" version 2 (docs/checkpoint.md has the full table):
+// Layout, format "wte-checkpoint" version 3 (docs/checkpoint.md has the full table), in HDF5
+// 1.10's file format (every piece of metadata checksummed), datasets chunked with Fletcher-32,
+// strings fixed-length:
 //   /                    attributes: format (string), format_version (int64), step (int64),
 //                        config_fnv1a64 (uint64, FNV-1a 64 of /config/ini)
 //   /<tensor>            float32, one dataset per Model::tensors() entry: /wte (vocab_size, d_model)
@@ -11,7 +13,8 @@
 //   /data                attributes epoch, cursor, num_samples, shuffle, train_tokens, val_tokens
 //                        (int64), train_tokens_fnv1a64, val_tokens_fnv1a64 (uint64); datasets
 //                        order uint32 (num_samples,), rng_state uint64 (4,)
-//   /tokenizer/encoder_json, /tokenizer/vocab_bpe        UTF-8 strings, GPT-2's two files
+//   /tokenizer/encoder_json, /tokenizer/vocab_bpe        UTF-8 strings, GPT-2's two files;
+//                        attributes encoder_json_fnv1a64, vocab_bpe_fnv1a64 (uint64) on /tokenizer
 //   /config/ini          UTF-8 string, the resolved configuration
 // /optimizer, /schedule and /data are present together in a resumable checkpoint (the trainer's);
 // a weights-only checkpoint (save_checkpoint without an optimizer and resume state) has neither.
@@ -31,7 +34,11 @@
 namespace wte {
 
 inline constexpr const char* kCheckpointFormat = "wte-checkpoint";
-inline constexpr int64_t kCheckpointVersion = 2;
+/// The version save_checkpoint writes.
+inline constexpr int64_t kCheckpointVersion = 3;
+/// The oldest version the readers accept: version 2 (HDF5's earliest file format, variable-length
+/// strings, no checksums), validated in a child process before it is read (validate_checkpoint_isolated).
+inline constexpr int64_t kOldestCheckpointVersion = 2;
 
 /// What a resumed run needs besides parameters and optimizer moments: the data order, the identity
 /// of the token streams it was trained on, and the learning-rate schedule's position.
@@ -87,6 +94,20 @@ struct CheckpointInfo {
 /// (check_loader_state). Throws wte::Error naming the path and what is wrong; never a partial
 /// result. Every HDF5 handle is closed on return and on every error path.
 CheckpointInfo read_checkpoint_info(const std::string& path);
+
+/// Validates the file as read_checkpoint_info does, in a forked child process with a time limit
+/// (hdf5::run_isolated), so that a damaged file that crashes or hangs HDF5's parsers is an error
+/// here and never takes the caller with it: "checkpoint '<path>' is corrupt: reading it crashed
+/// HDF5's parser (signal 11, ...)", or "... did not finish in N s", or the same wte::Error
+/// read_checkpoint_info gives (hdf5::FileLockedError for a locked file). The child gets 3 s of CPU
+/// time plus 1 s per 16 MiB of file (validating takes a small fraction of that), and the caller
+/// waits at most 120 s plus 1 s per 4 MiB. The result is remembered for the rest of the process
+/// (by device, inode, size and modification time): the in-process read that follows a pass does
+/// not check the file twice, and a file that failed fails again at once with the same error.
+/// read_checkpoint_info, load_checkpoint and load_checkpoint_model call it themselves for a file
+/// not in HDF5's checksummed format (hdf5::checksummed_format: checkpoints older than version 3);
+/// `wte train --resume auto` calls it for every checkpoint it considers.
+void validate_checkpoint_isolated(const std::string& path);
 
 /// Validates the file as read_checkpoint_info does and copies the stored parameters (and the
 /// optimizer state, if `optimizer` is not null and the file has it) into `model`, whose tensors

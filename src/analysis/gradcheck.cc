@@ -114,6 +114,9 @@ using hdf5::shape_str;
 
 std::unique_ptr<Model> load_model_file(const std::string& path, Config* config_out) {
   const std::string what = "model file '" + path + "'";
+  // A file in HDF5's earliest format (no metadata checksums) is read in a child process first,
+  // so a damaged one cannot crash or hang this process (src/io/checkpoint_checks.h).
+  isolate_unless_checksummed(path, what, [&] { load_model_file(path, nullptr); });
   hdf5::Id file = hdf5::open_readonly(path, what);
   hdf5::Id root = hdf5::open_group(file.get(), "/", what);
   std::string format;

@@ -3,6 +3,7 @@
 #include <H5Cpp.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +12,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "wte/data.h"
@@ -28,9 +31,10 @@ using hdf5::dataset_shape;
 using hdf5::ensure_parent_groups;
 using hdf5::shape_str;
 using hdf5::write_int_attr;
-using hdf5::write_string;
-using hdf5::write_string_attr;
-using hdf5::write_tensor;
+using hdf5::write_checked_ints;
+using hdf5::write_checked_tensor;
+using hdf5::write_fixed_string;
+using hdf5::write_fixed_string_attr;
 
 // Reads a float32 tensor of exactly `shape` into dst (size = product of shape): kind, dtype, shape
 // and storage checked first (hdf5::read_f32), then every value must be finite and, for a second
@@ -95,16 +99,6 @@ void write_float_attr(H5::H5Object& where, const std::string& name, float value)
   attr.write(H5::PredType::NATIVE_FLOAT, &value);
 }
 
-// A 1-D integer dataset of `file_type` (unsigned, `bytes` wide) holding `n` values.
-template <typename T>
-void write_ints(H5::Group& where, const std::string& name, const std::vector<T>& values,
-                const H5::PredType& file_type, const H5::PredType& mem_type) {
-  const hsize_t dims[1] = {values.size()};
-  H5::DataSpace space(1, dims);
-  H5::DataSet ds = where.createDataSet(name, file_type, space);
-  if (!values.empty()) ds.write(values.data(), mem_type);
-}
-
 // Stops the process (SIGSTOP) in the middle of writing `tmp` when the test hook asks for `step`.
 void maybe_pause_for_test(H5::H5File& file, const std::string& tmp, int64_t step) {
   const char* want = std::getenv("WTE_TEST_PAUSE_IN_CHECKPOINT_WRITE");
@@ -153,13 +147,13 @@ void save_checkpoint(const std::string& path, const Model& model, const AdamW* o
   const std::string config_ini = config.to_ini();
   const auto fill = [&](H5::H5File& file, const std::string& tmp) {
     H5::Group root = file.openGroup("/");
-    write_string_attr(root, "format", kCheckpointFormat);
+    write_fixed_string_attr(root, "format", kCheckpointFormat);
     write_int_attr(root, "format_version", kCheckpointVersion);
     write_int_attr(root, "step", step);
     write_uint_attr(root, "config_fnv1a64", fnv1a64(config_ini.data(), config_ini.size()));
     for (const TensorSpec& t : model.tensors()) {
       ensure_parent_groups(root, t.name);
-      write_tensor(root, t.name, t.shape, model.param_data() + t.offset);
+      write_checked_tensor(root, t.name, t.shape, model.param_data() + t.offset);
     }
     maybe_pause_for_test(file, tmp, step);
     if (optimizer != nullptr) {
@@ -170,7 +164,7 @@ void save_checkpoint(const std::string& path, const Model& model, const AdamW* o
         const float* base = moment[0] == 'm' ? optimizer->m() : optimizer->v();
         for (const TensorSpec& t : model.tensors()) {
           ensure_parent_groups(g, t.name);
-          write_tensor(g, t.name, t.shape, base + t.offset);
+          write_checked_tensor(g, t.name, t.shape, base + t.offset);
         }
       }
     }
@@ -189,15 +183,21 @@ void save_checkpoint(const std::string& path, const Model& model, const AdamW* o
       write_int_attr(data, "val_tokens", static_cast<int64_t>(resume->val_tokens));
       write_uint_attr(data, "train_tokens_fnv1a64", resume->train_tokens_fnv1a64);
       write_uint_attr(data, "val_tokens_fnv1a64", resume->val_tokens_fnv1a64);
-      write_ints(data, "order", ls.order, H5::PredType::STD_U32LE, H5::PredType::NATIVE_UINT32);
+      write_checked_ints(data, "order", ls.order);
       const std::vector<uint64_t> rng(ls.rng_state.begin(), ls.rng_state.end());
-      write_ints(data, "rng_state", rng, H5::PredType::STD_U64LE, H5::PredType::NATIVE_UINT64);
+      write_checked_ints(data, "rng_state", rng);
     }
+    // The strings are stored contiguously (a scalar cannot be chunked, so no Fletcher-32): their
+    // FNV-1a 64 hashes, in checksummed metadata, cover them as config_fnv1a64 covers the config.
     H5::Group tok = root.createGroup("tokenizer");
-    write_string(tok, "encoder_json", tokenizer.encoder_json());
-    write_string(tok, "vocab_bpe", tokenizer.vocab_bpe());
+    write_fixed_string(tok, "encoder_json", tokenizer.encoder_json());
+    write_fixed_string(tok, "vocab_bpe", tokenizer.vocab_bpe());
+    write_uint_attr(tok, "encoder_json_fnv1a64",
+                    fnv1a64(tokenizer.encoder_json().data(), tokenizer.encoder_json().size()));
+    write_uint_attr(tok, "vocab_bpe_fnv1a64",
+                    fnv1a64(tokenizer.vocab_bpe().data(), tokenizer.vocab_bpe().size()));
     H5::Group cfg = root.createGroup("config");
-    write_string(cfg, "ini", config_ini);
+    write_fixed_string(cfg, "ini", config_ini);
   };
   // Reserved on disk before HDF5 writes: parameters (and m, v), the data order, the strings,
   // and HDF5's metadata (measured: about 1 KiB per dataset; 2 KiB + 16 KiB reserved).
@@ -206,7 +206,7 @@ void save_checkpoint(const std::string& path, const Model& model, const AdamW* o
       4 * model.num_parameters() * copies + (resume != nullptr ? 4 * resume->data.order.size() : 0) +
       tokenizer.encoder_json().size() + tokenizer.vocab_bpe().size() + config_ini.size() +
       (16 + 2 * (model.tensors().size() * copies + 8)) * uint64_t{1024};
-  hdf5::write_file_atomic(path, "checkpoint '" + path + "'", fill, expected);
+  hdf5::write_file_atomic(path, "checkpoint '" + path + "'", fill, expected, /*checksummed=*/true);
 }
 
 namespace {
@@ -285,8 +285,79 @@ namespace {
 // once: into `params` (and `m`, `v`) when not null, each resized to the arena's floats and every
 // tensor at its TensorSpec offset; else into a scratch buffer, only to check it.
 CheckpointInfo read_checkpoint(const std::string& path, std::vector<float>* params,
+                               std::vector<float>* m, std::vector<float>* v);
+
+// Set in the child process of run_isolated: it reads in-process, never forks again.
+bool in_isolated_child = false;
+
+// Files read in a child process, by (device, inode, size, mtime s, mtime ns): those that passed,
+// and the error of those that did not, by how the reader names the file (`what`): a damaged file
+// that hangs HDF5 costs its time limit once, not once per reader.
+using FileKey = std::tuple<uint64_t, uint64_t, int64_t, int64_t, int64_t>;
+std::set<FileKey>& passed_files() {
+  static std::set<FileKey> files;
+  return files;
+}
+std::map<std::pair<FileKey, std::string>, std::string>& failed_files() {
+  static std::map<std::pair<FileKey, std::string>, std::string> files;
+  return files;
+}
+
+// The key of a regular file, or false (missing, a directory, a FIFO...: the readers name those).
+bool file_key(const std::string& path, FileKey* key, uint64_t* bytes) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  *key = {st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+  *bytes = static_cast<uint64_t>(st.st_size);
+  return true;
+}
+
+// Runs `read` in a child unless it passed before (or this is the child); remembers a pass.
+void read_in_child(const std::string& path, const std::string& what,
+                   const std::function<void()>& read) {
+  FileKey key;
+  uint64_t bytes = 0;
+  if (in_isolated_child || !file_key(path, &key, &bytes) || passed_files().count(key)) return;
+  const auto failed = failed_files().find({key, what});
+  if (failed != failed_files().end()) throw Error(failed->second);
+  const double mib = static_cast<double>(bytes) / (1 << 20);
+  try {
+    hdf5::run_isolated(
+        [&] {
+          in_isolated_child = true;
+          read();
+        },
+        what, 3.0 + mib / 16.0, 120.0 + mib / 4.0);
+  } catch (const hdf5::FileLockedError&) {
+    throw;  // not the file's fault: asked again next time
+  } catch (const Error& e) {
+    failed_files()[{key, what}] = e.what();
+    throw;
+  }
+  passed_files().insert(key);
+}
+
+}  // namespace
+
+void validate_checkpoint_isolated(const std::string& path) {
+  read_in_child(path, ckpt_what(path), [&] { read_checkpoint(path, nullptr, nullptr, nullptr); });
+}
+
+void isolate_unless_checksummed(const std::string& path, const std::string& what,
+                                const std::function<void()>& read) {
+  if (in_isolated_child || hdf5::checksummed_format(path)) return;
+  read_in_child(path, what, read);
+}
+
+namespace {
+
+CheckpointInfo read_checkpoint(const std::string& path, std::vector<float>* params,
                                std::vector<float>* m, std::vector<float>* v) {
   const std::string what = ckpt_what(path);
+  // HDF5's earliest file format (version 2 checkpoints, files of other tools) has metadata
+  // without checksums, which a damaged byte can turn into a crash or an endless loop inside
+  // HDF5: such a file is read once in a child process first.
+  isolate_unless_checksummed(path, what, [&] { read_checkpoint(path, nullptr, nullptr, nullptr); });
   hdf5::Id file = hdf5::open_readonly(path, what);
   hdf5::Id root_id = hdf5::open_group(file.get(), "/", what);
   const hid_t root = root_id.get();
@@ -298,10 +369,10 @@ CheckpointInfo read_checkpoint(const std::string& path, std::vector<float>* para
                 kCheckpointFormat + "'");
   CheckpointInfo info;
   info.format_version = read_int_attr(root, "", "format_version", path);
-  if (info.format_version != kCheckpointVersion)
+  if (info.format_version < kOldestCheckpointVersion || info.format_version > kCheckpointVersion)
     throw Error("checkpoint '" + path + "' has format_version " +
-                std::to_string(info.format_version) + "; this build reads version " +
-                std::to_string(kCheckpointVersion) +
+                std::to_string(info.format_version) + "; this build reads versions " +
+                std::to_string(kOldestCheckpointVersion) + " to " + std::to_string(kCheckpointVersion) +
                 (info.format_version == 1 ? " (version 1 has no data order or schedule state, "
                                             "so it cannot be resumed exactly)"
                                           : ""));
@@ -342,6 +413,25 @@ CheckpointInfo read_checkpoint(const std::string& path, std::vector<float>* para
   }
   info.encoder_json = read_string(root, "tokenizer/encoder_json", path);
   info.vocab_bpe = read_string(root, "tokenizer/vocab_bpe", path);
+  {
+    // Version 3 stores the strings' hashes (their bytes have no checksum of HDF5's); version 2
+    // has none.
+    hdf5::Id tok = hdf5::open_group(root, "tokenizer", what);
+    for (const auto& [name, text] : {std::pair<std::string, const std::string*>{"encoder_json", &info.encoder_json},
+                                     {"vocab_bpe", &info.vocab_bpe}}) {
+      const std::string attr = name + "_fnv1a64";
+      if (info.format_version < 3 && !hdf5::has_attr(tok.get(), attr)) continue;
+      const uint64_t stored = read_uint_attr(tok.get(), "/tokenizer", attr, path);
+      const uint64_t hash = fnv1a64(text->data(), text->size());
+      if (stored != hash) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "/tokenizer attribute '%s' is %016llx but /tokenizer/%s hashes to %016llx",
+                      attr.c_str(), static_cast<unsigned long long>(stored), name.c_str(),
+                      static_cast<unsigned long long>(hash));
+        throw Error("checkpoint '" + path + "' is corrupt: " + buf);
+      }
+    }
+  }
   const Tokenizer tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe,
                                                 "the tokenizer stored in '" + path + "'");
   if (tok.size() != cfg.model.vocab_size)

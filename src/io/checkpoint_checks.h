@@ -4,6 +4,7 @@
 
 #include <hdf5.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,13 @@ void read_tensor(hid_t where, const std::string& name, const std::vector<size_t>
 /// tied model's lm_head that differs from wte names both and the difference.
 void check_datasets_explained(hid_t root, const std::vector<TensorSpec>& tensors, bool tied,
                               const std::string& path);
+
+/// Runs `read` (a full read of the file `path`, e.g. load_model_file's own) in a child process
+/// first (hdf5::run_isolated, with validate_checkpoint_isolated's time limits) unless the file is
+/// in HDF5's checksummed format (hdf5::checksummed_format), is not a regular file, or passed
+/// before; does nothing in that child itself. Then the caller reads it in-process: HDF5 has
+/// parsed all of it once without crashing. `what` names the file in errors.
+void isolate_unless_checksummed(const std::string& path, const std::string& what,
+                                const std::function<void()>& read);
 
 }  // namespace wte

@@ -1,7 +1,11 @@
 #include "src/io/hdf5_util.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <filesystem>
 
 #include "wte/data.h"
@@ -48,7 +53,7 @@ std::string write_failure(int err, const std::string& dir) {
 
 void write_file_atomic(const std::string& path, const std::string& description,
                        const std::function<void(H5::H5File& file, const std::string& tmp)>& fill,
-                       uint64_t expected_bytes) {
+                       uint64_t expected_bytes, bool checksummed) {
   quiet();
   const std::string tmp = path + ".tmp";
   const std::string dir = std::filesystem::path(path).parent_path().empty()
@@ -72,6 +77,7 @@ void write_file_atomic(const std::string& path, const std::string& description,
     {
       H5::FileAccPropList fapl;
       fapl.setFcloseDegree(H5F_CLOSE_STRONG);  // closing the file closes anything left open
+      if (checksummed) fapl.setLibverBounds(H5F_LIBVER_V110, H5F_LIBVER_V110);
       H5::H5File file(tmp, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, fapl);
       if (expected_bytes > 0) {
         int* fd = nullptr;
@@ -130,6 +136,34 @@ void write_string_attr(H5::H5Object& where, const std::string& name, const std::
   attr.write(type, value);
 }
 
+namespace {
+
+// A UTF-8 string type of exactly `bytes` bytes (at least 1), null-padded.
+H5::StrType fixed_utf8_type(size_t bytes) {
+  H5::StrType type(H5::PredType::C_S1, std::max<size_t>(bytes, 1));
+  type.setCset(H5T_CSET_UTF8);
+  type.setStrpad(H5T_STR_NULLPAD);
+  return type;
+}
+
+}  // namespace
+
+void write_fixed_string(H5::Group& where, const std::string& name, const std::string& value) {
+  const H5::StrType type = fixed_utf8_type(value.size());
+  H5::DataSet ds = where.createDataSet(name, type, H5::DataSpace(H5S_SCALAR));
+  std::string padded = value;
+  padded.resize(std::max<size_t>(value.size(), 1), '\0');
+  ds.write(padded.data(), type);
+}
+
+void write_fixed_string_attr(H5::H5Object& where, const std::string& name, const std::string& value) {
+  const H5::StrType type = fixed_utf8_type(value.size());
+  H5::Attribute attr = where.createAttribute(name, type, H5::DataSpace(H5S_SCALAR));
+  std::string padded = value;
+  padded.resize(std::max<size_t>(value.size(), 1), '\0');
+  attr.write(type, padded.data());
+}
+
 void write_int_attr(H5::H5Object& where, const std::string& name, int64_t value) {
   H5::Attribute attr =
       where.createAttribute(name, H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR));
@@ -158,7 +192,54 @@ void write_tensor_of(H5::Group& where, const std::string& name, const std::vecto
   ds.write(data, mem_type);
 }
 
+// Chunked with Fletcher-32: chunks of whole rows (outermost dimension), at most 1 MiB each (at
+// least one row): the checksum's buffer stays small, and reading allocates no second copy of a
+// large tensor.
+template <typename T>
+void write_checked_of(H5::Group& where, const std::string& name, const std::vector<size_t>& shape,
+                      const T* data, const H5::PredType& file_type, const H5::PredType& mem_type) {
+  const bool chunkable =
+      !shape.empty() && std::all_of(shape.begin(), shape.end(), [](size_t d) { return d > 0; });
+  if (!chunkable) {
+    if (!shape.empty()) {  // nothing to write (a zero dimension)
+      const std::vector<hsize_t> dims(shape.begin(), shape.end());
+      where.createDataSet(name, file_type, H5::DataSpace(static_cast<int>(dims.size()), dims.data()));
+    } else {
+      write_tensor_of(where, name, shape, data, file_type, mem_type);
+    }
+    return;
+  }
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  size_t row_bytes = sizeof(T);
+  for (size_t k = 1; k < shape.size(); ++k) row_bytes *= shape[k];
+  std::vector<hsize_t> chunk = dims;
+  chunk[0] = std::clamp<hsize_t>((size_t{1} << 20) / row_bytes, 1, dims[0]);
+  H5::DSetCreatPropList dcpl;
+  dcpl.setChunk(static_cast<int>(chunk.size()), chunk.data());
+  dcpl.setFletcher32();
+  const H5::DataSpace space(static_cast<int>(dims.size()), dims.data());
+  H5::DataSet ds = where.createDataSet(name, file_type, space, dcpl);
+  ds.write(data, mem_type);
+}
+
 }  // namespace
+
+void write_checked_tensor(H5::Group& where, const std::string& name,
+                          const std::vector<size_t>& shape, const float* data) {
+  write_checked_of(where, name, shape, data, H5::PredType::IEEE_F32LE, H5::PredType::NATIVE_FLOAT);
+}
+
+void write_checked_ints(H5::Group& where, const std::string& name,
+                        const std::vector<uint32_t>& values) {
+  write_checked_of(where, name, {values.size()}, values.data(), H5::PredType::STD_U32LE,
+                   H5::PredType::NATIVE_UINT32);
+}
+
+void write_checked_ints(H5::Group& where, const std::string& name,
+                        const std::vector<uint64_t>& values) {
+  write_checked_of(where, name, {values.size()}, values.data(), H5::PredType::STD_U64LE,
+                   H5::PredType::NATIVE_UINT64);
+}
 
 void write_tensor(H5::Group& where, const std::string& name, const std::vector<size_t>& shape,
                   const float* data) {
@@ -384,7 +465,10 @@ std::string read_string_of(hid_t file_type, size_t max_bytes, const std::string&
   if (size == 0 || size > max_bytes)
     fail(what, label + " is a fixed-length string of " + std::to_string(size) + " bytes; allowed: 1 to " +
                    std::to_string(max_bytes));
-  if (H5Tset_size(mem.get(), size) < 0) fail(what, "H5Tset_size failed");
+  // Null-padded in memory: HDF5 converts a null-terminated file string into it unchanged, and
+  // keeps a null-padded one's last byte (a null-terminated memory type would replace it).
+  if (H5Tset_size(mem.get(), size) < 0 || H5Tset_strpad(mem.get(), H5T_STR_NULLPAD) < 0)
+    fail(what, "H5Tset_size failed");
   std::string value(size + 1, '\0');
   if (read(mem.get(), value.data()) < 0) fail(what, label + " cannot be read: " + error_stack().text);
   value.resize(::strnlen(value.data(), size));
@@ -605,6 +689,131 @@ std::vector<std::string> list_datasets(hid_t loc, const std::string& what) {
   if (!v.error.empty()) fail(what, v.error);
   if (r < 0) fail(what, "cannot list its objects (corrupt?): " + error_stack().text);
   return v.datasets;
+}
+
+bool checksummed_format(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  unsigned char head[9] = {};
+  const ssize_t got = ::pread(fd, head, sizeof head, 0);
+  ::close(fd);
+  static const unsigned char kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  return got == static_cast<ssize_t>(sizeof head) && std::memcmp(head, kSignature, 8) == 0 &&
+         head[8] >= 2;
+}
+
+namespace {
+
+// The child's report on its pipe: one kind byte ('E' wte::Error, 'L' FileLockedError, 'X' any
+// other exception), then the message.
+void child_report(int fd, char kind, const std::string& message) {
+  std::string out(1, kind);
+  out += message;
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::write(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+void run_isolated(const std::function<void()>& read, const std::string& what, double cpu_seconds,
+                  double wall_seconds) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw Error("cannot check " + what + ": pipe failed: " + std::strerror(errno));
+  std::fflush(nullptr);  // nothing buffered is duplicated into the child (it never flushes anyway)
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw Error("cannot check " + what + ": fork failed: " + std::strerror(err));
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    // No core file for a crash on a damaged file; SIGXCPU at the CPU limit ends the child.
+    const struct rlimit no_core = {0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    const rlim_t cpu = static_cast<rlim_t>(std::ceil(cpu_seconds));
+    const struct rlimit cpu_limit = {cpu, cpu + 1};
+    ::setrlimit(RLIMIT_CPU, &cpu_limit);
+    ::signal(SIGXCPU, SIG_DFL);
+    ::signal(SIGINT, SIG_IGN);  // a Ctrl-C is the parent's to handle (it kills the child)
+    ::signal(SIGTERM, SIG_DFL);
+    int status = 0;
+    try {
+      read();
+    } catch (const FileLockedError& e) {
+      child_report(fds[1], 'L', e.what());
+      status = 1;
+    } catch (const Error& e) {
+      child_report(fds[1], 'E', e.what());
+      status = 1;
+    } catch (const std::exception& e) {
+      child_report(fds[1], 'X', e.what());
+      status = 1;
+    } catch (...) {
+      child_report(fds[1], 'X', "an unknown exception");
+      status = 1;
+    }
+    ::_exit(status);
+  }
+  ::close(fds[1]);
+  std::string message;
+  bool timed_out = false;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(wall_seconds * 1000));
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd p = {fds[0], POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (r < 0 && errno != EINTR) break;
+    if (r <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // end of file: the child exited (or closed the pipe)
+    if (message.size() < (size_t{1} << 16)) message.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out)
+    throw Error(what + " is corrupt: reading it did not finish in " +
+                std::to_string(static_cast<long long>(wall_seconds)) +
+                " s (HDF5 loops on some damaged metadata); stopped it");
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  if (WIFEXITED(status) && !message.empty()) {
+    const std::string text = message.substr(1);
+    if (message[0] == 'L') throw FileLockedError(text);
+    if (message[0] == 'E') throw Error(text);
+    throw Error("cannot read " + what + ": " + text);
+  }
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    if (sig == SIGXCPU || sig == SIGKILL)
+      throw Error(what + " is corrupt: reading it used more than " +
+                  std::to_string(static_cast<long long>(std::ceil(cpu_seconds))) +
+                  " s of CPU time (HDF5 loops on some damaged metadata); stopped it");
+    const char* name = ::sigdescr_np(sig);
+    throw Error(what + " is corrupt: reading it crashed HDF5's parser (signal " +
+                std::to_string(sig) + ", " + (name != nullptr ? name : "unknown") +
+                "): its HDF5 metadata is damaged");
+  }
+  throw Error("cannot check " + what + ": the reading process ended with status " +
+              std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : status));
 }
 
 }  // namespace wte::hdf5

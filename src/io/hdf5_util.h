@@ -31,9 +31,13 @@ void quiet();
 /// (posix_fallocate) before HDF5 writes anything, so a full disk is an error naming ENOSPC, the
 /// directory and its free space, found before any HDF5 write can fail (HDF5 1.10 does not survive
 /// a failed write cleanly). A read-only file system or missing permission is named the same way.
+/// `checksummed`: written in HDF5 1.10's file format (H5Pset_libver_bounds V110 to V110: superblock
+/// version 3, version 2 object headers, new-style group and chunk indexes), in which every piece
+/// of metadata HDF5 parses carries a checksum that HDF5 verifies before it parses it; such a file
+/// needs HDF5 1.10 or later to read (h5py's wheels have it). Without it, the earliest format.
 void write_file_atomic(const std::string& path, const std::string& description,
                        const std::function<void(H5::H5File& file, const std::string& tmp)>& fill,
-                       uint64_t expected_bytes = 0);
+                       uint64_t expected_bytes = 0, bool checksummed = false);
 
 /// Variable-length string type with the UTF-8 character set (what h5py reads as str).
 H5::StrType utf8_string_type();
@@ -43,6 +47,22 @@ void write_string(H5::Group& where, const std::string& name, const std::string& 
 
 /// A scalar UTF-8 string attribute `name` on `where`.
 void write_string_attr(H5::H5Object& where, const std::string& name, const std::string& value);
+
+/// Fixed-length forms of write_string and write_string_attr: a UTF-8 string type of exactly
+/// value.size() bytes (at least 1; null-padded), so the bytes are stored in the dataset or the
+/// object header itself. Variable-length strings live in HDF5's global heap, whose records carry
+/// no checksum (a damaged one is parsed as is). h5py reads these as bytes.
+void write_fixed_string(H5::Group& where, const std::string& name, const std::string& value);
+void write_fixed_string_attr(H5::H5Object& where, const std::string& name, const std::string& value);
+
+/// As write_tensor, stored with a Fletcher-32 checksum per chunk (H5Pset_fletcher32: chunked
+/// layout, chunks of whole rows of at most 1 MiB), which HDF5 verifies on every read: a damaged
+/// value is a read error, not a wrong number. A scalar, or a shape with a zero dimension, cannot
+/// be chunked and is written as write_tensor does. Also for uint32/uint64 vectors.
+void write_checked_tensor(H5::Group& where, const std::string& name, const std::vector<size_t>& shape,
+                          const float* data);
+void write_checked_ints(H5::Group& where, const std::string& name, const std::vector<uint32_t>& values);
+void write_checked_ints(H5::Group& where, const std::string& name, const std::vector<uint64_t>& values);
 
 /// A scalar int64 (little-endian) attribute `name` on `where`.
 void write_int_attr(H5::H5Object& where, const std::string& name, int64_t value);
@@ -148,6 +168,24 @@ uint64_t read_u64_attr(hid_t obj, const std::string& name, const std::string& wh
 /// A float32 or float64 scalar whose value is finite as a float32.
 float read_float_attr(hid_t obj, const std::string& name, const std::string& what,
                       const std::string& label);
+
+/// True if `path` starts with an HDF5 superblock of version 2 or later (HDF5 1.8's and 1.10's file
+/// formats, written with write_file_atomic's `checksummed`): its metadata is checksummed, so
+/// damage is found by HDF5 before it is parsed. False for the earliest format (version 0 or 1
+/// superblock, written by default and by wte before checkpoint format version 3), a file whose
+/// superblock is not at offset 0 (after a user block), and anything unreadable.
+bool checksummed_format(const std::string& path);
+
+/// Runs `read` in a forked child process, so that a file that crashes or hangs HDF5's parsers
+/// (HDF5 1.10's earliest file format has metadata without checksums: a damaged byte can send it
+/// into a segmentation fault or an endless loop) cannot take the caller with it. The child gets
+/// `cpu_seconds` of CPU time (RLIMIT_CPU) and the caller waits at most `wall_seconds`, then kills
+/// it. Returns when the child finished; throws wte::Error (FileLockedError for a locked file) with
+/// the child's own message if `read` threw one, or "<what> is corrupt: ..." naming the signal, or
+/// the time limit, if the child died or was killed. `read` must not write files or print: the
+/// child ends with _exit, without flushing anything the parent holds.
+void run_isolated(const std::function<void()>& read, const std::string& what, double cpu_seconds,
+                  double wall_seconds);
 
 /// Every dataset in the file under `loc`, as paths relative to it ("optimizer/m/wte"); a soft or
 /// external link anywhere, or an object that is neither group nor dataset, is a wte::Error.

@@ -570,7 +570,7 @@ TEST_F(Resume, EachBadFileGivesItsOwnErrorAndNothingIsOverwritten) {
   {
     const std::string p = copy_good("version.h5");
     set_int_attr(p, "/", "format_version", 1);
-    cases.push_back({p, "has format_version 1; this build reads version 2"});
+    cases.push_back({p, "has format_version 1; this build reads versions 2 to 3"});
   }
   {
     const std::string p = copy_good("step.h5");
@@ -760,7 +760,7 @@ TEST(ResumeUnits, InspectPrintsVersionStepShapesAndConfig) {
   std::string out;
   ASSERT_EQ(run(kCli + " inspect '" + path + "'", &out), 0) << out;
   for (const char* expect :
-       {"format: wte-checkpoint version 2", "step: 9", "wte      float32 (300, 8)",
+       {"format: wte-checkpoint version 3", "step: 9", "wte      float32 (300, 8)",
         "wpe      float32 (4, 8)", "ln_f/g   float32 (8,)", "total    2448 parameters, 9792 bytes",
         "optimizer: AdamW, step 9", "[model]\nvocab_size = 300", "resumable: no"})
     EXPECT_NE(out.find(expect), std::string::npos) << expect << "\n" << out;
