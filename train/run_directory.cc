@@ -291,7 +291,7 @@ void check_run_files(const std::string& dir, const std::string& user_config,
     // file names are not trusted, and the resumed file itself is never later than itself.
     std::vector<std::pair<uint64_t, std::string>> newer;
     for (const auto& c : list_checkpoints(dir)) {
-      if (cli::same_file(c.second, resume)) continue;
+      if (io::same_file(c.second, resume)) continue;
       try {
         validate_checkpoint_isolated(c.second);
         const int64_t stored = read_checkpoint_info(c.second).step;

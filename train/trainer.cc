@@ -327,7 +327,7 @@ void remove_later_checkpoints(const RunOptions& opts, uint64_t step, const Say& 
   size_t removed = 0;
   for (const auto& c : list_checkpoints(out_dir)) {
     // Never the checkpoint being resumed, whatever step its name says.
-    if (c.first <= step || cli::same_file(c.second, opts.resume)) continue;
+    if (c.first <= step || io::same_file(c.second, opts.resume)) continue;
     std::error_code ec;
     fs::remove(c.second, ec);
     if (ec) throw Error("cannot delete '" + c.second + "' for --overwrite: " + ec.message());
