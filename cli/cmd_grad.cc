@@ -66,7 +66,7 @@ int cmd_grad(int argc, char** argv) {
   desc.add_options()("help,h", "print this help")(
       "checkpoint", po::value<std::string>(), "HDF5 checkpoint (wte train writes them)")(
       "batch", po::value<std::string>(),
-      "token batch: ids separated by spaces, a sequence a line (old name --tokens)")(
+      "token batch: ids separated by spaces, a sequence a line")(
       "out,o", po::value<std::string>(), "HDF5 file to write")(
       "precision", po::value<std::string>()->default_value("float32"),
       "float32 (the production model) or float64 (the double reference)");

@@ -200,8 +200,8 @@ int cmd_hidden_states(int argc, char** argv) {
       "layer (a row cannot see later words); texts that differ before it share only layer 0.\n"
       "Exit 1 if a layer-0 row is not wte[id] + wpe[index] or equal prefixes give different rows.\n\n";
   spec.example =
-      "Example (GPT-2's vocabulary, a model of vocab_size 50257):\n"
-      "  wte hidden-states --checkpoint runs/gpt2vocab/checkpoint_00000600.h5 \\\n"
+      "Example (the run of configs/default.ini, as the README's tour trains it):\n"
+      "  wte hidden-states --checkpoint runs/default/checkpoint_00000600.h5 \\\n"
       "      --text \"The river bank was muddy\" --text \"The money bank was closed\"\n";
   const CommandLine cl = parse_command_line(argc, argv, opts, spec);
   if (cl.help) return 0;

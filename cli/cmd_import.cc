@@ -73,7 +73,7 @@ int cmd_import(int argc, char** argv) {
     io::require_input_file(std::string(option) + " ", path,
                            from.empty() ? "" : " (in --from " + from + ")");
   check_output_file("--out", out);
-  // The tokenizer's files are inputs too (report-fresh22: -o DIR/merges.txt replaced them).
+  // The tokenizer's files are inputs too: -o DIR/merges.txt must not overwrite the merges being read.
   std::vector<std::pair<std::string, std::string>> inputs = {{"--safetensors", src.safetensors},
                                                              {"--hf-config", src.config_json}};
   for (const char* name : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})

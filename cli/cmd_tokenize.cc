@@ -64,7 +64,7 @@ int cmd_tokenize(int argc, char** argv) {
       ("help,h", "print this help")
       ("tokenizer", po::value<std::string>(),
        "directory with encoder.json and vocab.bpe in GPT-2's format (GPT-2's own, from "
-       "datasets/fetch_gpt2_vocab.sh, or RUN/tokenizer written by training; old name --vocab). "
+       "datasets/fetch_gpt2_vocab.sh, or RUN/tokenizer written by training). "
        "Default: GPT-2's, found in $WTE_VOCAB, ./datasets/gpt2, beside the wte binary "
        "(../share/wte/gpt2 when installed, the repository's datasets/gpt2 for a build directory) "
        "or this build's source tree")

@@ -160,14 +160,14 @@ int train_main(int argc, char** argv) {
       "machines); each trains on its slice of every batch of train.batch_size samples\n"
       "and the gradients are summed in rank order, so the loss curve is that of one\n"
       "process up to rounding. Rank 0 prints and writes the run directory; set\n"
-      "train.threads per rank. README: Data-parallel training.\n\n"
+      "train.threads per rank. See docs/distributed.md.\n\n"
       "Memory: at start-up wte train prints the bytes of the parameters, gradients, AdamW\n"
       "moments, the gradient accumulator, the activations and the loss workspace, and\n"
       "refuses, before reading data or writing any file, a run that needs more than the\n"
       "memory available (MemAvailable, or the cgroup's limit), naming the largest part and\n"
       "the setting to change. Large vocabularies: model.loss_chunk (the fused loss, no\n"
-      "(tokens, vocab_size) logits) and train.grad_accum_steps (micro-batches). README:\n"
-      "GPT-2's vocabulary at full batch.\n\n";
+      "(tokens, vocab_size) logits) and train.grad_accum_steps (micro-batches). See\n"
+      "docs/training.md (Memory, Gradient accumulation).\n\n";
   // After the options: every config key, and where configs/default.ini differs from the defaults.
   spec.example = "Config keys: INI sections [model] [data] [train] [optim] [checkpoint]; any key\n"
                  "can be overridden on the command line as --section.key=value (the command line\n"

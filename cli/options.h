@@ -267,8 +267,8 @@ inline CommandLine parse_command_line(int argc, char** argv,
     }
     po::notify(cl.vm);
   } catch (const po::multiple_occurrences& e) {
-    // "inspect --checkpoint C extra": the extra argument is read as --checkpoint too; say so
-    // (report-fresh20 item 12: the message claimed it was given twice).
+    // "inspect --checkpoint C extra": the extra argument is read as --checkpoint too; say so,
+    // since the user gave the option once and "given twice" alone would not explain the error.
     std::string m = io::program_options_message(e);
     for (unsigned i = 0; spec.positional && i < spec.positional->max_total_count() && i < 8; ++i)
       if ("--" + spec.positional->name_for_position(i) == e.get_option_name()) {

@@ -84,7 +84,8 @@ HWY_INLINE float SumExpShifted(const float* row, float* out, size_t V, float max
 }
 
 // dst[v] = grad_scale * (e[v] / S) for v in [0, V), in place (e = dst). A division, not a multiply
-// by grad_scale / S: the dlogits' bits (and the zero-block model's pinned losses, issue 9) stay.
+// by grad_scale / S: a multiply moves dlogits by an ulp, and the losses the tests pin bit for bit
+// for the model without transformer blocks would change with it.
 template <class D>
 HWY_INLINE void ScaleTerms(D d, float* HWY_RESTRICT e, float sum, float grad_scale) {
   hn::StoreU(hn::Mul(hn::Set(d, grad_scale), hn::Div(hn::LoadU(d, e), hn::Set(d, sum))), d, e);

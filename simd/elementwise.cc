@@ -41,7 +41,7 @@ void ResidualForward(float* out, const float* a, const float* b, size_t n) {
 // Thread t of P sums the columns [t·OC/P, (t+1)·OC/P) (rounded to whole vectors) over all N rows,
 // in increasing n, into a per-thread buffer of running sums, then adds them to dbias. Each thread
 // so reads one contiguous piece of every row (the whole row with 1 thread): a stream the hardware
-// prefetchers follow. (Narrow column tasks were 10x slower: a few cache lines per row, each row in
+// prefetchers follow. (Narrow column tasks are many times slower: a few cache lines per row, each row in
 // another 4 KiB page, where the prefetchers stop.) The split never changes a bit: every column is
 // summed the same way by whichever thread owns it.
 void BiasBackward(float* HWY_RESTRICT dbias, const float* HWY_RESTRICT dout, size_t N, size_t OC) {

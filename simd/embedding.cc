@@ -134,9 +134,8 @@ void ForEachRowTask(const ScatterWorkspace& ws, size_t num_touched, size_t C, co
 // unless null, next_src[0, C) as it goes: after each 4-vector block, the lines of the same columns,
 // one cache line ahead per line read here. Spread out like this the next row's DRAM misses
 // overlap this row's work; a burst of whole rows fills the core's miss queue and the loads of the
-// row being added wait behind it (the gather's finding too; `wte profile scatter` on an AMD EPYC
-// family 26 model 2 (Zen 5), uniform ids, V 50257, C 768, N 8192, A/B in one run: 2.0-2.6 -> 1.5-2.0 ms at 1 thread, 1.5-1.9 -> 1.3-1.6
-// ms at 2). The prefetches are hints: no bit depends on them.
+// row being added wait behind it, as in the gather (simd/gather-inl.h; `wte profile scatter` times
+// it on uniform ids, where every row is a miss). The prefetches are hints: no bit depends on them.
 template <class RowPtr>
 HWY_INLINE void AccumulateRowPrefetching(float* HWY_RESTRICT dst, size_t count, const RowPtr& row,
                                          size_t C, const float* next_dst, const float* next_src) {
@@ -189,12 +188,10 @@ struct ScatterBlock {
 // dwte's rows are random, prefetched kScatterPrefetchRows positions ahead), then the other cold
 // rows (multi) by their sorted segments. The three sets of rows are disjoint and a one-position
 // row is one add in any order, so the bits are those of every row by its segment (ForEachRowTask),
-// for any thread count. Measured against every row by its segment (`wte profile scatter
-// --strategy auto`, AMD EPYC family 26 model 2 (Zen 5), V 50257, C 768, N 8192, interleaved runs):
-// at 2 threads, uniform ids, 15% more GB/s (52.6 against 45.6 median, 2026-12-01); at 1 thread,
-// warm, 2026-12-02: uniform 2.77 against 3.41 ms, Zipf 1.1 1.60 against 1.56, the KJV corpus's ids
-// 0.94 against 1.07 (medians of 8). An earlier 1-thread run (2026-12-01) had position order 7%
-// slower on uniform ids: this VM's random-row speed drifts, and no run showed a larger loss.
+// for any thread count. Position order is used because only dwte's rows are then random: against
+// every row by its segment (`wte profile scatter --strategy auto` times both) it is faster on
+// uniform ids and level within noise on Zipf-distributed and corpus ids (docs/kernels.md, Design
+// choices in the lookup backward and the step).
 void ScatterNoSums(float* HWY_RESTRICT dwte, const float* HWY_RESTRICT dhidden,
                    const int32_t* HWY_RESTRICT ids, size_t N, size_t C,
                    const ScatterWorkspace& ws) {

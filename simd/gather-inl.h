@@ -27,9 +27,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 // 48 cache lines; a DRAM miss takes ~100 ns and a row copy ~70 ns at 1 thread, so a few rows must
 // be in flight. The prefetches of the row kGatherPrefetchRows ahead are spread over the copy of the
 // current row (one per line copied) rather than issued as a burst of 48: a burst fills the core's
-// miss queue, and the loads of the row being copied then wait behind it. Measured (Zen 5, V 50257,
-// C 768, N 8192 uniform, caches flushed; README, Performance): burst 4 rows ahead 76% / 61% of a
-// streaming copy at 1 / 2 threads, spread 4 rows ahead 83% / 72%; spread 2 and 8 within noise.
+// miss queue, and the loads of the row being copied then wait behind it. With uniform ids and caches
+// flushed, spread prefetches 4 rows ahead bring the gather closer to a streaming copy's rate than a
+// burst does, at 1 and 2 threads; 2 or 8 rows ahead make no difference beyond noise
+// (`wte profile gather` compares the gather with a streaming copy; docs/kernels.md, The gather).
 constexpr size_t kGatherPrefetchRows = 4;
 
 // Prefetches the lines of ahead[c0, c1) into every cache level (ahead may be null: nothing to

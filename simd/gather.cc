@@ -3,9 +3,10 @@
 // read and a read of the same random rows, at the bandwidth the hardware allows). Contracts: include/wte/kernels.h; scalar references:
 // src/reference/kernels.h. Highway with dynamic dispatch.
 //
-// What limits the gather (measured on an AMD EPYC Zen 5, V 50257, C 768, N 8192: README,
-// Performance): every table row is a DRAM miss (uniform ids) and, for a large output, every store
-// first reads its line (write-allocate). So rows are copied with full-vector loads, prefetched
+// What limits the gather (docs/kernels.md, The gather; against a streaming copy at V 50257, C 768,
+// N 8192: bench/results/embedding-20261204-1353-amd-epyc-9b0f17009464.json): every table row is a
+// DRAM miss (uniform ids) and, for a large output, every store first reads its line
+// (write-allocate). So rows are copied with full-vector loads, prefetched
 // kGatherPrefetchRows rows ahead (several 3 KiB rows in flight per core), and an output larger than
 // the cache is written with non-temporal stores: no read of the destination lines, and the rows
 // already read stay in the cache. The table itself is allocated on 2 MiB pages (allocate_floats):
@@ -81,8 +82,8 @@ size_t last_level_cache_bytes() {
 #ifdef _SC_LEVEL3_CACHE_SIZE
     l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
 #endif
-    // glibc reports the whole package's L3 on some machines (508 MiB on the AMD EPYC VM this was
-    // tuned on, whose one core complex shares 32 MiB): cap it at 32 MiB, the most one core complex
+    // glibc reports the whole package's L3 on some machines (508 MiB on an AMD EPYC VM whose core
+    // complex shares 32 MiB), more than one core's threads can use: cap it at 32 MiB, the most one core complex
     // of the CPUs wte meets shares.
     constexpr size_t kCap = size_t{32} << 20;
     return l3 > 0 ? std::min(static_cast<size_t>(l3), kCap) : kCap;

@@ -1,9 +1,10 @@
 // wte's OpenMP default for busy machines. libgomp's threads spin while they wait (at a barrier,
 // between parallel regions); with another process on the cores, a spinning thread takes the core
-// its partner needs, and a 2-thread run became 14x slower than a 1-thread run (issue 10). libgomp
+// its partner needs, and a 2-thread run can become many times slower than a 1-thread run. libgomp
 // reads OMP_WAIT_POLICY once, when it loads, before main(), so wte cannot change it afterwards:
 // when the user has set neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT, wte sets its default and
-// executes itself again (same arguments), once. Measured: bench/busy_machine.sh, README.
+// executes itself again (same arguments), once. bench/busy_machine.sh measures both policies on a
+// busy machine; docs/kernels.md (OpenMP's wait policy) and docs/training.md (Busy machines).
 #pragma once
 
 namespace wte {

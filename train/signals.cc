@@ -105,7 +105,7 @@ void pause_for_test(const std::string& point) {
 void throw_if_stop_requested(const std::string& stage) {
   // Test hook: WTE_TEST_PAUSE_AT_STAGE=TEXT stops the process (SIGSTOP) at the first check whose
   // stage contains TEXT, before the check: a test sends a signal, then SIGCONT, and the check sees
-  // it at a known stage (tests/train/test_reliability.cc, Finding7).
+  // it at a known stage (the SIGINT and SIGTERM tests of tests/train/test_reliability.cc).
   static bool paused = false;
   const char* want = std::getenv("WTE_TEST_PAUSE_AT_STAGE");
   if (want != nullptr && !paused && stage.find(want) != std::string::npos) {

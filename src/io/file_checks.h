@@ -1,7 +1,7 @@
 // What kind of thing a path names, for the messages of every command that reads an input file:
 // "does not exist", "is a directory, not a file", "is not a regular file (a character device)".
 // One helper, so /dev/null, a FIFO or a directory given where a file is expected is named as what
-// it is everywhere (report-fresh20 defect 7). Header-only; not part of wte's public interface.
+// it is everywhere, by the same words. Header-only; not part of wte's public interface.
 #pragma once
 
 #include <filesystem>

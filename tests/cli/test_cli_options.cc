@@ -54,8 +54,8 @@ TEST(CliOptions, WholeNumberRejectsSignJunkAndRange) {
   }
 }
 
-// report-fresh21 item 10: "211.4% of that peak" on a busy machine gets a note that the peak is
-// unreliable; a utilisation up to 100% none.
+// A utilisation above 100% ("211.4% of that peak", seen on a busy machine) gets a note that the
+// peak is unreliable; a utilisation up to 100% none.
 TEST(Profile, AnMfuAboveOneHundredPercentSaysThePeakIsUnreliable) {
   EXPECT_EQ(profile::mfu_line(24.2, 0.924),
             "model FLOPs utilisation: 24.2 GFLOP/s = 92.4% of that peak");
@@ -171,8 +171,8 @@ TEST(CliOptions, OutputFileCheckedAndNothingLeftBehind) {
 }
 
 // A special file given as an output (/dev/null, a FIFO) is refused before any work: the atomic
-// write renames a new file over the path, which as root replaced /dev/null itself
-// (report-fresh21 defect 1). commit_file refuses too, for writers that skip the early check.
+// write renames a new file over the path, which as root would replace /dev/null itself.
+// commit_file refuses too, for writers that skip the early check.
 TEST(CliOptions, SpecialFileAsOutputIsRefusedNotReplaced) {
   const fs::path dir = temp_dir("cli_options_special_out");
   EXPECT_NE(error_of([&] { cli::check_output_file("--out", "/dev/null"); })
@@ -192,7 +192,7 @@ TEST(CliOptions, SpecialFileAsOutputIsRefusedNotReplaced) {
   std::string out;
   EXPECT_EQ(run(kCli + " profile gather --quick --threads 1 --dist uniform --json " + fifo.string(),
                 &out),
-            1)  // as for the other output-path errors (README: exit status)
+            1)  // as for the other output-path errors (docs/cli.md, Exit status)
       << out;
   EXPECT_NE(out.find("is not a regular file (a FIFO)"), std::string::npos) << out;
   EXPECT_EQ(out.find("median"), std::string::npos) << out;  // refused before measuring

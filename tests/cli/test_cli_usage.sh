@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Exit codes and option names as a user meets them (README: "The command line"): every command
+# Exit codes and option names as a user meets them (docs/cli.md): every command
 # exits 2 with an error naming the option for an unknown option and for a bad value (0 is success,
 # 1 a run-time failure such as a missing file); `wte help CMD` is CMD's --help; old option
 # spellings still work; `wte --version` names the version, commit, oneDNN, Highway and the SIMD
@@ -77,8 +77,8 @@ for args in "train --stop-at x --help" "profile --repeat 0 --help" "profile loss
     || fail "wte $args: exit $rc, expected the help and 0 before the value is checked"
 done
 
-# An option's value that reads as an option is refused, naming the option (report-fresh20 defect
-# 11): `-o --train.steps=2` must not create a directory named "--train.steps=2" and train.
+# An option's value that reads as an option is refused, naming the option: `-o --train.steps=2`
+# must not create a directory named "--train.steps=2" and train.
 expect 2 "wte train: error: option '-o' (--out) takes a value, but the argument after it, '--train.steps=2', is an option" \
   -- train -o --train.steps=2
 [ -e "--train.steps=2" ] && fail "train created a run directory named after an option"
@@ -88,14 +88,14 @@ expect 2 "a value that starts with '-' is written --prompt=VALUE" -- sample --ch
 expect 1 "none.h5" -- sample --checkpoint "$ck" --prompt=-x   # the =VALUE form is a value
 
 # A value config.ini cannot store (our INI reader has no quoting: '#' starts a comment) is refused
-# at start-up, before the run directory exists (report-fresh21 defect 3: the run trained, and
-# every checkpoint then failed to resume).
+# at start-up, before the run directory exists: otherwise the run would train and every
+# checkpoint would then fail to resume, its config.ini holding the path cut at the '#'.
 expect 2 "wte train: error: data.text = '$dir/d#1/p.txt' from the command line (--data.text) contains '#'" \
   -- train "--data.text=$dir/d#1/p.txt" -o "$dir/hashrun"
 [ -e "$dir/hashrun" ] && fail "train created its run directory for a data.text it refuses"
 
-# An argument without an option name, in a command that takes none, is bad usage naming it
-# (report-fresh21 defect 6: `sample --prompt the cat sat` sampled from "the" and dropped the rest).
+# An argument without an option name, in a command that takes none, is bad usage naming it:
+# `sample --prompt the cat sat` must not sample from "the" and drop the rest.
 expect 2 "wte sample: error: unexpected argument 'cat': this command takes no arguments without an option name; --prompt took 'the' as its value; if 'cat' belongs to it, quote the whole value: --prompt \"the cat sat\"" \
   -- sample --checkpoint "$ck" --prompt the cat sat -n 3
 expect 2 "unexpected argument 'cat'" -- hidden-states --checkpoint "$ck" --text the cat
@@ -154,14 +154,14 @@ expect 2 "--repeat"      -- profile --vocab 10 --tokens 5 --repeat 0
 expect 1 "b.txt"         -- gradcheck --tokens "$dir/b.txt" --vocab-size 4
 expect 1 "no-such-dir"   -- tokenize --vocab "$dir/no-such-dir" hello
 
-# An option that would be silently ignored is refused (report-fresh5 item 5).
+# An option that would be silently ignored is refused.
 expect 2 "wte profile loss: error: --loss-chunk sets the fused path, but --paths = 'unfused' runs no fused path" \
   -- profile loss --paths unfused --loss-chunk 64
 expect 2 "--loss-vocab-tile sets the fused path" -- profile loss --paths unfused --loss-vocab-tile 512
 expect 2 "wte geometry: error: --query '' names no token" -- geometry --checkpoint "$ck" --query ""
 expect 2 "--query ',' names no token" -- geometry --checkpoint "$ck" --query ,
 
-# A directory where a file is read, and a file where a directory is, are named as such (item 7).
+# A directory where a file is read, and a file where a directory is, are named as such.
 printf 'x' > "$dir/afile"
 expect 1 "data.text: '$dir' is a directory, not a file" -- train -o "$dir/r" --data.text="$dir"
 expect 1 "data.train_tokens: '$dir' is a directory, not a file" \
@@ -172,8 +172,8 @@ expect 1 "--tokenizer $dir/afile: '$dir/afile' is a file, not a directory" \
   -- tokenize --tokenizer "$dir/afile" hello
 expect 1 "token file '$dir' is a directory, not a file" -- gradcheck --batch "$dir"
 # /dev/null and a FIFO where a file is read are named as what they are, not "does not exist"; a
-# directory given for a checkpoint names its option and what to give instead (report-fresh20
-# defects 7 and 9). Each fails before any work (a FIFO is never opened: reading it would block).
+# directory given for a checkpoint names its option and what to give instead. Each fails before any
+# work (a FIFO is never opened: reading it would block).
 mkfifo "$dir/fifo"
 mkdir "$dir/rundir"
 expect 1 "data.text: '/dev/null' is not a regular file (a character device)" -- train -o "$dir/r" --data.text=/dev/null
@@ -199,15 +199,15 @@ for c in "train -o $dir/r --init-from" "hidden-states --text hi --checkpoint" "g
 done
 [ -e "$dir/r" ] && fail "train left the run directory it created behind"
 
-# Exit status 2 for a bad value wherever it was written, and for values that cannot be combined
-# (item 9): a config file's value as the command line's, --stop-at past train.steps, an --n-head
+# Exit status 2 for a bad value wherever it was written, and for values that cannot be combined:
+# a config file's value as the command line's, --stop-at past train.steps, an --n-head
 # that does not divide the checked d_model.
 printf '[model]\nd_model = -3\n' > "$dir/n.ini"
 expect 2 "wte train: error: model.d_model = '-3' from config file '$dir/n.ini' is" \
   -- train -c "$dir/n.ini" -o "$dir/r"
 printf '[model]\nn_ctx = 8\n[data]\nseq_len = 16\n' > "$dir/x.ini"
 expect 2 "data.seq_len = 16 (from config file '$dir/x.ini') exceeds" -- train -c "$dir/x.ini" -o "$dir/r"
-# -c is --config in every command that reads a config, profile comm too (report-fresh20 defect 8).
+# -c is --config in every command that reads a config, profile comm too.
 for c in gradcheck "profile step" "profile comm"; do
   expect 2 "model.d_model = '-3' from config file '$dir/n.ini' is" -- $c -c "$dir/n.ini"
 done
@@ -218,7 +218,7 @@ expect 2 "wte gradcheck: error: --n-head = 5 does not divide the checked d_model
 [ -e "$dir/r" ] && fail "train left the run directory it created behind"
 
 # Profiles too large for this machine's memory are refused before any output or allocation,
-# naming the largest part and the setting, as wte train's start-up check (item 11).
+# naming the largest part and the setting, as wte train's start-up check.
 expect_refused() {
   local needle="$1"; shift
   expect 1 "$needle" -- "$@"
@@ -232,7 +232,7 @@ expect_refused "wte profile: error: wte profile gather needs about" \
 expect_refused "wte profile loss: error: wte profile loss needs about" \
   profile loss --vocab-size 16777216 --d-model 65536 --n-tokens 16777216
 
-# One range and one wording for a setting wherever it is typed (item 12): model.loss_chunk and
+# One range and one wording for a setting wherever it is typed: model.loss_chunk and
 # profile loss's --loss-chunk; 'is not a whole number', 'is out of range', 'is not a number'; an
 # unknown config key ends with the one hint form (see wte CMD --help).
 expect 2 "wte profile loss: error: --loss-chunk = 'abc' is not a whole number; allowed: a whole number in [0, 1048576]" \

@@ -1,10 +1,10 @@
 // `wte gradcheck` and `wte grad` as a user runs them (ctest -L gradcheck): the default config
 // passes; the test build wte_faulty (lookup path of dwte dropped, see CMakeLists.txt) fails naming
-// wte; issue 2's tied-sum and duplicate cases pass through both commands from hand-made checkpoints
-// (vocab_size 2 and 5: the shapes come from the tensors); bad token files are rejected with the id,
-// line, position and vocab_size, and nothing is written. With blocks: a line per block tensor, and
-// the test build wte_faulty_block (the blocks' GELU backward broken) fails on exactly the tensors
-// behind the GELU.
+// wte; the tied-sum case (both paths of dwte add into one row) and the duplicate-ids case pass
+// through both commands from hand-made checkpoints (vocab_size 2 and 5: the shapes come from the
+// tensors); bad token files are rejected with the id, line, position and vocab_size, and nothing
+// is written. With blocks: a line per block tensor, and the test build wte_faulty_block (the
+// blocks' GELU backward broken) fails on exactly the tensors behind the GELU.
 #include <H5Cpp.h>
 #include <gtest/gtest.h>
 
@@ -177,9 +177,10 @@ TEST(GradcheckCli, BrokenLookupBackwardFailsNamingWte) {
   EXPECT_GE(fails, 1u) << out;
 }
 
-// Issue 2's tied sum: vocab 2, d 1, ln_f off, wte = [[1], [0]], wpe = [[0]], input 0, target 0
-// → loss 0.3132617, dwte = [-0.5378828, +0.2689414], dwpe = [-0.2689414]; each path of dwte[0] is
-// -0.2689414 (lookup: dh = Σ_v dlogits[v]·wte[v]; unembedding: dlogits[0]·h).
+// The tied-sum case, where the tied wte's lookup and unembedding paths add into one row: vocab 2,
+// d 1, ln_f off, wte = [[1], [0]], wpe = [[0]], input 0, target 0 → loss 0.3132617,
+// dwte = [-0.5378828, +0.2689414], dwpe = [-0.2689414]; each path of dwte[0] is -0.2689414
+// (lookup: dh = Σ_v dlogits[v]·wte[v]; unembedding: dlogits[0]·h).
 TEST(GradcheckCli, TiedSumThroughGradcheckAndGrad) {
   const fs::path dir = temp_dir("gradcheck_tied_sum");
   const std::string ckpt = write_checkpoint(dir, 2, 1, 1, false, {1.0f, 0.0f}, {0.0f});
@@ -221,7 +222,7 @@ TEST(GradcheckCli, TiedSumThroughGradcheckAndGrad) {
   EXPECT_EQ(g.wte[1], 0.0);                      // row 1 is not looked up: exactly 0
 }
 
-// Issue 2's duplicates through the whole model: vocab 5, d 2, inputs [3, 1, 3] (one sequence
+// Duplicate ids through the whole model: vocab 5, d 2, inputs [3, 1, 3] (one sequence
 // "3 1 3 0"): gradcheck passes with rows 0, 2, 4 exactly zero on the lookup path, and grads.h5's
 // dwte is the unembedding path plus, for rows 1 and 3, the summed upstream rows of their positions.
 TEST(GradcheckCli, DuplicatesThroughGradcheckAndGrad) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# wte as an installed library (README: Use as a library). Installs the build tree into a fresh
+# wte as an installed library (README.md, From C++). Installs the build tree into a fresh
 # temporary prefix once, then against that prefix:
 #   1. tests/install/consumers/kernels: find_package(wte COMPONENTS kernels) + wte::kernels; runs the gather
 #      and the scatter and checks their values

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ctest: wte import / export against Hugging Face's GPT-2 layout and a PyTorch forward (issue 13).
+"""ctest: wte import / export against Hugging Face's GPT-2 layout and a PyTorch forward (docs/interop.md).
 
 1. Writes, with numpy, a GPT-2-shaped model.safetensors with random weights in Hugging Face's
    exact layout (names as huggingface.co/gpt2's file has them, without "transformer."; Conv1D

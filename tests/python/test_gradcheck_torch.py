@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """ctest: wte against PyTorch (scripts/compare_torch.py) on the same models and batches.
 
-Cases: issue 2's tied sum (vocab 2, d 1, ln_f off; PyTorch must also give loss 0.3132617 and
-dwte = [-0.5378828, 0.2689414]); the duplicates case (vocab 5, d 2, inputs [3, 1, 3]) with ln_f off
+Cases: the tied sum, where both paths of the tied wte add into one row (vocab 2, d 1, ln_f off;
+PyTorch must also give loss 0.3132617 and dwte = [-0.5378828, 0.2689414]); the duplicates case (vocab 5, d 2, inputs [3, 1, 3]) with ln_f off
 and on; hand-made checkpoints written here with h5py (so wte also reads a file another tool wrote);
 and checkpoints written by `wte train` after a few steps, tied and untied, with no blocks and with
 n_layer 2 (n_head 2, ln_f on; every block gradient compared, and wte's double reference against
@@ -91,7 +91,7 @@ def main():
         print(f"tied sum: wte loss {float(f['loss'][()]):.7f}, dwte {f['wte'][:, 0]}, "
               f"dwpe {f['wpe'][:, 0]}")
 
-    # Duplicates: inputs [3, 1, 3], targets [1, 3, 0]: issue 2's vocab 5, d 2 with ln_f off; with
+    # Duplicates: inputs [3, 1, 3], targets [1, 3, 0]: vocab 5, d 2 with ln_f off; with
     # ln_f on, d 3, because a LayerNorm of width 2 maps every row to about ±g + b whatever its
     # input, so its input gradient (dwpe) is nearly zero (~1e-6, eps-dominated) and only rounding is
     # left to compare.

@@ -89,7 +89,7 @@ TEST(GradcheckOps, LookupAndPositionAddRandomUpstream) {
   for (size_t i = T * C; i < P * C; ++i) EXPECT_EQ(dwpe[i], 0.0) << i;
 }
 
-// The scatter with duplicates (issue 2's case): vocab 5, d 2, ids [3, 1, 3], upstream rows
+// The scatter with duplicate ids (two positions add into one row): vocab 5, d 2, ids [3, 1, 3], upstream rows
 // [1, 2], [10, 20], [100, 200] → dwte[3] = [101, 202], dwte[1] = [10, 20], rows 0, 2, 4 exactly 0.
 TEST(GradcheckOps, ScatterWithDuplicatesDouble) {
   const std::vector<int32_t> ids = {3, 1, 3};

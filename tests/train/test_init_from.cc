@@ -137,7 +137,7 @@ TEST_F(InitFrom, ModelDifferencesAreNamedAndNothingIsWritten) {
       << out;
   EXPECT_NE(out.find("3 model setting(s) of the config differ from the checkpoint's"),
             std::string::npos) << out;
-  // Each with where the new value came from (report-fresh20 defect 9).
+  // Each with where the new value came from, so the user knows which setting to change.
   EXPECT_NE(out.find("model.d_model: checkpoint 16, now 32 (from the command line: "
                      "--model.d_model=32)"), std::string::npos) << out;
   EXPECT_NE(out.find("model.n_layer: checkpoint 1, now 2 (from the command line: "
@@ -145,7 +145,7 @@ TEST_F(InitFrom, ModelDifferencesAreNamedAndNothingIsWritten) {
   EXPECT_NE(out.find("model.tie_embeddings: checkpoint true, now false (from the command line: "
                      "--model.tie_embeddings=false)"), std::string::npos) << out;
   // The hint names exactly the differing keys with the checkpoint's values; all came from the
-  // command line, so leaving out --config would not help and is not suggested (report-fresh21).
+  // command line, so leaving out --config would not help and is not suggested.
   EXPECT_NE(out.find("(set them to the checkpoint's values: --model.d_model=16 --model.n_layer=1 "
                      "--model.tie_embeddings=true; each was set on the command line)"),
             std::string::npos) << out;

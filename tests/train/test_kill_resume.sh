@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Crash safety (issue 10): `wte train` is killed with SIGKILL at a random moment (data
+# Crash safety: `wte train` is killed with SIGKILL at a random moment (data
 # preparation, a step, a checkpoint or snapshot write, the final evaluation), then
 # `wte train --resume auto` finishes the run; its final checkpoint must be bit-identical (h5diff:
 # every dataset and attribute) to an uninterrupted run's. KILL_TRIALS trials (default 20);

@@ -66,9 +66,9 @@ TEST(Config, DefaultsRoundTripThroughIni) {
   EXPECT_NE(a.to_ini().find("[model]\nvocab_size = 4096"), std::string::npos) << a.to_ini();
 }
 
-// report-fresh21 defect 3: a data path with '#' trained, but config.ini read it back cut at the
-// '#' (an INI comment), and a newline split it into injected keys: no checkpoint could be resumed.
-// Every string key's value reads back from config.ini unchanged, or is refused at start-up.
+// Every string key's value reads back from config.ini unchanged, or is refused at start-up: the
+// INI reader has no quoting, so a '#' would cut the value (a comment) and a newline would split it
+// into injected keys, and no checkpoint of the run could then be resumed.
 TEST(Config, EveryStringKeyReadsBackFromTheIniOrIsRefused) {
   const std::vector<std::string> keys = {"data.text", "data.train_tokens", "data.val_tokens",
                                          "data.tokenizer"};
@@ -123,8 +123,8 @@ TEST(Config, CommandLineOverridesFileAndPathsResolveAgainstTheFile) {
   EXPECT_EQ(cli.data.text, (fs::current_path() / "rel.txt").string());  // relative to the cwd
 }
 
-// report-fresh21 item 10: a config file that starts with a UTF-8 byte order mark failed with
-// "contains an invalid line '[model]'" (the invisible bytes printed raw); the mark is skipped.
+// A config file that starts with a UTF-8 byte order mark (as some editors save it) reads as
+// without it: the mark is skipped, not reported as an invalid line '[model]'.
 TEST(Config, AUtf8ByteOrderMarkIsSkipped) {
   const fs::path dir = temp_dir("config_bom");
   write(dir / "c.ini", "\xEF\xBB\xBF[model]\nd_model = 32\n");
@@ -234,8 +234,7 @@ TEST(Config, GarbageFileErrorsEscapeBytesAndAreShort) {
   write(dir / "u.ini", "[model]\nln_f = ja\xc3\xa4\xc2\x9b\xed\xa0\x80\n");
   const std::string msg = error_of([&] { wte::load_config((dir / "u.ini").string(), {}); });
   EXPECT_NE(msg.find("'ja\xc3\xa4\\xc2\\x9b\\xed\\xa0\\x80'"), std::string::npos) << msg;
-  // A literal backslash is escaped too: "a\x1f" then the byte 0x1f read unambiguously
-  // (report-fresh20 item 12).
+  // A literal backslash is escaped too, so "a\x1f" followed by the byte 0x1f reads unambiguously.
   write(dir / "b.ini", "[model]\nln_f = a\\x1f\x1f\n");
   const std::string b = error_of([&] { wte::load_config((dir / "b.ini").string(), {}); });
   EXPECT_NE(b.find("'a\\\\x1f\\x1f'"), std::string::npos) << b;
@@ -631,10 +630,10 @@ TEST_F(TrainCli, AFreshRunNeverMixesWithAnEarlierRunsCheckpoints) {
   EXPECT_FALSE(fs::exists(run_dir / "checkpoint_00000004.h5")) << "the earlier run's is gone";
 }
 
-// report-fresh20 defect 1: a fresh run into a directory that holds files a run writes, which no
-// earlier wte run wrote, refuses (exit 2) before any work, naming the directory and the files; the
-// input config is never the output, not even with --overwrite. An earlier run's files (config.ini
-// written by wte, no checkpoint: a run stopped before its first one) and an empty directory pass.
+// A fresh run into a directory that holds files a run writes, which no earlier wte run wrote,
+// refuses (exit 2) before any work, naming the directory and the files; the input config is never
+// the output, not even with --overwrite. An earlier run's files (config.ini written by wte, no
+// checkpoint: a run stopped before its first one) and an empty directory pass.
 TEST_F(TrainCli, AFreshRunNeverReplacesFilesItDidNotWrite) {
   const fs::path proj = dir_ / "proj";
   fs::create_directories(proj);
@@ -686,9 +685,9 @@ TEST_F(TrainCli, AFreshRunNeverReplacesFilesItDidNotWrite) {
   EXPECT_EQ(code, 0) << out;
 }
 
-// report-fresh21 defects 4, 5, 7 and 9: what a run directory holds is checked before any work
-// (data preparation included), for fresh and resumed runs alike, and bad usage exits 2.
-TEST_F(TrainCli, Fresh21_TheRunDirectoryIsCheckedBeforeAnyWorkForFreshAndResumedRuns) {
+// What a run directory holds is checked before any work (data preparation included), for fresh
+// and resumed runs alike, and bad usage exits 2.
+TEST_F(TrainCli, TheRunDirectoryIsCheckedBeforeAnyWorkForFreshAndResumedRuns) {
   const std::string four = "--train.steps=4 --checkpoint.interval=2 --train.eval_interval=0";
   int code = 0;
   std::string out = train("run", four, &code);
@@ -697,7 +696,7 @@ TEST_F(TrainCli, Fresh21_TheRunDirectoryIsCheckedBeforeAnyWorkForFreshAndResumed
   const std::string c2 = (run_dir / "checkpoint_00000002.h5").string();
   const std::string metrics = slurp(run_dir / "metrics.csv");
 
-  // Defect 7: a fresh run into a directory with checkpoints: exit 2 before the data is prepared.
+  // A fresh run into a directory with checkpoints: exit 2 before the data is prepared.
   out = train("run", four, &code);
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("run directory (--out) '" + run_dir.string() + "' already holds 2 "
@@ -705,7 +704,7 @@ TEST_F(TrainCli, Fresh21_TheRunDirectoryIsCheckedBeforeAnyWorkForFreshAndResumed
                      "checkpoint_00000004.h5)"), std::string::npos) << out;
   EXPECT_EQ(out.find("tokens:"), std::string::npos) << "data was prepared first: " << out;
 
-  // Defect 4: --resume CKPT -o DIR into a directory holding the user's own files.
+  // --resume CKPT -o DIR into a directory holding the user's own files.
   const fs::path own = dir_ / "own";
   fs::create_directories(own);
   write(own / "config.ini", "my own notes\n");
@@ -725,7 +724,7 @@ TEST_F(TrainCli, Fresh21_TheRunDirectoryIsCheckedBeforeAnyWorkForFreshAndResumed
   EXPECT_NE(resumed.find("\n3,"), std::string::npos) << resumed;
   EXPECT_EQ(resumed.find("\n2,"), std::string::npos) << resumed;
 
-  // Defect 5: a copy of a run's config.ini (byte for byte what wte writes) given as --config in
+  // A copy of a run's config.ini (byte for byte what wte writes) given as --config in
   // the directory it is read from is the input, never the output; also as a hard link.
   const fs::path copy = dir_ / "copy";
   fs::create_directories(copy);
@@ -742,7 +741,7 @@ TEST_F(TrainCli, Fresh21_TheRunDirectoryIsCheckedBeforeAnyWorkForFreshAndResumed
                     "' --train.steps=1", &out), 2) << out;
   EXPECT_EQ(slurp(copy / "config.ini"), ini);
 
-  // Defect 9: resuming an older checkpoint in its own directory, beside later checkpoints.
+  // Resuming an older checkpoint in its own directory, beside later checkpoints.
   const std::string resume_old = kCli + " train --resume '" + c2 + "' --stop-at=3";
   EXPECT_EQ(run(resume_old, &out), 2) << out;
   EXPECT_NE(out.find("--resume '" + c2 + "' is the checkpoint of step 2, but its run directory '" +
@@ -759,10 +758,10 @@ TEST_F(TrainCli, Fresh21_TheRunDirectoryIsCheckedBeforeAnyWorkForFreshAndResumed
   EXPECT_EQ(std::count(after.begin(), after.end(), '\n'), 5) << after;  // the header and 4 rows
 }
 
-// report-fresh21 item 10: a malformed metrics.csv row was found only when the loss curve was
-// drawn, after every step had trained. A row the resumed run keeps is now checked at start-up; a
-// torn row after the checkpoint's step (a run killed while writing it) is dropped, as before.
-TEST_F(TrainCli, Fresh21_AMalformedMetricsRowIsFoundBeforeAResumedRunTrains) {
+// A malformed metrics.csv row that the resumed run keeps is found at start-up, not when the loss
+// curve is drawn after every step has trained; a torn row after the checkpoint's step (a run killed
+// while writing it) is dropped.
+TEST_F(TrainCli, AMalformedMetricsRowIsFoundBeforeAResumedRunTrains) {
   int code = 0;
   std::string out = train("run", "--train.steps=4 --checkpoint.interval=2 --train.eval_interval=0 "
                           "--stop-at=2", &code);
@@ -855,7 +854,7 @@ TEST_F(TrainCli, UserErrorsAreNamedAndWriteNothing) {
     EXPECT_NE(out.find(c.expect), std::string::npos) << c.args << ": " << out;
     EXPECT_FALSE(fs::exists(dir_ / "never")) << c.args;
   }
-  // The parents of --out that the failed start-up created go too (report-fresh21 item 10).
+  // The parents of --out that the failed start-up created go too.
   {
     int code = 0;
     const std::string out = train("newp/a/b", "--data.text=/nonexistent/corpus.txt", &code);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Data-parallel `wte train` under mpirun (issue 14), on loopback only: 2 ranks x 1 thread against
+# Data-parallel `wte train` under mpirun (docs/distributed.md), on loopback only: 2 ranks x 1 thread against
 # 1 rank x 1 thread (tied, untied, with 2 blocks), two 2-rank runs bit-identical, a 2-rank
 # --stop-at resumed bit-exactly with 2 ranks and also with 1 rank (also with a model whose ZeRO-1
 # blocks span both ranks), a rank killed with SIGKILL, and `wte profile comm`. Tiny model (V 300,
