@@ -236,11 +236,12 @@ int cmd_sample(int argc, char** argv) {
   if (eot >= 0) eos_note = ignore_eos ? "<|endoftext|> ignored" : "stop at <|endoftext|>";
   std::fprintf(stderr, "wte sample: %s (step %lld): vocab_size %zu, d_model %zu, n_layer %zu, n_ctx %zu; "
                "prompt %zu tokens%s; temperature %g, top-k %zu, top-p %g, seed %llu; %s; %zu stop "
-               "string(s); the window slides by %zu tokens\n",
+               "string(s); the window slides by %zu token%s\n",
                path.c_str(), static_cast<long long>(info.step), cfg.model.vocab_size,
                cfg.model.d_model, cfg.model.n_layer, n_ctx, ids.size(),
                prompt.empty() ? " (<|endoftext|>)" : "", sp.temperature, sp.top_k, sp.top_p,
-               static_cast<unsigned long long>(seed), eos_note.c_str(), stops.size(), drop);
+               static_cast<unsigned long long>(seed), eos_note.c_str(), stops.size(), drop,
+               drop == 1 ? "" : "s");
 
   Rng rng(seed);
   for (size_t s = 0; s < n_samples; ++s) {

@@ -390,13 +390,15 @@ TEST(SlidingDecoder, LogitsEqualAFreshPrefillOfTheWindow) {
       }
       const std::vector<float> want = fresh_logits(model, w);
       ASSERT_EQ(std::memcmp(l, want.data(), V * sizeof(float)), 0) << "drop " << drop << " n " << n;
-      const float* ref = model.forward_logits(w.data(), 1, w.size()) + (w.size() - 1) * V;
-      double scale = 0, gap = 0;
-      for (size_t v = 0; v < V; ++v) {
-        scale = std::max(scale, std::fabs(double(ref[v])));
-        gap = std::max(gap, std::fabs(double(l[v]) - double(ref[v])));
+      if (n % 3 == 0) {  // the training model on the window (every third: oneDNN plans per T)
+        const float* ref = model.forward_logits(w.data(), 1, w.size()) + (w.size() - 1) * V;
+        double scale = 0, gap = 0;
+        for (size_t v = 0; v < V; ++v) {
+          scale = std::max(scale, std::fabs(double(ref[v])));
+          gap = std::max(gap, std::fabs(double(l[v]) - double(ref[v])));
+        }
+        worst = std::max(worst, gap / (1.0 + scale));
       }
-      worst = std::max(worst, gap / (1.0 + scale));
       if (n == seq.size()) break;
       l = sd.push(seq[n]);
       if (held == n_ctx) {
