@@ -6,6 +6,7 @@
 #include <numeric>
 #include <string>
 
+#include "wte/data.h"
 #include "wte/error.h"
 #include "wte/kernels.h"
 
@@ -298,11 +299,53 @@ const float* Decoder::logits_rows() const {
   return logits_.data();
 }
 
+SlidingDecoder::SlidingDecoder(const Model& model, size_t drop) : dec_(model), drop_(drop) {
+  if (drop_ < 1 || drop_ > dec_.n_ctx())
+    throw Error("SlidingDecoder: drop = " + std::to_string(drop_) + " is not allowed; allowed: " +
+                "a whole number in [1, n_ctx = " + std::to_string(dec_.n_ctx()) + "]");
+  window_.reserve(dec_.n_ctx() + 1);
+}
+
+const float* SlidingDecoder::refill() {
+  // The window in one pass (each weight read once, not once per token), then its last token alone
+  // for the logits: the same bits as stepping through it (Decoder::prefill).
+  dec_.reset();
+  if (window_.size() > 1) dec_.prefill(window_.data(), window_.size() - 1, /*logits=*/false);
+  return dec_.step(window_.back());
+}
+
+const float* SlidingDecoder::start(const int32_t* ids, size_t n) {
+  if (n == 0) throw Error("SlidingDecoder::start: no tokens to start from (n = 0)");
+  check_token_ids(ids, n, dec_.vocab_size(), "the start of the sequence");
+  cropped_ = n > dec_.n_ctx() ? n - dec_.n_ctx() : 0;
+  window_.assign(ids + cropped_, ids + n);
+  slides_ = 0;
+  started_ = true;
+  return refill();
+}
+
+const float* SlidingDecoder::push(int32_t id) {
+  if (!started_) throw Error("SlidingDecoder::push: call start() first");
+  check_token_ids(&id, 1, dec_.vocab_size(), "the next token");
+  if (window_.size() < dec_.n_ctx()) {
+    window_.push_back(id);
+    return dec_.step(id);
+  }
+  // Full: drop the oldest `drop` tokens; the rest move to new positions, so re-run them.
+  window_.push_back(id);
+  window_.erase(window_.begin(), window_.begin() + static_cast<ptrdiff_t>(drop_));
+  ++slides_;
+  return refill();
+}
+
 int32_t sample_token(const float* logits, size_t V, const SamplingParams& params, Rng& rng) {
   if (V == 0) throw Error("sample_token: no logits (V = 0)");
   if (!(params.temperature >= 0.0) || !std::isfinite(params.temperature))
     throw Error("temperature " + std::to_string(params.temperature) +
                 " is not allowed; allowed: a finite number >= 0 (0: greedy)");
+  if (!(params.top_p > 0.0 && params.top_p <= 1.0))
+    throw Error("top_p " + std::to_string(params.top_p) +
+                " is not allowed; allowed: a number in (0, 1] (1: no nucleus cut)");
   for (size_t v = 0; v < V; ++v)
     if (!std::isfinite(logits[v]))
       throw Error("logit " + std::to_string(v) + " is not finite (" + std::to_string(logits[v]) +
@@ -324,13 +367,24 @@ int32_t sample_token(const float* logits, size_t V, const SamplingParams& params
     p[i] = std::exp((double(logits[order[i]]) - mx) / params.temperature);
     sum += p[i];
   }
+  // Nucleus: keep candidate i while the mass before it, p_0 + ... + p_{i-1}, is below top_p · sum
+  // (Hugging Face's TopPLogitsWarper: it drops the tokens whose ascending cumulative probability
+  // is <= 1 - top_p). top_p = 1 keeps all k (no rounding can drop the last).
+  size_t n = k;
+  if (params.top_p < 1.0) {
+    const double cut = params.top_p * sum;
+    double before = 0.0;
+    n = 0;
+    while (n < k && (n == 0 || before < cut)) before += p[n++];
+    sum = before;
+  }
   const double u = rng.uniform() * sum;
   double acc = 0.0;
-  for (size_t i = 0; i < k; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     acc += p[i];
     if (u < acc) return order[i];
   }
-  return order[k - 1];  // u within rounding of sum
+  return order[n - 1];  // u within rounding of sum
 }
 
 }  // namespace wte

@@ -20,6 +20,7 @@
 // tokens give the same bits for any thread count.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -110,17 +111,78 @@ class Decoder {
   std::vector<float> a_, qkv_, y_, proj_, fc_, att_;   // scratch: per row C, 3C, C, C, 4C; n_ctx
 };
 
+/// A Decoder whose sequence may grow past n_ctx: the context window slides (what `wte sample`
+/// runs). Each next token is predicted from the most recent tokens only, as nanoGPT's sample.py
+/// crops its input to the last block_size tokens (idx[:, -block_size:]).
+///
+/// The cache holds window() at positions 0 .. window().size() - 1. While the window has fewer than
+/// n_ctx tokens, push() is one Decoder::step(). When it is full (n_ctx tokens) and a token comes,
+/// the window drops its `drop` oldest tokens, then the decoder is reset and re-prefilled with the
+/// remaining n_ctx + 1 - drop tokens (the new one last): with learned positions (wpe) every kept
+/// token moves to a new position, so its cached keys and values cannot be reused. So after the
+/// sequence first fills n_ctx, each prediction sees the last n_ctx + 1 - drop .. n_ctx tokens, and
+/// a prefill of n_ctx + 1 - drop rows happens once every `drop` tokens:
+///   drop = 1        nanoGPT's window exactly (always the last n_ctx tokens), but every token past
+///                   n_ctx costs a prefill of n_ctx rows (about n_ctx times a step);
+///   drop = n_ctx/4  (default_drop) at least 3/4 of n_ctx tokens of context, and on average about
+///                   4 rows per token instead of 1.
+/// Logits are always those of a fresh Decoder fed window() from position 0 (the same bits:
+/// Decoder::prefill gives step()'s bits), so they equal Model::forward_logits on window() within
+/// the Decoder's bound.
+class SlidingDecoder {
+ public:
+  /// The decoder of `model` (see Decoder's constructor: the same lifetime rule and errors); `drop`
+  /// in [1, n_ctx], else throws wte::Error naming it.
+  SlidingDecoder(const Model& model, size_t drop);
+  /// n_ctx / 4, at least 1: the drop `wte sample` uses unless told otherwise.
+  static size_t default_drop(size_t n_ctx) { return std::max<size_t>(1, n_ctx / 4); }
+
+  /// Starts a new sequence with the n tokens ids[0..n), n >= 1, and returns the logits of the
+  /// next token (V), valid until the next call. A start longer than n_ctx is cropped to its last
+  /// n_ctx tokens (the caller says so to the user: see cropped()). Throws wte::Error, before any
+  /// work, if n == 0 or an id is outside [0, vocab_size).
+  const float* start(const int32_t* ids, size_t n);
+  /// Appends token `id` and returns the logits of the token after it (V), sliding the window if
+  /// it is full. Throws wte::Error, before any work, if id is outside [0, vocab_size) or start()
+  /// was not called.
+  const float* push(int32_t id);
+
+  /// The tokens the last logits were computed from, oldest first (at most n_ctx).
+  const std::vector<int32_t>& window() const { return window_; }
+  /// Tokens start() dropped from the front of its input (0 if it fitted in n_ctx).
+  size_t cropped() const { return cropped_; }
+  /// Re-prefills since start() (each after `drop` new tokens once the window is full).
+  size_t slides() const { return slides_; }
+  size_t drop() const { return drop_; }
+  size_t n_ctx() const { return dec_.n_ctx(); }
+  size_t vocab_size() const { return dec_.vocab_size(); }
+
+ private:
+  // Resets the decoder and runs window_ from position 0; returns the last row's logits.
+  const float* refill();
+
+  Decoder dec_;
+  size_t drop_;
+  std::vector<int32_t> window_;
+  size_t cropped_ = 0, slides_ = 0;
+  bool started_ = false;
+};
+
 /// How the next token is drawn from the logits.
 struct SamplingParams {
   double temperature = 1.0;   // logits are divided by it; 0: greedy (the highest logit)
   size_t top_k = 0;           // keep the k highest logits (0: all V)
+  double top_p = 1.0;         // nucleus: keep the most likely tokens up to this mass, in (0, 1]
 };
 
-/// Draws a token id from softmax(logits / temperature) restricted to the top_k highest logits
-/// (ties broken by the lower id), with one rng.uniform() draw (none when temperature is 0, which
-/// returns the highest logit's id, the lowest id among ties). Computed in double. Deterministic:
-/// the same logits and Rng state give the same id. logits (V). Throws wte::Error if V == 0,
-/// temperature < 0 or a logit is not finite.
+/// Draws a token id from the logits (V) as Hugging Face's generate() with do_sample does, in its
+/// order: softmax(logits / temperature), restricted to the top_k highest logits (ties broken by
+/// the lower id), then to the nucleus: the most likely of those, in that order, while the mass of
+/// the tokens before them (renormalised over the top_k) is below top_p, so the smallest prefix
+/// whose mass reaches top_p (at least one token; top_p = 1 keeps all k). One rng.uniform() draw
+/// (none when temperature is 0, which returns the highest logit's id, the lowest id among ties).
+/// Computed in double. Deterministic: the same logits and Rng state give the same id. Throws
+/// wte::Error if V == 0, temperature < 0, top_p outside (0, 1] or a logit is not finite.
 int32_t sample_token(const float* logits, size_t V, const SamplingParams& params, Rng& rng);
 
 }  // namespace wte

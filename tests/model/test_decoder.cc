@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -242,25 +243,16 @@ TEST(SampleCli, SameSeedSameTextAndClearErrors) {
     ids.push_back(static_cast<int32_t>(std::max_element(l, l + 300) - l));
   }
   EXPECT_EQ(g, tok.decode(ids) + "\n");
-  // Stops at n_ctx with a note: 24 positions are fed (the prompt's and 24 - prompt drawn ones),
-  // and the last position's logits give one more token: 25 - prompt new tokens.
-  std::string full;
-  ASSERT_EQ(run(cli + "--prompt 'the cat' --max-new-tokens 100", &full), 0) << full;
-  const size_t n_prompt = tok.encode("the cat").size();
-  EXPECT_NE(full.find("stopped after " + std::to_string(25 - n_prompt) +
-                      " new tokens: the sequence fills n_ctx = 24"),
-            std::string::npos)
-      << full;
   // Errors name the value and what is allowed.
   std::string out;
+  // An empty prompt, with a vocabulary that has no <|endoftext|> to start from (wte's trained one).
   EXPECT_EQ(run(cli + "--prompt ''", &out), 2);  // bad usage
-  EXPECT_NE(out.find("--prompt is empty"), std::string::npos) << out;
+  EXPECT_NE(out.find("--prompt is empty (or not given)"), std::string::npos) << out;
+  EXPECT_NE(out.find("has no <|endoftext|> token to start from"), std::string::npos) << out;
   // A suggestion a shell passes as a newline ("\n" in double quotes is a backslash and an n).
   EXPECT_NE(out.find("--prompt $'\\n' in bash"), std::string::npos) << out;
-  std::string longer;
-  for (int i = 0; i < 30; ++i) longer += " cat";
-  EXPECT_EQ(run(cli + "--prompt '" + longer + "'", &out), 2);
-  EXPECT_NE(out.find("more than the model's n_ctx = 24 positions"), std::string::npos) << out;
+  EXPECT_EQ(run(cli, &out), 2);  // no --prompt: the same
+  EXPECT_NE(out.find("--prompt is empty (or not given)"), std::string::npos) << out;
   EXPECT_EQ(run(cli + "--prompt x --temperature -1", &out), 2);
   EXPECT_NE(out.find("--temperature = '-1' is not allowed"), std::string::npos) << out;
   EXPECT_EQ(run(cli + "--prompt x --top-k 1e3", &out), 2);
@@ -313,4 +305,366 @@ TEST(Decoder, PrefillIsBitIdenticalToSteps) {
   EXPECT_NE(error_of([&] { bad.prefill(wrong, 2, false); }).find("token id 300 at position 1"),
             std::string::npos);
   EXPECT_EQ(bad.position(), 0u);
+}
+
+namespace {
+
+// The highest logit's id, the lowest among ties (greedy decoding).
+int32_t argmax(const float* logits, size_t V) {
+  return static_cast<int32_t>(std::max_element(logits, logits + V) - logits);
+}
+
+// The logits (V) of a fresh Decoder fed `window` from position 0, one step at a time.
+std::vector<float> fresh_logits(const Model& model, const std::vector<int32_t>& window) {
+  Decoder dec(model);
+  const float* l = nullptr;
+  for (int32_t id : window) l = dec.step(id);
+  return std::vector<float>(l, l + model.config().vocab_size);
+}
+
+// A checkpoint of a small random model (vocab 300 trained on tiny_corpus(), d_model 16, one block,
+// n_ctx 24) for the `wte sample` tests, with the command line that samples from it. With `eot`,
+// the vocabulary gets GPT-2's "<|endoftext|>" as id 300 (vocab_size 301), as GPT-2's files have it.
+struct SampleCheckpoint {
+  fs::path dir;
+  Config cfg;
+  Tokenizer tok;
+  std::unique_ptr<Model> model;
+  std::string cli;  // "'wte' sample --checkpoint '...' "
+
+  SampleCheckpoint(const std::string& name, bool eot) : dir(temp_dir(name)) {
+    tok = Tokenizer::train(tiny_corpus(), 300);
+    if (eot) {
+      std::string json = tok.encoder_json();
+      json.insert(json.rfind('}'), ", \"<|endoftext|>\": " + std::to_string(tok.size()));
+      tok = Tokenizer::from_strings(json, tok.vocab_bpe(), "test vocabulary");
+    }
+    cfg = load_config("", {"--model.vocab_size=" + std::to_string(tok.size()), "--model.d_model=16",
+                           "--model.n_ctx=24", "--model.n_layer=1", "--model.n_head=2",
+                           "--model.tie_embeddings=false", "--data.seq_len=16"});
+    model = std::make_unique<Model>(cfg.model);
+    randomise(*model, 9, 0.5);
+  }
+  // Writes the checkpoint (after the test changed the model, if it does).
+  void save() {
+    const std::string ckpt = (dir / "ckpt.h5").string();
+    save_checkpoint(ckpt, *model, nullptr, tok, cfg, 0);
+    cli = std::string("'") + WTE_CLI + "' sample --checkpoint '" + ckpt + "' ";
+  }
+  size_t V() const { return cfg.model.vocab_size; }
+};
+
+// stdout only (the header and timing lines go to stderr).
+std::string quiet(const std::string& cmd) { return "{ " + cmd + " 2>/dev/null; }"; }
+
+}  // namespace
+
+// The sliding window's logits are, bit for bit, those of a fresh decoder fed the window from
+// position 0 (the re-prefill is such a feed), and within the decoder's bound of the training
+// model's forward_logits on the window; the window is the sequence's most recent tokens, between
+// n_ctx + 1 - drop and n_ctx of them once the sequence has filled n_ctx, exactly n_ctx for drop 1
+// (nanoGPT's idx[:, -block_size:]).
+TEST(SlidingDecoder, LogitsEqualAFreshPrefillOfTheWindow) {
+  ModelConfig mc;
+  mc.vocab_size = 41, mc.d_model = 32, mc.n_ctx = 16, mc.n_layer = 2, mc.n_head = 4;
+  Model model(mc);
+  randomise(model, 12, 0.2);
+  const size_t V = mc.vocab_size, n_ctx = mc.n_ctx;
+  const std::vector<int32_t> seq = random_ids(70, V, 13);
+  for (const size_t drop : {size_t{1}, size_t{4}, size_t{5}, n_ctx}) {
+    SlidingDecoder sd(model, drop);
+    const size_t first = 5;
+    const float* l = sd.start(seq.data(), first);
+    double worst = 0;
+    size_t slides = 0, held = first;  // tokens in the window by the rule above
+    for (size_t n = first;; ++n) {  // the window ends with seq[n - 1]
+      const std::vector<int32_t>& w = sd.window();
+      ASSERT_EQ(w.size(), held) << "drop " << drop << " n " << n;
+      EXPECT_TRUE(std::equal(w.begin(), w.end(), seq.begin() + static_cast<ptrdiff_t>(n - w.size())))
+          << "the window is the most recent tokens; drop " << drop << " n " << n;
+      if (n > n_ctx) {
+        EXPECT_GE(w.size(), n_ctx + 1 - drop);
+        if (drop == 1) {
+          EXPECT_EQ(w.size(), n_ctx);
+        }
+      }
+      const std::vector<float> want = fresh_logits(model, w);
+      ASSERT_EQ(std::memcmp(l, want.data(), V * sizeof(float)), 0) << "drop " << drop << " n " << n;
+      if (n % 3 == 0) {  // the training model on the window (every third: oneDNN plans per T)
+        const float* ref = model.forward_logits(w.data(), 1, w.size()) + (w.size() - 1) * V;
+        double scale = 0, gap = 0;
+        for (size_t v = 0; v < V; ++v) {
+          scale = std::max(scale, std::fabs(double(ref[v])));
+          gap = std::max(gap, std::fabs(double(l[v]) - double(ref[v])));
+        }
+        worst = std::max(worst, gap / (1.0 + scale));
+      }
+      if (n == seq.size()) break;
+      l = sd.push(seq[n]);
+      if (held == n_ctx) {
+        held = n_ctx + 1 - drop;
+        ++slides;
+      } else {
+        ++held;
+      }
+    }
+    EXPECT_EQ(sd.slides(), slides);
+    EXPECT_GT(slides, 0u);
+    std::printf("drop %zu: %zu slides over %zu tokens; worst |sliding - forward_logits(window)| / "
+                "(1 + max|logit|) = %.3g\n", drop, slides, seq.size(), worst);
+    EXPECT_LE(worst, 1e-5) << "drop " << drop;
+  }
+  // A start longer than n_ctx keeps its last n_ctx tokens.
+  SlidingDecoder sd(model, SlidingDecoder::default_drop(n_ctx));
+  EXPECT_EQ(SlidingDecoder::default_drop(n_ctx), 4u);
+  const float* l = sd.start(seq.data(), 40);
+  EXPECT_EQ(sd.cropped(), 24u);
+  EXPECT_EQ(sd.window(), std::vector<int32_t>(seq.begin() + 24, seq.begin() + 40));
+  EXPECT_EQ(std::memcmp(l, fresh_logits(model, sd.window()).data(), V * sizeof(float)), 0);
+  // Bad input: before any work.
+  EXPECT_NE(error_of([&] { SlidingDecoder(model, 0); }).find("drop = 0 is not allowed"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { SlidingDecoder(model, 17); }).find("[1, n_ctx = 16]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { sd.push(41); }), "");
+  EXPECT_EQ(sd.window().size(), 16u);
+  EXPECT_NE(error_of([&] { sd.start(seq.data(), 0); }), "");
+  EXPECT_NE(error_of([&] { SlidingDecoder(model, 3).push(1); }).find("start() first"),
+            std::string::npos);
+}
+
+// Nucleus sampling (Hugging Face's order: temperature, top-k, then top-p over the renormalised
+// top-k): a tiny p gives the greedy token, p = 1 the same draws as no nucleus, and in between the
+// frequencies of the hand-computed nucleus.
+TEST(Sampling, TopP) {
+  Rng gen(21);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> logits(50);
+    for (float& x : logits) x = static_cast<float>(3.0 * gen.normal());
+    if (trial % 10 == 0) logits[7] = logits[3] = *std::max_element(logits.begin(), logits.end());
+    const size_t k = trial % 3 == 0 ? 5 : 0;
+    // p tiny: the most likely token (the lower id among ties), whatever the draw.
+    Rng r0(trial);
+    EXPECT_EQ(sample_token(logits.data(), 50, {0.8, k, 1e-9}, r0), argmax(logits.data(), 50));
+    Rng r1(trial), r2(trial);
+    // p = 1: the same id as without the option, for the same Rng state.
+    for (int i = 0; i < 20; ++i)
+      EXPECT_EQ(sample_token(logits.data(), 50, {0.8, k, 1.0}, r1),
+                sample_token(logits.data(), 50, {0.8, k}, r2));
+  }
+  // Probabilities: id 2 0.4, id 0 0.3, id 4 0.15, id 1 0.1, id 3 0.05.
+  const std::vector<float> logits = {float(std::log(0.3)), float(std::log(0.1)),
+                                     float(std::log(0.4)), float(std::log(0.05)),
+                                     float(std::log(0.15))};
+  struct Case {
+    SamplingParams sp;
+    std::vector<double> want;  // frequency of each id
+  };
+  const double s2 = std::sqrt(0.4) + std::sqrt(0.3) + std::sqrt(0.15);
+  const std::vector<Case> cases = {
+      // p 0.75: masses before 2, 0, 4, 1 are 0, 0.4, 0.7, 0.85: keeps 2, 0, 4 (0.85 of the mass).
+      {{1.0, 0, 0.75}, {0.3 / 0.85, 0, 0.4 / 0.85, 0, 0.15 / 0.85}},
+      // p 0.5: keeps 2 and 0 (mass before 0 is 0.4 < 0.5).
+      {{1.0, 0, 0.5}, {0.3 / 0.7, 0, 0.4 / 0.7, 0, 0}},
+      // The temperature applies first: at T 2 the weights are sqrt(p), normalised 0.300, 0.260,
+      // 0.184, 0.150, 0.106; p 0.6: masses before are 0, 0.300, 0.560, 0.744: keeps 2, 0, 4.
+      {{2.0, 0, 0.6}, {std::sqrt(0.3) / s2, 0, std::sqrt(0.4) / s2, 0, std::sqrt(0.15) / s2}},
+      // top-k first, then the nucleus over the renormalised k: top-k 2 leaves 2 (4/7) and 0 (3/7);
+      // p 0.5: 0's mass before is 4/7 >= 0.5, so 2 alone (over all five, 0 would stay: 0.4 < 0.5).
+      {{1.0, 2, 0.5}, {0, 0, 1, 0, 0}},
+  };
+  Rng rng(5);
+  const int draws = 40000;  // sd of a frequency <= 0.0025
+  for (const Case& c : cases) {
+    std::vector<int> count(5, 0);
+    for (int i = 0; i < draws; ++i) ++count[sample_token(logits.data(), 5, c.sp, rng)];
+    for (size_t id = 0; id < 5; ++id) {
+      if (c.want[id] == 0) {
+        EXPECT_EQ(count[id], 0) << "id " << id << " T " << c.sp.temperature << " p " << c.sp.top_p;
+      } else {
+        EXPECT_NEAR(double(count[id]) / draws, c.want[id], 5 * 0.0025)
+            << "id " << id << " T " << c.sp.temperature << " p " << c.sp.top_p;
+      }
+    }
+  }
+  EXPECT_NE(error_of([&] { sample_token(logits.data(), 5, {1.0, 0, 0.0}, rng); }).find("top_p 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { sample_token(logits.data(), 5, {1.0, 0, 1.5}, rng); }).find("(0, 1]"),
+            std::string::npos);
+}
+
+// `wte sample` goes on past n_ctx (24 here): 400 new tokens, the context window sliding; greedy
+// with --slide 1 predicts each token from exactly the last n_ctx tokens (nanoGPT's loop, computed
+// here with a fresh decoder per token), and with the default slide as SlidingDecoder does.
+TEST(SampleCli, GeneratesPastNCtx) {
+  SampleCheckpoint ck("decoder_sample_slide", false);
+  ck.save();
+  std::string out;
+  ASSERT_EQ(run(ck.cli + "--prompt 'the cat' --max-new-tokens 400 --seed 3", &out), 0) << out;
+  EXPECT_NE(out.find("400 new tokens in"), std::string::npos) << out;
+  EXPECT_NE(out.find("the window slides by 6 tokens"), std::string::npos) << out;  // 24 / 4
+  const std::vector<int32_t> prompt = ck.tok.encode("the cat");
+  const size_t n_ctx = 24;
+  for (const size_t slide : {size_t{1}, size_t{0}}) {
+    std::string g;
+    ASSERT_EQ(run(quiet(ck.cli + "--prompt 'the cat' -n 60 --temperature 0 --slide " +
+                        std::to_string(slide)), &g), 0) << g;
+    std::vector<int32_t> ids = prompt;
+    SlidingDecoder sd(*ck.model, SlidingDecoder::default_drop(n_ctx));
+    const float* l = sd.start(ids.data(), ids.size());
+    for (int i = 0; i < 60; ++i) {
+      int32_t next;
+      if (slide == 1) {  // idx_cond = idx[:, -n_ctx:]
+        const size_t from = ids.size() > n_ctx ? ids.size() - n_ctx : 0;
+        next = argmax(fresh_logits(*ck.model, std::vector<int32_t>(ids.begin() + from, ids.end())).data(), ck.V());
+      } else {
+        next = argmax(l, ck.V());
+        if (i + 1 < 60) l = sd.push(next);
+      }
+      ids.push_back(next);
+    }
+    EXPECT_EQ(g, ck.tok.decode(ids) + "\n") << "slide " << slide;
+  }
+  EXPECT_EQ(run(ck.cli + "--prompt x --slide 25", &out), 2);
+  EXPECT_NE(out.find("--slide = '25' is more than the model's n_ctx = 24"), std::string::npos) << out;
+}
+
+// A prompt longer than n_ctx is cropped to its last n_ctx tokens, with a note; all of it is printed.
+TEST(SampleCli, LongPromptIsCropped) {
+  SampleCheckpoint ck("decoder_sample_crop", false);
+  ck.save();
+  std::string longer;
+  for (int i = 0; i < 30; ++i) longer += " cat";
+  const std::vector<int32_t> ids = ck.tok.encode(longer);
+  ASSERT_GT(ids.size(), 24u);
+  std::string out, g;
+  ASSERT_EQ(run(ck.cli + "--prompt '" + longer + "' -n 5", &out), 0) << out;
+  EXPECT_NE(out.find("note: the prompt is " + std::to_string(ids.size()) +
+                     " tokens, more than the model's n_ctx = 24: the model sees its last 24 tokens"),
+            std::string::npos) << out;
+  ASSERT_EQ(run(quiet(ck.cli + "--prompt '" + longer + "' -n 3 --temperature 0 --slide 1"), &g), 0) << g;
+  // --slide 1: each token from exactly the last 24.
+  std::vector<int32_t> window(ids.end() - 24, ids.end()), drawn;
+  for (int i = 0; i < 3; ++i) {
+    drawn.push_back(argmax(fresh_logits(*ck.model, window).data(), ck.V()));
+    window.erase(window.begin());
+    window.push_back(drawn.back());
+  }
+  EXPECT_EQ(g, longer + ck.tok.decode(drawn) + "\n");
+}
+
+// --top-p: a tiny P is greedy, P = 1 the default; values outside (0, 1] are refused.
+TEST(SampleCli, TopP) {
+  SampleCheckpoint ck("decoder_sample_top_p", false);
+  ck.save();
+  std::string greedy, tiny, plain, one, nucleus, out;
+  const std::string base = ck.cli + "--prompt 'the cat' -n 50 --seed 4 ";
+  ASSERT_EQ(run(quiet(base + "--temperature 0"), &greedy), 0) << greedy;
+  ASSERT_EQ(run(quiet(base + "--top-p 1e-9"), &tiny), 0) << tiny;
+  ASSERT_EQ(run(quiet(base + "--top-k 0"), &plain), 0) << plain;
+  ASSERT_EQ(run(quiet(base + "--top-k 0 --top-p 1"), &one), 0) << one;
+  ASSERT_EQ(run(quiet(base + "--top-k 0 --top-p 0.5"), &nucleus), 0) << nucleus;
+  EXPECT_EQ(tiny, greedy);
+  EXPECT_EQ(one, plain);
+  EXPECT_NE(nucleus, plain);
+  for (const std::string bad : {"0", "1.5", "-0.1", "abc", "nan"}) {
+    EXPECT_EQ(run(ck.cli + "--prompt x --top-p=" + bad, &out), 2) << bad;
+    EXPECT_NE(out.find("--top-p = '" + bad + "' is not allowed; allowed: a number in (0, 1]"),
+              std::string::npos) << out;
+  }
+}
+
+// --stop: the text ends at the first occurrence of a stop string in the continuation (printed up
+// to its end, nothing after), the same draws as without it until then.
+TEST(SampleCli, StopString) {
+  SampleCheckpoint ck("decoder_sample_stop", false);
+  ck.save();
+  const std::string base = ck.cli + "--prompt 'the cat' -n 80 --seed 8 --top-k 0 ";
+  std::string full, out;
+  ASSERT_EQ(run(quiet(base), &full), 0) << full;
+  ASSERT_EQ(full.rfind("the cat", 0), 0u);
+  const std::string cont = full.substr(7, full.size() - 8);  // without the prompt and the newline
+  ASSERT_GE(cont.size(), 40u);
+  for (const size_t at : {size_t{10}, size_t{25}}) {
+    const std::string stop = cont.substr(at, 3);
+    if (stop.find('\'') != std::string::npos) continue;  // not through the shell's quotes
+    const size_t end = cont.find(stop) + stop.size();
+    ASSERT_EQ(run(base + "--stop '" + stop + "'", &out), 0) << out;
+    EXPECT_NE(out.find("stopped at a --stop string"), std::string::npos) << out;
+    ASSERT_EQ(run(quiet(base + "--stop '" + stop + "'"), &out), 0) << out;
+    EXPECT_EQ(out, "the cat" + cont.substr(0, end) + "\n") << "stop '" << stop << "'";
+    // Several: the first to occur ends the text; one that never occurs changes nothing.
+    ASSERT_EQ(run(quiet(base + "--stop '" + stop + "' --stop 'zzzzqq'"), &out), 0) << out;
+    EXPECT_EQ(out, "the cat" + cont.substr(0, end) + "\n");
+  }
+  ASSERT_EQ(run(quiet(base + "--stop 'zzzzqq'"), &out), 0) << out;
+  EXPECT_EQ(out, full);
+  // The prompt is not searched.
+  ASSERT_EQ(run(quiet(base + "--stop 'the cat' --stop 'zzzzqq'"), &out), 0) << out;
+  EXPECT_EQ(out.substr(0, 7), "the cat");
+  EXPECT_GT(out.size(), 8u);
+  EXPECT_EQ(run(ck.cli + "--prompt x --stop ''", &out), 2);
+  EXPECT_NE(out.find("--stop = '' is not allowed"), std::string::npos) << out;
+}
+
+// With GPT-2's <|endoftext|> in the vocabulary: a drawn <|endoftext|> ends the text (not printed)
+// unless --ignore-eos, and an empty prompt starts from it.
+TEST(SampleCli, EndOfText) {
+  SampleCheckpoint ck("decoder_sample_eot", true);
+  const int32_t eot = ck.tok.id_of("<|endoftext|>");
+  ASSERT_EQ(eot, 300);
+  ASSERT_EQ(ck.V(), 301u);
+  // Logits that do not depend on the input: ln_f's gain 0 and bias e_0 make every final row e_0,
+  // so logit v = lm_head[v][0]: 0 for every token but <|endoftext|>, whose probability is 0.1.
+  Model& m = *ck.model;
+  for (const TensorSpec& t : m.tensors()) {
+    float* p = m.param_data() + t.offset;
+    if (t.name == "ln_f/g") std::fill(p, p + t.size, 0.0f);
+    if (t.name == "ln_f/b") {
+      std::fill(p, p + t.size, 0.0f);
+      p[0] = 1.0f;
+    }
+    if (t.name == "lm_head")
+      for (size_t v = 0; v < ck.V(); ++v)
+        p[v * 16] = v == size_t(eot) ? static_cast<float>(std::log(0.1 / 0.9 * 300)) : 0.0f;
+  }
+  ck.save();
+  const std::string base = ck.cli + "--prompt 'the cat' -n 300 --seed 2 --top-k 0 ";
+  std::string stopped, all, out;
+  ASSERT_EQ(run(base, &out), 0) << out;
+  EXPECT_NE(out.find("stopped at <|endoftext|> (new token "), std::string::npos) << out;
+  ASSERT_EQ(run(quiet(base), &stopped), 0) << stopped;
+  ASSERT_EQ(run(quiet(base + "--ignore-eos"), &all), 0) << all;
+  ASSERT_GT(stopped.size(), 1u);
+  const std::string before = stopped.substr(0, stopped.size() - 1);  // without the newline
+  EXPECT_EQ(before.find("<|endoftext|>"), std::string::npos) << before;
+  EXPECT_EQ(all.rfind(before + "<|endoftext|>", 0), 0u) << "stopped:\n" << stopped << "\nall:\n" << all;
+  EXPECT_GT(all.size(), stopped.size() + 13);
+  // An empty prompt (or none) starts from <|endoftext|>: the model's choice after it, greedily
+  // (the highest logit is <|endoftext|> itself, so with --ignore-eos that is all it prints).
+  for (const std::string prompt : {"--prompt '' ", ""}) {
+    ASSERT_EQ(run(quiet(ck.cli + prompt + "-n 3 --temperature 0 --ignore-eos"), &out), 0) << out;
+    EXPECT_EQ(out, "<|endoftext|><|endoftext|><|endoftext|>\n");
+    ASSERT_EQ(run(ck.cli + prompt + "-n 3 --temperature 0", &out), 0) << out;
+    EXPECT_NE(out.find("stopped at <|endoftext|> (new token 1, not printed)"), std::string::npos)
+        << out;
+  }
+}
+
+// An empty prompt with a model whose logits depend on the input: the text continues from
+// <|endoftext|> at position 0 (the greedy tokens of a decoder started there).
+TEST(SampleCli, EmptyPromptStartsFromEndOfText) {
+  SampleCheckpoint ck("decoder_sample_empty", true);
+  ck.save();
+  std::string g;
+  ASSERT_EQ(run(quiet(ck.cli + "--prompt '' -n 40 --temperature 0 --ignore-eos"), &g), 0) << g;
+  SlidingDecoder sd(*ck.model, SlidingDecoder::default_drop(24));
+  const int32_t start = 300;
+  const float* l = sd.start(&start, 1);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) {
+    ids.push_back(argmax(l, ck.V()));
+    l = sd.push(ids.back());
+  }
+  EXPECT_EQ(g, ck.tok.decode(ids) + "\n");
 }
