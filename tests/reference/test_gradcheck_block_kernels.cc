@@ -1,13 +1,13 @@
-// Gradient checks of the transformer block kernels' double references (src/reference/kernels.h: GELU,
+// Gradient checks of the transformer block kernels' double references (src/reference/kernels.h:
 // causal attention softmax, bias) against central finite differences in double (ctest -L
-// gradcheck); LayerNorm's are in tests/simd/test_layernorm.cc. The float32 Highway kernels are
-// checked against these references in tests/simd/test_block_kernels.cc.
+// gradcheck); LayerNorm's are in tests/simd/test_layernorm.cc, GELU's in tests/simd/test_gelu.cc.
+// The float32 Highway kernels are checked against these references in their test files.
 //
 // As in tests/reference/test_gradcheck_ops.cc: an op y = op(x) is checked through the scalar L = Σ U ⊙ y for
 // a fixed random upstream gradient U, so dL/dx is exactly op_backward(U), and
 //   numeric = (L(x + eps·e_i) - L(x - eps·e_i)) / (2·eps),  eps = 1e-6
 // must satisfy |analytic - numeric| <= 1e-5 + 1e-3·|numeric| at every entry. Every op here is
-// smooth (tanh GELU, softmax), so there are no kinks.
+// smooth (softmax), so there are no kinks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,23 +27,6 @@ namespace {
 using test::dot;
 using test::expect_fd;
 using test::uniform;
-
-// GELU over [-6, 6] (both tails and the minimum near -0.75).
-TEST(GradcheckBlockKernels, Gelu) {
-  const size_t n = 41;
-  std::mt19937 rng(23);
-  std::vector<double> x(n);
-  for (size_t i = 0; i < n; ++i) x[i] = -6.0 + 12.0 * static_cast<double>(i) / (n - 1);
-  const std::vector<double> U = uniform(n, rng);
-  std::vector<double> dx(n);
-  ref::gelu_backward<double>(dx.data(), x.data(), U.data(), n);
-  const auto loss = [&] {
-    std::vector<double> y(n);
-    ref::gelu_forward<double>(y.data(), x.data(), n);
-    return dot(y, U);
-  };
-  expect_fd(loss, &x, dx, "gelu dinp");
-}
 
 // Causal softmax of Z = 2 matrices (T = 5) of scores at scale 1/sqrt(4). The masked entries (j > t)
 // do not reach the output: their finite differences are 0, and the backward writes 0 there.
