@@ -11,7 +11,7 @@
 // then one pass that adds into dinp and into its row block's partial dg and db.
 //
 // Not bit-identical to the references (the row sums are lane-wise, the dg/db sums grouped by row
-// block); tests/simd/test_block_kernels.cc derives and checks the error bounds.
+// block); tests/simd/test_layernorm.cc derives and checks the error bounds.
 //
 // dg and db sum over all N rows. Rows are cut into fixed blocks whose size depends only on N
 // (RowsPerBlock); each block sums its rows in increasing n into its own partial, and the partials

@@ -1,8 +1,9 @@
 // Helpers for testing the Highway kernels (tests/simd/test_simd_kernels.cc, test_scatter_strategies.cc,
-// test_block_kernels.cc): a fixture that forces one Highway target per test instance (and the macro
+// test_block_kernels.cc, test_layernorm.cc): a fixture that forces one Highway target per test instance (and the macro
 // that instantiates it on every target), guarded, misaligned buffers with NaN padding, inputs that
 // are exact in binary, a run at 1 and at 2 OpenMP threads, and bit-for-bit comparisons whose
-// failure names the first difference.
+// failure names the first difference; awkward sizes and the comparison with a double reference
+// within a per-entry bound.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -186,5 +188,43 @@ auto AtOneAndTwoThreads(F&& run) -> std::array<std::decay_t<std::invoke_result_t
   }
   return results;
 }
+
+// ---- Comparison with the double reference within a derived bound ------------------------------
+// The bounds are first order in the unit roundoff kU (a rounding is x(1 + δ), |δ| <= u; a sum of n
+// terms in any order errs by at most n·u·Σ|terms|); kSecondOrder covers the dropped O(n²u²) terms
+// (< 1e-4 relative at the tests' sizes).
+
+inline constexpr double kU = 0x1p-24;          // float unit roundoff
+inline constexpr double kSecondOrder = 1.01;   // the dropped second-order terms
+inline constexpr double kTiny = 0x1p-120;      // absolute slack for results that underflow (exp(-100))
+
+// {1, 3, L-1, L, L+1, 3L, 8L+2} for L = 1, 4, 8, 16, and 257; and `large` (for several OpenMP
+// blocks) when it is not 0.
+inline std::vector<size_t> AwkwardSizes(size_t large = 0) {
+  std::set<size_t> sizes = {257};
+  if (large != 0) sizes.insert(large);
+  for (size_t L : {1, 4, 8, 16})
+    for (size_t s : {size_t{1}, size_t{3}, L - 1, L, L + 1, 3 * L, 8 * L + 2})
+      if (s > 0) sizes.insert(s);
+  return {sizes.begin(), sizes.end()};
+}
+
+inline std::vector<double> ToDouble(const float* x, size_t n) { return std::vector<double>(x, x + n); }
+
+// Expects |got[i] - want[i]| <= bound[i] (and got finite) for i < n; reports the first failures.
+inline void ExpectWithin(const float* got, const std::vector<double>& want,
+                  const std::vector<double>& bound, size_t n, const std::string& what) {
+  size_t failures = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double err = std::abs(static_cast<double>(got[i]) - want[i]);
+    if (!std::isfinite(got[i]) || !(err <= bound[i])) {
+      if (++failures <= 5)
+        ADD_FAILURE() << what << " [" << i << "]: got " << got[i] << ", want " << want[i]
+                      << " +- " << bound[i] << " (error " << err << ")";
+    }
+  }
+  EXPECT_EQ(failures, 0u) << what;
+}
+
 
 }  // namespace wte::test

@@ -6,7 +6,7 @@
 //     x = residual(l)
 //     x = x + attn(ln_1(x))                             c_attn, causal multi-head attention, c_proj
 //     residual(l+1) = x + mlp(ln_2(x))                  c_fc, GELU (tanh form), c_proj
-//   h'     = ln_f(residual(n_layer))           (B,T,C)  optional final norm (oneDNN)
+//   h'     = ln_f(residual(n_layer))           (B,T,C)  optional final norm (simd kernel)
 //   logits = h' · wteᵀ                         (B,T,V)  tied lm_head        (oneDNN matmul)
 //   loss   = mean cross-entropy of logits against the next tokens           (simd kernel)
 //
@@ -127,16 +127,16 @@ struct TensorSpec {
 /// oneDNN primitives (created once per batch shape and reused).
 /// Not thread-safe; the kernels inside run in parallel with OpenMP.
 /// Reproducibility: the same inputs give bit-identical results for the same OpenMP thread count.
-/// oneDNN fixes its GEMM and ln_f partitioning when a primitive is created (first use of a batch
-/// shape), so keep the thread count fixed for a model's lifetime. The lookup kernels are
+/// oneDNN fixes its GEMM partitioning when a primitive is created (first use of a batch shape), so
+/// keep the thread count fixed for a model's lifetime. The lookup kernels are
 /// bit-identical for any thread count.
 class Model {
  public:
   /// Allocates the arenas: everything zero except LayerNorm gains (ln_f/g, h{l}/ln_1/g, ln_2/g) = 1
-  /// (call init_weights for noise). Tensors in arena order: wte, wpe, ln_f/g, ln_f/b, then
-  /// lm_head (V,C) if untied, then for each block l in order h{l}/ln_1/g, ln_1/b, attn/c_attn/w,
-  /// attn/c_attn/b, attn/c_proj/w, attn/c_proj/b, ln_2/g, ln_2/b, mlp/c_fc/w, mlp/c_fc/b,
-  /// mlp/c_proj/w, mlp/c_proj/b (docs/checkpoint.md). Throws wte::Error if a shape is 0 or, with
+  /// (call init_weights for noise). Tensors in arena order, GPT-2's: wte, wpe, then for each block
+  /// l in order h{l}/ln_1/g, ln_1/b, attn/c_attn/w, attn/c_attn/b, attn/c_proj/w, attn/c_proj/b,
+  /// ln_2/g, ln_2/b, mlp/c_fc/w, mlp/c_fc/b, mlp/c_proj/w, mlp/c_proj/b, then ln_f/g, ln_f/b, then
+  /// lm_head (V,C) if untied (docs/checkpoint.md). Throws wte::Error if a shape is 0 or, with
   /// n_layer > 0, if n_head is 0 or does not divide d_model.
   explicit Model(const ModelConfig& config);
   ~Model();

@@ -49,14 +49,13 @@ std::string block_prefix(const char* head, size_t l, char sep) {
 }  // namespace
 
 std::vector<NamePair> gpt2_names(const ModelConfig& c) {
-  std::vector<NamePair> out = {{"wte", "wte.weight"},
-                               {"wpe", "wpe.weight"},
-                               {"ln_f/g", "ln_f.weight"},
-                               {"ln_f/b", "ln_f.bias"}};
-  if (!c.tie_embeddings) out.push_back({"lm_head", "lm_head.weight"});
+  std::vector<NamePair> out = {{"wte", "wte.weight"}, {"wpe", "wpe.weight"}};
   for (size_t l = 0; l < c.n_layer; ++l)
     for (const auto& b : kBlock)
       out.push_back({block_prefix("h", l, '/') + b[0], block_prefix("h.", l, '.') + b[1]});
+  out.push_back({"ln_f/g", "ln_f.weight"});
+  out.push_back({"ln_f/b", "ln_f.bias"});
+  if (!c.tie_embeddings) out.push_back({"lm_head", "lm_head.weight"});
   return out;
 }
 

@@ -27,11 +27,11 @@ struct NamePair {
 };
 
 /// Every tensor of wte's model of `config` with its Hugging Face name, in Model::tensors() order:
-///   wte -> wte.weight, wpe -> wpe.weight, ln_f/g -> ln_f.weight, ln_f/b -> ln_f.bias,
-///   lm_head -> lm_head.weight (untied only),
+///   wte -> wte.weight, wpe -> wpe.weight,
 ///   h{l}/ln_1/g, ln_1/b -> h.{l}.ln_1.weight, .bias;  h{l}/attn/c_attn/w, b -> h.{l}.attn.c_attn.weight, .bias;
 ///   h{l}/attn/c_proj/w, b -> h.{l}.attn.c_proj.*;     h{l}/ln_2/g, b -> h.{l}.ln_2.*;
-///   h{l}/mlp/c_fc/w, b -> h.{l}.mlp.c_fc.*;           h{l}/mlp/c_proj/w, b -> h.{l}.mlp.c_proj.*
+///   h{l}/mlp/c_fc/w, b -> h.{l}.mlp.c_fc.*;           h{l}/mlp/c_proj/w, b -> h.{l}.mlp.c_proj.*,
+///   ln_f/g -> ln_f.weight, ln_f/b -> ln_f.bias, lm_head -> lm_head.weight (untied only)
 std::vector<NamePair> gpt2_names(const ModelConfig& config);
 
 /// The name a tensor has in GPT2LMHeadModel's state dict (what save_pretrained writes):

@@ -1,7 +1,8 @@
 // wte::Model: the parameter arena, the activation arena and GPT-2's forward and backward, reading
 // like the architecture diagram (include/wte/model.h). The layers live in their own files:
-// src/model/matmul.* (linear layers and every GEMM), attention.*, block.* (one transformer block),
-// layernorm.* (ln_f on oneDNN); the elementwise kernels are in include/wte/kernels.h.
+// src/model/matmul.* (linear layers and every GEMM), attention.*, block.* (one transformer block);
+// the elementwise kernels (embedding, LayerNorm for ln_1, ln_2 and ln_f alike, GELU, cross-entropy)
+// are in include/wte/kernels.h.
 #include "wte/model.h"
 
 #include <algorithm>
@@ -10,11 +11,9 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <utility>
 
 #include "src/model/block.h"
-#include "src/model/layernorm.h"
 #include "src/model/matmul.h"
 #include "src/model/memory.h"
 #include "src/model/unembedding.h"
@@ -74,8 +73,8 @@ struct Model::Impl {
   std::vector<BlockActivations> blocks;  // (n_layer)
   BlockScratch scratch{};
   float* ln_out = nullptr;           // (N,C) ln_f output (unused when ln_f is off)
-  float* ln_mean = nullptr;          // (N)   ln_f statistics: mean and (biased) variance
-  float* ln_var = nullptr;
+  float* ln_mean = nullptr;          // (N)   ln_f statistics: mean and 1/sqrt(var + eps), as the
+  float* ln_rstd = nullptr;          //       blocks' ln_1 and ln_2 keep them (layernorm_forward)
   float* dln_out = nullptr;          // (N,C) gradient w.r.t. h'
   float* dresidual = nullptr;        // (N,C) gradient w.r.t. the residual stream (in place)
   float* logits = nullptr;           // (N,V) logits, or dlogits after a training forward
@@ -117,13 +116,6 @@ struct Model::Impl {
   // Detached (t == nullptr), a mark costs nothing but attributes new GEMM primitives to `field`.
   void mark(StepTimes* /*t*/, double StepTimes::*field) { gemm.mark(field); }
 
-  std::map<size_t, std::unique_ptr<OnednnLayerNorm>> ln_f;  // per N, created on first use
-  OnednnLayerNorm& ln_f_for(size_t N, size_t C, float eps) {
-    auto& p = ln_f[N];
-    if (!p) p = std::make_unique<OnednnLayerNorm>(N, C, eps);
-    return *p;
-  }
-
   // Lays out every activation for N rows and B·T·T attention entries per head; with base ==
   // nullptr only counts. Returns the floats needed.
   size_t carve(float* base, size_t N, size_t BTT, const ModelConfig& c) {
@@ -154,7 +146,7 @@ struct Model::Impl {
     }
     ln_out = a.take(N * C);
     ln_mean = a.take(N);
-    ln_var = a.take(N);
+    ln_rstd = a.take(N);
     dln_out = a.take(N * C);
     dresidual = a.take(N * C);
     loss_tiles = resolve_loss_tiles(c, N);
@@ -235,14 +227,10 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
     tensors_.push_back({std::move(name), std::move(shape), num_parameters_, size, decay});
     num_parameters_ += size;
   };
+  // GPT-2's order (its checkpoint and Hugging Face's state dict): wte, wpe, the blocks, ln_f, then
+  // an untied lm_head. Checkpoints are read by name, so files written in another order still load.
   add("wte", {V, C}, true);
   add("wpe", {P, C}, true);
-  add("ln_f/g", {C}, false);
-  add("ln_f/b", {C}, false);
-  if (!config.tie_embeddings) {
-    tensors_[0].sparse_grad = true;  // wte: lazy row-sparse gradient (wte_grad_rows)
-    add("lm_head", {V, C}, true);
-  }
   const size_t first_block_tensor = tensors_.size();
   for (size_t l = 0; l < config.n_layer; ++l) {
     const std::string h = "h" + std::to_string(l) + "/";
@@ -259,14 +247,22 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
     add(h + "mlp/c_proj/w", {4 * C, C}, true);
     add(h + "mlp/c_proj/b", {C}, false);
   }
+  const size_t ln_f_tensor = tensors_.size();
+  add("ln_f/g", {C}, false);
+  add("ln_f/b", {C}, false);
+  if (!config.tie_embeddings) {
+    tensors_[0].sparse_grad = true;  // wte: lazy row-sparse gradient (wte_grad_rows)
+    add("lm_head", {V, C}, true);
+  }
   // Not touched here: init_weights or a checkpoint fills the parameters, the first backward the
   // gradients; a model that is only loaded and saved (wte import) never faults in its gradients.
   params_memory_ = allocate_zeroed(num_parameters_, /*touch=*/false);
   grads_memory_ = allocate_zeroed(num_parameters_, /*touch=*/false);
   auto views = [&](float* base) {
     ParameterTensors v{base + tensors_[0].offset, base + tensors_[1].offset,
-                       base + tensors_[2].offset, base + tensors_[3].offset,
-                       config.tie_embeddings ? nullptr : base + tensors_[4].offset, {}};
+                       base + tensors_[ln_f_tensor].offset, base + tensors_[ln_f_tensor + 1].offset,
+                       config.tie_embeddings ? nullptr : base + tensors_[ln_f_tensor + 2].offset,
+                       {}};
     for (size_t l = 0; l < config.n_layer; ++l) {
       const size_t t = first_block_tensor + 12 * l;
       auto at = [&](size_t i) { return base + tensors_[t + i].offset; };
@@ -413,9 +409,9 @@ const float* Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
   // h' = ln_f(residual(n_layer))
   const float* h = m.residual[L];
   if (config_.ln_f) {
-    m.ln_f_for(N, C, config_.ln_eps)
-        .forward(m.ln_out, m.ln_mean, m.ln_var, m.residual[L], params_.ln_f_g, params_.ln_f_b,
-                 m.stream);
+    m.stream.wait();  // residual(n_layer) complete (the kernel runs outside oneDNN's stream)
+    layernorm_forward(m.ln_out, m.ln_mean, m.ln_rstd, m.residual[L], params_.ln_f_g,
+                      params_.ln_f_b, N, C, config_.ln_eps);
     h = m.ln_out;
     m.mark(times_, &StepTimes::ln_f_fwd);
   }
@@ -546,16 +542,16 @@ void Model::backward() {
                dlogits.operand(transposed(n, v)), h.operand(plain(n, c)));
     m.mark(times_, &StepTimes::dlm_head_gemm);
   }
-  // h' = ln_f(residual(n_layer))  =>  dres, dg, db (oneDNN writes, does not accumulate)
-  if (config_.ln_f) {
-    m.ln_f_for(N, C, config_.ln_eps)
-        .backward(dres, grads_.ln_f_g, grads_.ln_f_b, m.dln_out, m.residual[L], params_.ln_f_g,
-                  params_.ln_f_b, m.ln_mean, m.ln_var, m.stream);
-  } else {
-    std::memset(grads_.ln_f_g, 0, C * sizeof(float));
-    std::memset(grads_.ln_f_b, 0, C * sizeof(float));
-  }
+  // h' = ln_f(residual(n_layer))  =>  dres, dg, db. The kernel adds (+=) into all three, so they
+  // are zeroed first; it reads dh', which the GEMMs above may still be writing: wait for them.
   m.stream.wait();
+  std::memset(grads_.ln_f_g, 0, C * sizeof(float));
+  std::memset(grads_.ln_f_b, 0, C * sizeof(float));
+  if (config_.ln_f) {
+    std::memset(dres, 0, N * C * sizeof(float));
+    layernorm_backward(dres, grads_.ln_f_g, grads_.ln_f_b, m.dln_out, m.residual[L],
+                       params_.ln_f_g, m.ln_mean, m.ln_rstd, N, C);
+  }
   m.mark(times_, &StepTimes::ln_f_bwd);
   // residual(l+1) = block_l(residual(l)), last block first: dres becomes d residual(l)
   for (size_t l = L; l-- > 0;)

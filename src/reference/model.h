@@ -138,8 +138,8 @@ struct ModelGrads {
 };
 
 /// One named tensor of a ModelParams or ModelGrads, in the production arena's order and with its
-/// names ("wte", "wpe", "ln_f/g", "ln_f/b", then "lm_head" when untied, then per block l
-/// "h{l}/ln_1/g" ... "h{l}/mlp/c_proj/b" in GPT-2's per-block order), so generic code (gradient checks,
+/// names ("wte", "wpe", then per block l "h{l}/ln_1/g" ... "h{l}/mlp/c_proj/b" in GPT-2's per-block
+/// order, then "ln_f/g", "ln_f/b", then "lm_head" when untied), so generic code (gradient checks,
 /// HDF5 export) can loop over them.
 template <typename Vec>
 struct NamedTensor {
@@ -149,58 +149,22 @@ struct NamedTensor {
 template <typename P>
 auto named_tensors(P& p) {
   using Vec = std::remove_pointer_t<decltype(&p.wte)>;
-  std::vector<NamedTensor<Vec>> t = {
-      {"wte", &p.wte}, {"wpe", &p.wpe}, {"ln_f/g", &p.ln_f_g}, {"ln_f/b", &p.ln_f_b}};
-  if (!p.lm_head.empty()) t.push_back({"lm_head", &p.lm_head});
+  std::vector<NamedTensor<Vec>> t = {{"wte", &p.wte}, {"wpe", &p.wpe}};
   for (size_t l = 0; l < p.h.size(); ++l)
     for (auto& [suffix, data] : std::remove_reference_t<decltype(p.h[l])>::list(p.h[l])) {
       t.push_back({"h" + std::to_string(l) + "/" + suffix, data});
     }
+  t.push_back({"ln_f/g", &p.ln_f_g});
+  t.push_back({"ln_f/b", &p.ln_f_b});
+  if (!p.lm_head.empty()) t.push_back({"lm_head", &p.lm_head});
   return t;
 }
 
 // ------------------------------------------------------------------------------------------------
 // The ops of the model other than the embedding and cross-entropy (those are in src/reference/kernels.h).
 
-/// ln_f forward, GPT-2's norm() over each of N rows of width C:
-///   u = mean(x);  s = mean((x - u)²) (biased);  rstd = 1/sqrt(s + eps);  xhat = (x - u)·rstd
-///   out = xhat·g + b
-/// out, xhat (N,C) and mean, rstd (N) written; x (N,C); g, b (C).
-template <typename F>
-void layernorm_forward(F* out, F* mean, F* rstd, F* xhat, const F* x, const F* g, const F* b,
-                       size_t N, size_t C, F eps) {
-  // The block LayerNorm's reference (src/reference/kernels.h) computes out = ((x - u)·rstd)·g + b, the
-  // same expression as xhat·g + b; xhat is kept for ln_f's backward.
-  layernorm_forward(out, mean, rstd, x, g, b, N, C, eps);
-  for (size_t n = 0; n < N; ++n)
-    for (size_t c = 0; c < C; ++c) xhat[n * C + c] = (x[n * C + c] - mean[n]) * rstd[n];
-}
-
-/// ln_f backward (the standard derivation, e.g. llm.c's layernorm_backward):
-///   dg += Σ_n dout·xhat;  db += Σ_n dout;  dxhat = dout·g
-///   dx = rstd · (dxhat - mean_c(dxhat) - xhat · mean_c(dxhat·xhat))
-/// dx (N,C) WRITTEN; dg, db (C) accumulated; dout, xhat (N,C); rstd (N); g (C).
-template <typename F>
-void layernorm_backward(F* dx, F* dg, F* db, const F* dout, const F* xhat, const F* rstd,
-                        const F* g, size_t N, size_t C) {
-  std::vector<F> dxhat(C);
-  for (size_t n = 0; n < N; ++n) {
-    const F* xh = xhat + n * C;
-    const F* dn = dout + n * C;
-    F mean_dxhat = 0, mean_dxhat_xhat = 0;
-    for (size_t c = 0; c < C; ++c) {
-      dg[c] += dn[c] * xh[c];
-      db[c] += dn[c];
-      dxhat[c] = dn[c] * g[c];
-      mean_dxhat += dxhat[c];
-      mean_dxhat_xhat += dxhat[c] * xh[c];
-    }
-    mean_dxhat /= static_cast<F>(C);
-    mean_dxhat_xhat /= static_cast<F>(C);
-    for (size_t c = 0; c < C; ++c)
-      dx[n * C + c] = rstd[n] * (dxhat[c] - mean_dxhat - xh[c] * mean_dxhat_xhat);
-  }
-}
+// ln_f, like ln_1 and ln_2, is src/reference/kernels.h's layernorm_forward/backward (GPT-2's norm():
+// biased variance, eps inside the square root), the reference of the one float32 LayerNorm kernel.
 
 /// Unembedding forward: logits = h · wᵀ, w the (V,C) table (wte when tied, lm_head when untied).
 /// logits (N,V) written; h (N,C); w (V,C).
@@ -457,7 +421,6 @@ struct ModelActivations {
                                             // residual stream entering block l, [n_layer] ln_f's input
   std::vector<F> ln_mean;        // (N)     u            (ln_f only)
   std::vector<F> ln_rstd;        // (N)     1/sqrt(s+eps) (ln_f only)
-  std::vector<F> ln_xhat;        // (N, C)  (x-u)·rstd   (ln_f only)
   std::vector<F> h;              // (N, C)  h' = ln_f(residual[n_layer]), or residual[n_layer] if ln_f
                                  //         is off: what the unembedding reads (final_hidden)
   std::vector<F> logits;         // (N, V)
@@ -531,15 +494,12 @@ void model_forward(const ModelParams<F>& p, const int32_t* inputs, const int32_t
   if (p.ln_f) {
     act->ln_mean.assign(N, F(0));
     act->ln_rstd.assign(N, F(0));
-    act->ln_xhat.assign(N * C, F(0));
     act->h.assign(N * C, F(0));
-    layernorm_forward(act->h.data(), act->ln_mean.data(), act->ln_rstd.data(),
-                      act->ln_xhat.data(), x_last.data(), p.ln_f_g.data(), p.ln_f_b.data(), N,
-                      C, p.ln_eps);
+    layernorm_forward(act->h.data(), act->ln_mean.data(), act->ln_rstd.data(), x_last.data(),
+                      p.ln_f_g.data(), p.ln_f_b.data(), N, C, p.ln_eps);
   } else {
     act->ln_mean.clear();
     act->ln_rstd.clear();
-    act->ln_xhat.clear();
     act->h = x_last;
   }
 
@@ -607,9 +567,10 @@ F model_forward_backward(const ModelParams<F>& p, const int32_t* inputs, const i
   // h' = xhat · g + b,  xhat = (x - u) · rstd,  x = residual[n_layer]
   std::vector<F> dhidden;
   if (p.ln_f) {
-    dhidden.assign(N * C, F(0));
+    dhidden.assign(N * C, F(0));  // the backward adds into dhidden, dg, db (all zero here)
     layernorm_backward(dhidden.data(), grads->ln_f_g.data(), grads->ln_f_b.data(), dh.data(),
-                       act->ln_xhat.data(), act->ln_rstd.data(), p.ln_f_g.data(), N, C);
+                       act->residual[p.n_layer()].data(), p.ln_f_g.data(), act->ln_mean.data(),
+                       act->ln_rstd.data(), N, C);
   } else {
     dhidden = std::move(dh);
   }

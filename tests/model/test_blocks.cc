@@ -1,16 +1,23 @@
-// The float32 model with GPT-2's transformer blocks (issue 9): the n_layer = 0 regression pin,
-// layout/init/config of the block tensors, determinism, causality of the float forward, and
-// whole-step training behaviour. Tiny shapes: every case runs in well under a second.
+// The float32 model with GPT-2's transformer blocks: the zero-block model's golden losses
+// (tests/model/golden/), layout/init/config of the block tensors, determinism, and whole-step
+// training behaviour. Tiny shapes: every case but the training one runs in well under a second.
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "hwy/targets.h"
 
 #include "wte/config.h"
 #include "wte/error.h"
@@ -33,7 +40,7 @@ uint32_t bits(float f) {
   return u;
 }
 
-ModelConfig pin_config(bool tied, bool ln_f) {
+ModelConfig golden_config(bool tied, bool ln_f) {
   return {.vocab_size = 64, .d_model = 32, .n_ctx = 16, .ln_f = ln_f, .tie_embeddings = tied};
 }
 
@@ -64,42 +71,166 @@ std::vector<uint32_t> train_losses(const ModelConfig& config, size_t steps = 6) 
   return out;
 }
 
-std::string hex(const std::vector<uint32_t>& v) {
-  std::string s;
-  char buf[16];
-  for (uint32_t u : v) {
-    std::snprintf(buf, sizeof buf, "0x%08x ", u);
+// ---- The zero-block model's golden losses --------------------------------------------------------
+//
+// tests/model/golden/n_layer_zero_losses.txt holds the per-step losses of train_losses() for three
+// zero-block configs, with the run's config, the ISA it was recorded on and its provenance. Where
+// the kernels run the recorded ISA (oneDNN's and Highway's) the losses must be the file's bits:
+// any change to the zero-block arithmetic fails here and needs a new file that says why. Elsewhere
+// the bits legitimately differ (oneDNN's GEMM blocking and Highway's lane count change the order
+// of the float32 sums), so the losses must agree within kGoldenRelTol of the file's.
+//
+// kGoldenRelTol: one step's loss is a sum over the 64 rows of the batch of a cross-entropy over
+// V = 64 logits, each an inner product of C = 32 terms after a LayerNorm of C = 32 terms: with
+// |terms| <= ~1 every float32 sum is within ~C·u (u = 2^-24 ≈ 6e-8) of exact, so one forward's
+// loss differs between ISAs by at most ~1e-5 relative. The six AdamW steps carry the earlier
+// steps' gradient differences into the parameters; AdamW's update lr·m/(√v + eps) changes by about
+// the same relative amount as the gradient, so the perturbation stays of the same order. Measured
+// on an AVX-512 machine against oneDNN's AVX2 kernels and Highway's AVX2 target
+// (GoldenLossesOnAvx2KernelsAreWithinTolerance): the file's `measured` line; moving ln_f from
+// oneDNN to the Highway kernel changed one of the 18 losses by one ulp (6.5e-8). The tolerance is
+// 1e-4 relative, well above those and well below a real change of the model (a wrong gradient or
+// a skipped update moves the losses by 1e-2 or more: the losses fall by ~3% per step here).
+constexpr double kGoldenRelTol = 1e-4;
+
+std::string golden_path() { return std::string(WTE_SOURCE_DIR) + "/tests/model/golden/n_layer_zero_losses.txt"; }
+
+// The run train_losses() does, in the file's `config` line format (the test checks that the file
+// describes this run).
+std::string golden_config_line() {
+  return "config vocab_size=64 d_model=32 n_ctx=16 n_layer=0 init_seed=1337 batch_seed=99 B=4 T=16 "
+         "steps=6 lr=1e-2 min_lr=1e-3 warmup_steps=2 weight_decay=0.1 clip_grad_norm=1.0 threads=1 "
+         "targets=(7*input+3)%vocab_size";
+}
+
+struct GoldenFile {
+  std::string config;                          // the `config` line
+  std::string onednn_isa, highway_target;      // from the `isa` line
+  std::map<std::pair<bool, bool>, std::vector<uint32_t>> losses;  // (tied, ln_f) -> bits per step
+};
+
+// Parses the golden file: '#' comments, and lines
+//   config <text>            isa onednn=<isa> highway=<target>
+//   losses tied=<0|1> ln_f=<0|1> <hex bits> ... [# decimal values]
+GoldenFile read_golden(const std::string& path) {
+  GoldenFile g;
+  std::ifstream in(path);
+  if (!in) ADD_FAILURE() << "cannot open " << path;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ss(line.substr(0, line.find('#')));
+    std::string kind;
+    ss >> kind;
+    if (kind == "config") {
+      g.config = line;
+    } else if (kind == "isa") {
+      std::string a, b;
+      ss >> a >> b;
+      g.onednn_isa = a.substr(a.find('=') + 1);
+      g.highway_target = b.substr(b.find('=') + 1);
+    } else if (kind == "losses") {
+      std::string tied, ln_f, word;
+      ss >> tied >> ln_f;
+      std::vector<uint32_t> bits;
+      while (ss >> word) bits.push_back(static_cast<uint32_t>(std::stoul(word, nullptr, 16)));
+      g.losses[{tied == "tied=1", ln_f == "ln_f=1"}] = bits;
+    } else if (kind != "measured") {
+      ADD_FAILURE() << path << ": unknown line '" << line << "'";
+    }
+  }
+  return g;
+}
+
+// Highway's best target for this process (the one dynamic dispatch runs).
+std::string highway_target() {
+  const int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;
+  return hwy::TargetName(targets & -targets);
+}
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// A `losses` line for `got`, to paste into the golden file when the arithmetic changed on purpose.
+std::string losses_line(bool tied, bool ln_f, const std::vector<uint32_t>& got) {
+  std::string s = std::string("losses tied=") + (tied ? "1" : "0") + " ln_f=" + (ln_f ? "1" : "0");
+  char buf[32];
+  for (uint32_t u : got) {
+    std::snprintf(buf, sizeof buf, " 0x%08x", u);
+    s += buf;
+  }
+  s += "  #";
+  for (uint32_t u : got) {
+    std::snprintf(buf, sizeof buf, " %.7f", from_bits(u));
     s += buf;
   }
   return s;
 }
 
-// oneDNN's f32 GEMM and LayerNorm kernels round differently per ISA; the pinned bits were recorded
-// where oneDNN runs its AVX-512 kernels.
-bool pinned_isa() { return onednn_isa_is_avx512(); }
-
-// REGRESSION PIN, not a derived value: these are the per-step losses that the zero-block model of
-// main at commit a4d300a (before transformer blocks existed) printed for exactly this run, recorded
-// on an AMD EPYC (family 26, Zen 5, AVX-512) at 1 thread. Issue 9 requires n_layer = 0 to give
-// today's losses bit for bit: the block tensors come after today's in the arena (init draws,
-// gradient-norm order and checkpoints unchanged) and the zero-block path runs the same kernels in
-// the same order. If this fails, the change altered the zero-block model's arithmetic.
-TEST(NLayerZero, TodaysLossesBitForBit) {
-  if (!pinned_isa()) GTEST_SKIP() << "the pin was recorded with oneDNN's AVX-512 kernels";
-  struct Case {
-    bool tied, ln_f;
-    std::vector<uint32_t> expected;
-  };
-  const Case cases[] = {
-      {true, true, {0x4085d86e, 0x4081b16e, 0x40793bc1, 0x406eb2be, 0x406995ea, 0x4067a8cb}},
-      {false, true, {0x40861508, 0x40808a3c, 0x40732e18, 0x406906d4, 0x405f2f78, 0x405c82bd}},
-      {true, false, {0x408517ac, 0x408500ce, 0x4084d56a, 0x40849f6c, 0x408472c1, 0x408465c1}},
-  };
-  for (const Case& c : cases) {
-    const std::vector<uint32_t> got = train_losses(pin_config(c.tied, c.ln_f));
-    EXPECT_EQ(got, c.expected) << "tied " << c.tied << " ln_f " << c.ln_f << ": got "
-                               << hex(got) << "expected " << hex(c.expected);
+// Compares this process's losses with the golden file: bit for bit on the recorded ISA, within
+// kGoldenRelTol elsewhere (`exact` false forces the tolerance). Returns the largest relative
+// difference seen.
+double check_golden_losses(bool exact) {
+  const GoldenFile g = read_golden(golden_path());
+  EXPECT_EQ(g.config, golden_config_line()) << "the golden file describes another run";
+  EXPECT_EQ(g.losses.size(), 3u);
+  double worst = 0;
+  for (const auto& [key, want] : g.losses) {
+    const auto [tied, ln_f] = key;
+    const std::vector<uint32_t> got = train_losses(golden_config(tied, ln_f));
+    if (exact) {
+      EXPECT_EQ(got, want) << "the zero-block losses changed bit for bit; if on purpose, replace "
+                           << "the line and say why in the file:\n"
+                           << losses_line(tied, ln_f, got);
+    }
+    if (got.size() != want.size()) {
+      ADD_FAILURE() << "tied " << tied << " ln_f " << ln_f << ": " << got.size() << " steps, the file has "
+                    << want.size();
+      continue;
+    }
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double w = from_bits(want[i]), x = from_bits(got[i]);
+      const double rel = std::fabs(x - w) / std::fabs(w);
+      worst = std::max(worst, rel);
+      EXPECT_LE(rel, kGoldenRelTol) << "tied " << tied << " ln_f " << ln_f << " step " << i
+                                    << ": loss " << x << ", golden " << w << "\n"
+                                    << losses_line(tied, ln_f, got);
+    }
   }
+  return worst;
+}
+
+TEST(NLayerZero, LossesMatchTheGoldenFile) {
+  const GoldenFile g = read_golden(golden_path());
+  const bool recorded_isa = onednn_isa() == g.onednn_isa && highway_target() == g.highway_target;
+  std::printf("kernels here: oneDNN %s, Highway %s; golden file recorded on oneDNN %s, Highway %s: "
+              "%s\n",
+              onednn_isa().c_str(), highway_target().c_str(), g.onednn_isa.c_str(),
+              g.highway_target.c_str(), recorded_isa ? "bit for bit" : "within the tolerance");
+  const double worst = check_golden_losses(recorded_isa);
+  std::printf("largest relative difference from the golden losses: %.3g\n", worst);
+}
+
+// The tolerance path on this machine: oneDNN capped at AVX2 and Highway forced to its AVX2 target
+// (where the CPU has more), so the float32 sums run in other orders. oneDNN's cap only takes effect
+// before its first primitive: ctest runs each test in its own process; run alone otherwise.
+TEST(NLayerZero, GoldenLossesOnAvx2KernelsAreWithinTolerance) {
+  if ((hwy::SupportedTargets() & HWY_AVX2) == 0) GTEST_SKIP() << "no AVX2 on this CPU";
+  try {
+    dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+  } catch (const dnnl::error& e) {
+    GTEST_SKIP() << "oneDNN's ISA is fixed already in this process (run this test alone): "
+                 << e.what();
+  }
+  hwy::SetSupportedTargetsForTest(HWY_AVX2);
+  std::printf("kernels: oneDNN %s, Highway %s\n", onednn_isa().c_str(), highway_target().c_str());
+  const double worst = check_golden_losses(/*exact=*/false);
+  hwy::SetSupportedTargetsForTest(0);
+  std::printf("largest relative difference from the golden losses: %.3g (tolerance %.1g)\n", worst,
+              kGoldenRelTol);
 }
 
 ModelConfig block_config(size_t n_layer, size_t n_head, bool tied = true, bool ln_f = true) {
@@ -107,16 +238,15 @@ ModelConfig block_config(size_t n_layer, size_t n_head, bool tied = true, bool l
           .ln_f = ln_f, .tie_embeddings = tied};
 }
 
-// The checkpoint's tensor layout (docs/checkpoint.md): names, shapes, order (blocks after wte, wpe
-// and ln_f), weight decay on */w.
+// The checkpoint's tensor layout (docs/checkpoint.md): names, shapes, GPT-2's order (wte, wpe, the
+// blocks, ln_f, then an untied lm_head), weight decay on */w.
 TEST(Blocks, TensorLayoutNamesShapesOrderAndDecay) {
   for (const bool tied : {true, false}) {
     const ModelConfig c = block_config(2, 4, tied);
     const size_t C = 16, V = 40;
     Model model(c);
-    std::vector<std::pair<std::string, std::vector<size_t>>> expected = {
-        {"wte", {V, C}}, {"wpe", {12, C}}, {"ln_f/g", {C}}, {"ln_f/b", {C}}};
-    if (!tied) expected.push_back({"lm_head", {V, C}});
+    std::vector<std::pair<std::string, std::vector<size_t>>> expected = {{"wte", {V, C}},
+                                                                          {"wpe", {12, C}}};
     for (int l = 0; l < 2; ++l) {
       const std::string h = "h" + std::to_string(l) + "/";
       const std::vector<std::pair<std::string, std::vector<size_t>>> block = {
@@ -128,6 +258,9 @@ TEST(Blocks, TensorLayoutNamesShapesOrderAndDecay) {
           {h + "mlp/c_proj/w", {4 * C, C}}, {h + "mlp/c_proj/b", {C}}};
       expected.insert(expected.end(), block.begin(), block.end());
     }
+    expected.push_back({"ln_f/g", {C}});
+    expected.push_back({"ln_f/b", {C}});
+    if (!tied) expected.push_back({"lm_head", {V, C}});
     const std::vector<TensorSpec>& t = model.tensors();
     ASSERT_EQ(t.size(), expected.size());
     size_t offset = 0;
@@ -157,8 +290,8 @@ TEST(Blocks, TensorLayoutNamesShapesOrderAndDecay) {
   }
 }
 
-// GPT-2 init, drawn after today's tensors: the zero-block prefix is bit-identical to a zero-block
-// model's init; */w ~ N(0, 0.02²), the two residual projections ~ N(0, (0.02/√(2·n_layer))²).
+// GPT-2 init, the blocks drawn after the other tensors: wte, wpe and ln_f are bit-identical to a
+// zero-block model's init; */w ~ N(0, 0.02²), the two residual projections ~ N(0, (0.02/√(2·n_layer))²).
 TEST(Blocks, InitIsGpt2sAndLeavesTheZeroBlockDrawsAlone) {
   ModelConfig c = block_config(2, 4);
   c.d_model = 64;
@@ -168,8 +301,9 @@ TEST(Blocks, InitIsGpt2sAndLeavesTheZeroBlockDrawsAlone) {
   Model without(c);
   with_blocks.init_weights(42);
   without.init_weights(42);
-  EXPECT_EQ(0, std::memcmp(with_blocks.param_data(), without.param_data(),
-                           without.num_parameters() * sizeof(float)));
+  for (const TensorSpec& t : without.tensors())
+    EXPECT_EQ(0, std::memcmp(with_blocks.param(t.name), without.param(t.name), t.size * sizeof(float)))
+        << t.name;
   auto stats = [&](const std::string& name) {
     const float* x = with_blocks.param(name);
     size_t n = 0;

@@ -217,13 +217,14 @@ TEST(ReferenceBlocks, LaterTokensDoNotChangeEarlierRows) {
   }
 }
 
-// Names, shapes and order as docs/checkpoint.md lists them (GPT-2's checkpoint names without "model/").
+// Names, shapes and order as docs/checkpoint.md lists them (GPT-2's checkpoint names without "model/";
+// GPT-2's order: wte, wpe, the blocks, ln_f, then an untied lm_head).
 TEST(ReferenceBlocks, TensorNamesAndOrder) {
   const size_t V = 5, C = 4, P = 3;
   ref::ModelParams<double> p(V, C, P, true, 1e-5, 2, 2);
   p.lm_head.assign(V * C, 0.0);
   const std::vector<std::pair<std::string, size_t>> want = {
-      {"wte", V * C}, {"wpe", P * C}, {"ln_f/g", C}, {"ln_f/b", C}, {"lm_head", V * C},
+      {"wte", V * C}, {"wpe", P * C},
       {"h0/ln_1/g", C}, {"h0/ln_1/b", C}, {"h0/attn/c_attn/w", C * 3 * C},
       {"h0/attn/c_attn/b", 3 * C}, {"h0/attn/c_proj/w", C * C}, {"h0/attn/c_proj/b", C},
       {"h0/ln_2/g", C}, {"h0/ln_2/b", C}, {"h0/mlp/c_fc/w", C * 4 * C}, {"h0/mlp/c_fc/b", 4 * C},
@@ -234,7 +235,11 @@ TEST(ReferenceBlocks, TensorNamesAndOrder) {
     EXPECT_EQ(got[i].name, want[i].first) << i;
     EXPECT_EQ(got[i].data->size(), want[i].second) << want[i].first;
   }
-  EXPECT_EQ(got.back().name, "h1/mlp/c_proj/b");
+  EXPECT_EQ(got[2 + 24 - 1].name, "h1/mlp/c_proj/b");
+  EXPECT_EQ(got[2 + 24].name, "ln_f/g");
+  EXPECT_EQ(got[2 + 24 + 1].name, "ln_f/b");
+  EXPECT_EQ(got.back().name, "lm_head");
+  EXPECT_EQ(got.back().data->size(), V * C);
   // Fresh parameters: LayerNorm gains 1, everything else 0.
   for (double g : p.h[1].ln_2_g) EXPECT_EQ(g, 1.0);
   for (double w : p.h[1].c_fc_w) EXPECT_EQ(w, 0.0);

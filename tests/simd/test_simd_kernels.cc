@@ -1,6 +1,8 @@
-// Tests of the Highway kernels in simd/ against the scalar references in src/reference/kernels.h, on every
-// Highway target compiled into this binary and supported by this CPU (one parameterized instance
-// per target: AVX3, AVX2, SSE4, SSSE3, SCALAR here).
+// Tests of the Highway kernels in simd/ that have no test file of their own (dispatch, softmax
+// cross-entropy and its tiles, sum_of_squares; the embedding's are in test_embedding.cc, AdamW's in
+// test_adamw.cc) against the scalar references in src/reference/kernels.h, on every Highway target
+// compiled into this binary and supported by this CPU (one parameterized instance per target: AVX3,
+// AVX2, SSE4, SSSE3, SCALAR here).
 //
 // Each case uses sizes around the vector widths (1, 3, L-1, L, L+1, 3L, 8L+2 for L = 4, 8, 16),
 // buffers that start 4 bytes past a 64-byte boundary and are surrounded by NaN guards (a kernel
@@ -36,7 +38,6 @@ using test::BitIdentical;
 using test::fill_exact;
 using test::fill_general;
 using test::GuardedBuffer;
-using test::MakeBackwardWteCase;
 
 // Float unit roundoff, 2^-24.
 constexpr double kU = 0x1p-24;
@@ -64,174 +65,6 @@ class SimdKernelTest : public test::TargetTest {};
 TEST_P(SimdKernelTest, DispatchRunsTheForcedTarget) {
   EXPECT_EQ(simd_dispatch_target(), GetParam())
       << "forced " << target() << " but dispatch ran " << Name(simd_dispatch_target());
-}
-
-// ------------------------------------------------------------------------------------------------
-// embedding_forward
-
-TEST_P(SimdKernelTest, EmbeddingForwardMatchesReferenceBitForBit) {
-  std::mt19937 rng(1);
-  const size_t B = 2, T = 3, V = 7, N = B * T;
-  for (size_t C : kSizes) {
-    GuardedBuffer wte(V * C), wpe((T + 1) * C), hidden(N * C);
-    fill_general(wte.data(), wte.size(), rng);
-    fill_general(wpe.data(), wpe.size(), rng);
-    // ids cover the first and last table rows (reads next to the guards).
-    std::vector<int32_t> ids = {0, 6, 3, 6, 0, 2};
-    embedding_forward(hidden.data(), ids.data(), wte.data(), wpe.data(), B, T, C);
-
-    std::vector<float> want(N * C);
-    ref::embedding_forward(want.data(), ids.data(), wte.data(), wpe.data(), B, T, C);
-    EXPECT_TRUE(BitIdentical(hidden.data(), want.data(), N * C)) << target() << " C=" << C;
-    EXPECT_TRUE(hidden.guards_intact() && wte.guards_intact() && wpe.guards_intact())
-        << target() << " C=" << C << ": a guard around a buffer was written";
-  }
-}
-
-// ------------------------------------------------------------------------------------------------
-// embedding_backward_wte
-
-// Runs the kernel on a copy of dwte_init and returns the result; untouched rows may hold NaN.
-std::vector<float> RunBackwardWte(const std::vector<float>& dwte_init, const GuardedBuffer& dhidden,
-                                  const std::vector<int32_t>& ids, size_t C, size_t V,
-                                  ScatterWorkspace* workspace, bool* guards_ok) {
-  GuardedBuffer dwte = GuardedBuffer::copy_of(dwte_init);
-  embedding_backward_wte(dwte.data(), dhidden.data(), ids.data(), ids.size(), C, V, workspace);
-  *guards_ok = dwte.guards_intact() && dhidden.guards_intact();
-  return dwte.to_vector();
-}
-
-// The case from the issue: vocab 5, d 2, ids [3, 1, 3].
-TEST_P(SimdKernelTest, EmbeddingBackwardWteIssueCase) {
-  const size_t V = 5, C = 2;
-  const std::vector<int32_t> ids = {3, 1, 3};
-  GuardedBuffer dhidden(3 * C);
-  const float upstream[] = {1, 2, 10, 20, 100, 200};
-  std::copy(std::begin(upstream), std::end(upstream), dhidden.data());
-  const std::vector<float> want = {0, 0, 10, 20, 0, 0, 101, 202, 0, 0};
-
-  const auto results = AtOneAndTwoThreads([&](int threads) {
-    ScatterWorkspace workspace;
-    bool guards_ok = false;
-    std::vector<float> got =
-        RunBackwardWte(std::vector<float>(V * C, 0.0f), dhidden, ids, C, V, &workspace, &guards_ok);
-    EXPECT_TRUE(BitIdentical(got.data(), want.data(), V * C)) << target() << " threads=" << threads;
-    EXPECT_TRUE(guards_ok) << target() << " threads=" << threads;
-    return got;
-  });
-  EXPECT_TRUE(BitIdentical(results[0].data(), results[1].data(), V * C))
-      << target() << ": 1 and 2 threads differ";
-}
-
-// Random ids with many duplicates in a small vocabulary, for every C. Rows that no id touches hold
-// NaN in dwte: reading one would poison nothing we check, so we check their bits are unchanged.
-TEST_P(SimdKernelTest, EmbeddingBackwardWteMatchesReferenceBitForBit) {
-  std::mt19937 rng(2);
-  const size_t V = 11, N = 37;
-  ScatterWorkspace workspace;  // reused across all sizes, as in training
-  for (size_t C : kSizes) {
-    for (bool exact : {true, false}) {
-      std::vector<int32_t> ids(N);
-      std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V) - 3);
-      for (int32_t& id : ids) id = pick(rng);  // rows V-2 and V-1 stay untouched
-      ids[5] = 0;
-      test::BackwardWteCase k = MakeBackwardWteCase(ids, C, V, rng, exact, 10.0f);
-      // The untouched rows V-2, V-1 hold NaN (the reference scatter leaves them as they start).
-      for (std::vector<float>* table : {&k.dwte_init, &k.want})
-        std::fill(table->end() - static_cast<ptrdiff_t>(2 * C), table->end(),
-                  GuardedBuffer::guard_value());
-      for (int threads : {1, 2}) {
-        omp_set_num_threads(threads);
-        bool guards_ok = false;
-        const std::vector<float> got =
-            RunBackwardWte(k.dwte_init, k.dhidden, ids, C, V, &workspace, &guards_ok);
-        EXPECT_TRUE(BitIdentical(got.data(), k.want.data(), V * C))
-            << target() << " C=" << C << " exact=" << exact << " threads=" << threads;
-        EXPECT_TRUE(guards_ok) << target() << " C=" << C;
-      }
-    }
-  }
-  // The workspace grew to the largest sizes and was reused, never shrunk.
-  EXPECT_GE(workspace.row_start.size(), V + 1);
-  EXPECT_GE(workspace.order.size(), N);
-}
-
-// A workspace sized by a bigger call must still give correct results for a smaller one.
-TEST_P(SimdKernelTest, EmbeddingBackwardWteReusesWorkspaceAcrossShapes) {
-  std::mt19937 rng(3);
-  ScatterWorkspace workspace;
-  const std::vector<std::tuple<size_t, size_t, size_t>> shapes = {
-      {300, 200, 9}, {4, 3, 17}, {50, 1, 1}, {1, 5, 33}, {300, 200, 9}};  // (V, N, C)
-  for (auto [V, N, C] : shapes) {
-    std::vector<int32_t> ids(N);
-    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V) - 1);
-    for (int32_t& id : ids) id = pick(rng);
-    const test::BackwardWteCase k = MakeBackwardWteCase(ids, C, V, rng);
-    bool guards_ok = false;
-    const std::vector<float> got =
-        RunBackwardWte(k.dwte_init, k.dhidden, ids, C, V, &workspace, &guards_ok);
-    EXPECT_TRUE(BitIdentical(got.data(), k.want.data(), V * C))
-        << target() << " V=" << V << " N=" << N << " C=" << C;
-    EXPECT_TRUE(guards_ok) << target() << " V=" << V << " N=" << N << " C=" << C;
-  }
-  EXPECT_GE(workspace.row_start.size(), 301u);
-  EXPECT_GE(workspace.order.size(), 200u);
-}
-
-// Zipf-like ids (a few rows take most positions, as real text does), general floats: the same bits
-// for 1 and 2 threads, and the same bits as the reference.
-TEST_P(SimdKernelTest, EmbeddingBackwardWteZipfDeterministic) {
-  std::mt19937 rng(4);
-  const size_t V = 1000, N = 4096, C = 67;
-  std::vector<double> weights(V);
-  for (size_t v = 0; v < V; ++v) weights[v] = 1.0 / std::pow(static_cast<double>(v + 1), 1.1);
-  std::discrete_distribution<int32_t> zipf(weights.begin(), weights.end());
-  std::vector<int32_t> ids(N);
-  for (int32_t& id : ids) id = zipf(rng);
-  const test::BackwardWteCase k = MakeBackwardWteCase(ids, C, V, rng);
-
-  ScatterWorkspace workspace;
-  const auto results = AtOneAndTwoThreads([&](int threads) {
-    bool guards_ok = false;
-    std::vector<float> got = RunBackwardWte(k.dwte_init, k.dhidden, ids, C, V, &workspace, &guards_ok);
-    EXPECT_TRUE(BitIdentical(got.data(), k.want.data(), V * C)) << target() << " threads=" << threads;
-    EXPECT_TRUE(guards_ok) << target() << " threads=" << threads;
-    return got;
-  });
-  EXPECT_TRUE(BitIdentical(results[0].data(), results[1].data(), V * C))
-      << target() << ": 1 and 2 threads differ";
-  EXPECT_GT(std::count(ids.begin(), ids.end(), 0), 100)
-      << "ids are not Zipf-like enough to test duplicates";
-}
-
-// ------------------------------------------------------------------------------------------------
-// embedding_backward_wpe
-
-TEST_P(SimdKernelTest, EmbeddingBackwardWpeMatchesReferenceBitForBit) {
-  std::mt19937 rng(5);
-  for (size_t C : kSizes) {
-    for (auto [B, T] : std::vector<std::pair<size_t, size_t>>{{1, 1}, {2, 3}, {5, 7}}) {
-      // dwpe has n_ctx = T + 2 rows; the rows past T hold NaN and must keep their bits.
-      const size_t n_ctx = T + 2;
-      GuardedBuffer dhidden(B * T * C);
-      fill_general(dhidden.data(), dhidden.size(), rng);
-      std::vector<float> dwpe_init(n_ctx * C);
-      fill_general(dwpe_init.data(), dwpe_init.size(), rng, 10.0f);
-      std::fill(dwpe_init.begin() + static_cast<ptrdiff_t>(T * C), dwpe_init.end(),
-                GuardedBuffer::guard_value());
-      std::vector<float> want = dwpe_init;
-      ref::embedding_backward_wpe(want.data(), dhidden.data(), B, T, C);
-
-      for (int threads : {1, 2}) {
-        omp_set_num_threads(threads);
-        GuardedBuffer dwpe = GuardedBuffer::copy_of(dwpe_init);
-        embedding_backward_wpe(dwpe.data(), dhidden.data(), B, T, C);
-        EXPECT_TRUE(BitIdentical(dwpe.data(), want.data(), n_ctx * C))
-            << target() << " B=" << B << " T=" << T << " C=" << C << " threads=" << threads;
-        EXPECT_TRUE(dwpe.guards_intact() && dhidden.guards_intact()) << target() << " C=" << C;
-      }
-    }
-  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -551,92 +384,6 @@ TEST_P(SimdKernelTest, CrossEntropyTilesSameBitsForAnyThreadCount) {
   });
   EXPECT_TRUE(BitIdentical(out[0].grad.data(), out[1].grad.data(), R * V)) << target();
   EXPECT_TRUE(BitIdentical(out[0].sum.data(), out[1].sum.data(), R)) << target();
-}
-
-// ------------------------------------------------------------------------------------------------
-// adamw_update
-
-TEST_P(SimdKernelTest, AdamWMatchesReferenceBitForBit) {
-  std::mt19937 rng(8);
-  const AdamWParams hp0{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1};
-  std::vector<size_t> sizes = kSizes;
-  sizes.push_back(10007);  // several OpenMP chunks
-  for (size_t n : sizes) {
-    GuardedBuffer params(n), grads(n), m(n), v(n);
-    fill_general(params.data(), n, rng);
-    std::fill(m.data(), m.data() + n, 0.0f);
-    std::fill(v.data(), v.data() + n, 0.0f);
-    std::vector<float> want_params = params.to_vector(), want_m(n, 0.0f), want_v(n, 0.0f);
-    for (int64_t step = 1; step <= 5; ++step) {
-      fill_general(grads.data(), n, rng, 0.1f);
-      AdamWParams hp = hp0;
-      hp.step = step;
-      omp_set_num_threads(step % 2 == 0 ? 2 : 1);
-      adamw_update(params.data(), grads.data(), m.data(), v.data(), n, hp);
-      ref::adamw_update<float>(want_params.data(), grads.data(), want_m.data(), want_v.data(), n,
-                               hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, step);
-      using Named = std::tuple<const char*, const float*, const float*>;
-      for (auto [name, got, want] :
-           {Named{"param", params.data(), want_params.data()}, Named{"m", m.data(), want_m.data()},
-            Named{"v", v.data(), want_v.data()}}) {
-        EXPECT_TRUE(BitIdentical(got, want, n)) << target() << " n=" << n << " step " << step << " "
-                                                << name;
-      }
-    }
-    EXPECT_TRUE(params.guards_intact() && grads.guards_intact() && m.guards_intact() &&
-                v.guards_intact())
-        << target() << " n=" << n;
-  }
-}
-
-// By hand, step 1 from zero moments with g = 1: m = 1 - beta1, v = 1 - beta2 (exact float
-// subtractions of the float betas: 0.999f is 0.99900001, so v = 0.00099998713, not 0.001);
-// m_hat = m / (1 - beta1) = 1 and v_hat = 1 exactly, update = 1 / (1 + 1e-8), param = -0.1.
-TEST_P(SimdKernelTest, AdamWFirstStepByHand) {
-  float param = 0.0f, grad = 1.0f, m = 0.0f, v = 0.0f;
-  adamw_update(&param, &grad, &m, &v, 1, AdamWParams{0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 1});
-  EXPECT_NEAR(param, -0.1, 1e-6) << target();
-  EXPECT_EQ(m, 1.0f - 0.9f) << target();
-  EXPECT_EQ(v, 1.0f - 0.999f) << target();
-}
-
-// The clipping factor inside AdamW: the same bits as the reference with that factor, and as
-// scaling the gradients in place first (what clip_grad_norm did before every update).
-TEST_P(SimdKernelTest, AdamWGradScaleEqualsScalingTheGradientsFirst) {
-  std::mt19937 rng(18);
-  std::vector<size_t> sizes = kSizes;
-  sizes.push_back(10007);
-  const float scale = 0.37123f;
-  for (size_t n : sizes) {
-    GuardedBuffer params(n), grads(n), m(n), v(n);
-    fill_general(params.data(), n, rng);
-    fill_general(grads.data(), n, rng, 0.1f);
-    fill_general(m.data(), n, rng, 0.01f);
-    for (size_t i = 0; i < n; ++i) v[i] = 1e-4f * (1.0f + static_cast<float>(i % 7));
-    std::vector<float> p2 = params.to_vector(), m2 = m.to_vector(), v2 = v.to_vector(),
-                       scaled = grads.to_vector(), p3 = p2, m3 = m2, v3 = v2;
-    for (float& g : scaled) g *= scale;
-    const std::vector<float> grads_before = grads.to_vector();
-    const AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3};
-    omp_set_num_threads(n % 2 == 0 ? 2 : 1);
-    adamw_update(params.data(), grads.data(), m.data(), v.data(), n, hp, scale);
-    adamw_update(p2.data(), scaled.data(), m2.data(), v2.data(), n, hp);
-    ref::adamw_update<float>(p3.data(), grads_before.data(), m3.data(), v3.data(), n, hp.lr,
-                             hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.step, scale);
-    using Named = std::tuple<const char*, const float*, const float*, const float*>;
-    for (auto [name, got, in_place, want] :
-         {Named{"param", params.data(), p2.data(), p3.data()},
-          Named{"m", m.data(), m2.data(), m3.data()}, Named{"v", v.data(), v2.data(), v3.data()}}) {
-      EXPECT_TRUE(BitIdentical(got, in_place, n))
-          << target() << " n=" << n << " " << name << " vs scaled in place";
-      EXPECT_TRUE(BitIdentical(got, want, n)) << target() << " n=" << n << " " << name << " vs reference";
-    }
-    EXPECT_TRUE(BitIdentical(grads.data(), grads_before.data(), n))
-        << target() << " n=" << n << ": the gradients were modified";
-    EXPECT_TRUE(params.guards_intact() && grads.guards_intact() && m.guards_intact() &&
-                v.guards_intact())
-        << target() << " n=" << n;
-  }
 }
 
 // sum_of_squares: the reference's bits (same fixed order) on every target, for 1 and 2 threads, at
