@@ -248,7 +248,8 @@ expect 2 "wte train: error: optim.lr = '0.1abc' from the command line (--optim.l
 expect 2 "wte train: error: --stop-at = '0' is out of range; allowed: a whole number >= 1" -- train --stop-at 0
 expect 2 "wte profile: error: unknown option '--foo.bar' on the command line (option names are exact; keys are --section.key=value) (see wte profile --help)" \
   -- profile step --foo.bar=1
-expect 2 "wte train: error: unknown option '--foo.bar' on the command line (option names are exact; keys are --section.key=value) (see wte train --help)" \
+# (found once the run directory exists: the message then also says what the start-up removed)
+expect 2 "wte train: error: unknown option '--foo.bar' on the command line (option names are exact; keys are --section.key=value); removed the run directory" \
   -- train -o "$dir/r" --foo.bar=
 [ -e "$dir/r" ] && fail "train left the run directory it created behind"
 
