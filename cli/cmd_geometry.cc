@@ -69,7 +69,7 @@ void add_geometry_options(po::options_description& opts) {
        "a checkpoint or snapshot .h5, or a run directory (its snapshot_<step>.h5 files, else its "
        "checkpoint_<step>.h5 files); repeat for a series")
       ("query", po::value<std::string>(),
-       "comma-separated tokens whose nearest neighbours to show (old name --tokens): each a "
+       "comma-separated tokens whose nearest neighbours to show: each a "
        "token's text (a leading "
        "space counts: \" the\") or #ID")
       ("labels", po::value<std::string>(),

@@ -85,10 +85,10 @@ struct ProfileOptions {
 void add_profile_options(po::options_description& desc) {
   desc.add_options()("help,h", "print this help")(
       "vocab-size", po::value<std::string>()->default_value("50257"),
-      "V: rows of the table, in [1, 2^31) (old name --vocab)")(
+      "V: rows of the table, in [1, 2^31)")(
       "d-model", po::value<std::string>()->default_value("768"), "C: floats per row, in [1, 2^16]")(
       "n-tokens", po::value<std::string>()->default_value("8192"),
-      "N: ids per step (B*T), in [1, 2^31) (old name --tokens)")(
+      "N: ids per step (B*T), in [1, 2^31)")(
       "dist", po::value<std::string>()->default_value("uniform,zipf:1.1"),
       "comma-separated id distributions: uniform, zipf:S, same, sequential, file:PATH (int32 ids)")(
       "threads", po::value<std::string>()->default_value("1,2"), "comma-separated thread counts")(

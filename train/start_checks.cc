@@ -193,7 +193,7 @@ CheckpointInfo check_resume(const Config& cfg, const RunOptions& opts) {
                           value_origin("train.steps", opts, "the checkpoint's own config") +
                           "): nothing left to train; raise --train.steps above " +
                           std::to_string(ckpt.step) + " to continue");
-  // Said once the checkpoint was read and compared (report-fresh20 item 12: it was said before).
+  // Said once the checkpoint was read and compared.
   if (!opts.config_file.empty() && !opts.quiet) {
     std::printf("resuming with config %s (checked against the checkpoint's)\n",
                 opts.config_file.c_str());

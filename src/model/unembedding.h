@@ -1,4 +1,4 @@
-// The fused, chunked unembedding + cross-entropy (issue 12): for h' (N, C), the unembedding W (V, C)
+// The fused, chunked unembedding + cross-entropy: for h' (N, C), the unembedding W (V, C)
 // (wte when tied, lm_head when not) and next-token targets (N),
 //
 //   logits = h' · Wᵀ                              (N, V)   never stored whole

@@ -1,4 +1,4 @@
-// bf16 GEMMs with float32 master weights (issue 12, part 2: model.matmul_precision = bf16):
+// bf16 GEMMs with float32 master weights (model.matmul_precision = bf16):
 //   - the float32 -> bfloat16 conversion kernel against its scalar reference on every Highway target,
 //     at sizes around the vector widths, with NaN, ±Inf, ±0, subnormals, ties and overflow, and
 //     against bit patterns worked out by hand;

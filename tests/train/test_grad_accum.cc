@@ -1,5 +1,5 @@
 // Gradient accumulation (train.grad_accum_steps, train/grad_accum.h), the start-up memory
-// report and the refusal of a run that cannot fit (issue 12):
+// report and the refusal of a run that cannot fit:
 //  - 4 micro-batches of B 2 give the loss and every gradient of one batch of B 8 within float
 //    rounding (tied and untied, fused and unfused loss, with and without blocks);
 //  - a `wte train` run with grad_accum_steps 4 has the losses of the same run without it, and

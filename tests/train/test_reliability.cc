@@ -1,9 +1,10 @@
-// Faults, hostile files, signals and busy machines (issue 10): one test (or more) per finding,
+// Faults, hostile files, signals and busy machines: one test (or more) per behaviour,
 // each run against the built `wte` (WTE_CLI) as a user would, with a tiny model so each takes
-// seconds. Findings: 1 disk full (tests/train/test_disk_full.sh), 2 a command destroying its input,
-// 3 a locked file called corrupt, 4 silent acceptance, 5 half-made run directories, 6 the
-// busy-machine OpenMP default, 7 Ctrl-C, 8 hostile checkpoints (also fuzz/), 9 runs that cannot
-// be resumed or that fight. Threads pinned to 2 where results are compared bit for bit.
+// seconds. Covered: no command destroys its input; a locked file is named locked, not corrupt;
+// bad values and files are refused, never silently accepted; no half-made run directories; the
+// busy-machine OpenMP default; Ctrl-C and SIGTERM at every stage; hostile checkpoints (also
+// fuzz/); runs that cannot be resumed or that fight over a directory. A full disk:
+// tests/train/test_disk_full.sh. Threads pinned to 2 where results are compared bit for bit.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <signal.h>
@@ -109,7 +110,7 @@ bool same_files(const fs::path& a, const fs::path& b, std::string* out) {
 
 // ---- 2. A command destroys its own input ------------------------------------------------------
 
-TEST_F(Reliability, Finding2_GradRefusesAnOutputThatIsItsInput) {
+TEST_F(Reliability, GradRefusesAnOutputThatIsItsInput) {
   const fs::path ckpt = train("run", 2);
   write(dir_ / "batch.txt", "1 2 3 4 5\n6 7 8 9 10\n");
   const std::string before = slurp(ckpt);
@@ -136,11 +137,11 @@ TEST_F(Reliability, Finding2_GradRefusesAnOutputThatIsItsInput) {
   EXPECT_EQ(slurp(dir_ / "c.h5.tmp"), before);
 }
 
-// report-fresh21 defect 2: `hidden-states --data F -o F` replaced its token file with its output.
+// `hidden-states --data F -o F` replaced its token file with its output.
 // Every command with an input file and an output refuses (exit 2, naming both options) an output
 // that is one of its inputs: hidden-states (--data, the val.bin it reads by default), export and
 // geometry (a file they would write into their --out directory).
-TEST_F(Reliability, Fresh21_NoCommandWritesOverItsOwnInput) {
+TEST_F(Reliability, NoCommandWritesOverItsOwnInput) {
   const fs::path ckpt = train("run", 2);
   const fs::path val = dir_ / "run" / "val.bin";
   fs::copy_file(val, dir_ / "vcopy.bin");
@@ -188,10 +189,10 @@ TEST_F(Reliability, Fresh21_NoCommandWritesOverItsOwnInput) {
   EXPECT_EQ(slurp(dir_ / "geo" / "geometry.csv"), "a\tb\n");
 }
 
-// report-fresh22 defect 1: `wte import --from DIR -o DIR/merges.txt` (or vocab.json, or a file of
+// `wte import --from DIR -o DIR/merges.txt` (or vocab.json, or a file of
 // --tokenizer) replaced the tokenizer file it reads with the HDF5 output. The tokenizer's files
 // are inputs: exit 2 naming --tokenizer, the file unchanged.
-TEST_F(Reliability, Fresh22_ImportRefusesAnOutputThatIsOneOfItsTokenizerFiles) {
+TEST_F(Reliability, ImportRefusesAnOutputThatIsOneOfItsTokenizerFiles) {
   const fs::path ckpt = train("run", 2);
   const fs::path hf = dir_ / "hf";
   std::string msg;
@@ -217,7 +218,7 @@ TEST_F(Reliability, Fresh22_ImportRefusesAnOutputThatIsOneOfItsTokenizerFiles) {
 
 // ---- 3. A locked file is called corrupt --------------------------------------------------------
 
-TEST_F(Reliability, Finding3_LockedCheckpointIsNamedLockedNotCorrupt) {
+TEST_F(Reliability, LockedCheckpointIsNamedLockedNotCorrupt) {
   const char* env = std::getenv("HDF5_USE_FILE_LOCKING");
   if (env != nullptr && std::string(env) == "FALSE") GTEST_SKIP() << "HDF5_USE_FILE_LOCKING=FALSE";
   train("run", 4, 2, "--stop-at 3");  // leaves checkpoints 2 and 3 (steps = 4)
@@ -241,7 +242,7 @@ TEST_F(Reliability, Finding3_LockedCheckpointIsNamedLockedNotCorrupt) {
 
 // ---- 4. Silent acceptance ---------------------------------------------------------------------
 
-TEST_F(Reliability, Finding4_AbbreviatedOptionsAreUnknown) {
+TEST_F(Reliability, AbbreviatedOptionsAreUnknown) {
   const fs::path cfg = config("c", 2, 0);
   for (const std::string opt : {"--train.step=3", "--optim.l=0.5", "--res=auto"}) {
     std::string out;
@@ -261,7 +262,7 @@ TEST_F(Reliability, Finding4_AbbreviatedOptionsAreUnknown) {
             std::string::npos);
 }
 
-TEST_F(Reliability, Finding4_TiedCheckpointWithAnotherLmHeadIsAnError) {
+TEST_F(Reliability, TiedCheckpointWithAnotherLmHeadIsAnError) {
   const fs::path ckpt = train("run", 2);
   // An lm_head that differs from wte: named, with the difference.
   hid_t f = open_copy(ckpt, dir_ / "head.h5");
@@ -289,7 +290,7 @@ TEST_F(Reliability, Finding4_TiedCheckpointWithAnotherLmHeadIsAnError) {
   EXPECT_NE(out.find("dataset 'h0_wpe'"), std::string::npos) << out;
 }
 
-TEST_F(Reliability, Finding4_GradRefusesANaNCheckpoint) {
+TEST_F(Reliability, GradRefusesANaNCheckpoint) {
   const fs::path ckpt = train("run", 2);
   hid_t f = open_copy(ckpt, dir_ / "nan.h5");
   poke_float(f, "wte", 5, std::nanf(""));
@@ -302,7 +303,7 @@ TEST_F(Reliability, Finding4_GradRefusesANaNCheckpoint) {
   EXPECT_FALSE(fs::exists(dir_ / "g.h5"));
 }
 
-TEST_F(Reliability, Finding4_NegativeSecondMomentIsCorruption) {
+TEST_F(Reliability, NegativeSecondMomentIsCorruption) {
   const fs::path ckpt = train("run", 2);
   hid_t f = open_copy(ckpt, dir_ / "v.h5");
   poke_float(f, "optimizer/v/wpe", 3, -0.5f);
@@ -313,7 +314,7 @@ TEST_F(Reliability, Finding4_NegativeSecondMomentIsCorruption) {
             std::string::npos) << out;
 }
 
-TEST_F(Reliability, Finding4_BatchLargerThanTheTrainingSetIsAnError) {
+TEST_F(Reliability, BatchLargerThanTheTrainingSetIsAnError) {
   std::string out;
   EXPECT_EQ(run(kCli + " train --config " + q(config("c", 2, 0)) + " --out " + q(dir_ / "o") +
                     " --train.batch_size=5000", &out), 1) << out;
@@ -323,7 +324,7 @@ TEST_F(Reliability, Finding4_BatchLargerThanTheTrainingSetIsAnError) {
 
 // ---- 5. Half-made run directories -------------------------------------------------------------
 
-TEST_F(Reliability, Finding5_OutOfMemoryIsRefusedBeforeAnyFileIsWritten) {
+TEST_F(Reliability, OutOfMemoryIsRefusedBeforeAnyFileIsWritten) {
   std::string out;
   // logits of one step: 2^20 * 1024 * 300 floats = 1.2 TB.
   EXPECT_EQ(run(kCli + " train --config " + q(config("c", 2, 0)) + " --out " + q(dir_ / "o") +
@@ -343,7 +344,7 @@ TEST_F(Reliability, Finding5_OutOfMemoryIsRefusedBeforeAnyFileIsWritten) {
 
 // ---- 6. The busy-machine default ---------------------------------------------------------------
 
-TEST_F(Reliability, Finding6_PassiveWaitPolicyIsTheDefault) {
+TEST_F(Reliability, PassiveWaitPolicyIsTheDefault) {
   std::string out;
   ASSERT_EQ(run("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + kCli + " train --config " +
                     q(config("c", 1, 0)) + " --out " + q(dir_ / "o"), &out), 0) << out;
@@ -405,11 +406,11 @@ void stop_and_resume(const fs::path& dir, int sig, int want_code) {
       << out;
 }
 
-TEST_F(Reliability, Finding7_SigintFinishesTheStepCheckpointsAndResumesExactly) {
+TEST_F(Reliability, SigintFinishesTheStepCheckpointsAndResumesExactly) {
   stop_and_resume(dir_, SIGINT, 130);
 }
 
-TEST_F(Reliability, Finding7_SigtermFinishesTheStepCheckpointsAndResumesExactly) {
+TEST_F(Reliability, SigtermFinishesTheStepCheckpointsAndResumesExactly) {
   stop_and_resume(dir_, SIGTERM, 143);
 }
 
@@ -473,17 +474,17 @@ void stop_before_step_1(const fs::path& dir, const std::string& stage, int sig, 
   }
 }
 
-TEST_F(Reliability, Finding7_SigintDuringBpeTrainingRemovesTheRunDirectoryItCreated) {
+TEST_F(Reliability, SigintDuringBpeTrainingRemovesTheRunDirectoryItCreated) {
   stop_before_step_1(dir_, "data preparation (training the BPE tokenizer)", SIGINT, false);
 }
 
-TEST_F(Reliability, Finding7_SigtermAfterTheRunFilesKeepsADirectoryThatExisted) {
+TEST_F(Reliability, SigtermAfterTheRunFilesKeepsADirectoryThatExisted) {
   stop_before_step_1(dir_, "start-up (writing the run files)", SIGTERM, true);
 }
 
-// report-fresh21 item 10: a SIGTERM during an --overwrite start-up, after the earlier run's
+// a SIGTERM during an --overwrite start-up, after the earlier run's
 // checkpoints were deleted, said only that the directory "existed before and is kept".
-TEST_F(Reliability, Fresh21_AnInterruptedOverwriteSaysTheEarlierRunIsGone) {
+TEST_F(Reliability, AnInterruptedOverwriteSaysTheEarlierRunIsGone) {
   train("cut", 2, 1);
   const fs::path cfg = config("long", 3000, 0), out_dir = dir_ / "cut";
   std::string log;
@@ -498,7 +499,7 @@ TEST_F(Reliability, Fresh21_AnInterruptedOverwriteSaysTheEarlierRunIsGone) {
   EXPECT_TRUE(wte::list_checkpoints(out_dir.string()).empty()) << log;
 }
 
-// report-fresh20 defect 4: SIGINT/SIGTERM in the last step (before its stop check: the step
+// SIGINT/SIGTERM in the last step (before its stop check: the step
 // finishes) or after it (during its final checkpoint write): the run is complete; it ends with the
 // summary, says the run is complete (no "continue with"), exits 128 + signal, and --resume auto
 // then has nothing to train. The run pauses itself in a checkpoint write (a test hook) where the
@@ -523,17 +524,17 @@ void signal_in_the_last_step(const fs::path& dir, int sig, const std::string& ho
   EXPECT_NE(out.find("is complete"), std::string::npos) << out;
 }
 
-TEST_F(Reliability, Fresh20_SigtermBeforeTheLastStepsStopCheckCompletesTheRunAndSaysSo) {
+TEST_F(Reliability, SigtermBeforeTheLastStepsStopCheckCompletesTheRunAndSaysSo) {
   // Sent during the last step's evaluation, before its stop check.
   signal_in_the_last_step(dir_, SIGTERM, "WTE_TEST_PAUSE_AT_STAGE='evaluation after step 4'");
 }
 
-TEST_F(Reliability, Fresh20_SigintDuringTheFinalCheckpointCompletesTheRunAndSaysSo) {
+TEST_F(Reliability, SigintDuringTheFinalCheckpointCompletesTheRunAndSaysSo) {
   // Sent during the final checkpoint write.
   signal_in_the_last_step(dir_, SIGINT, "WTE_TEST_PAUSE_IN_CHECKPOINT_WRITE=4");
 }
 
-// report-fresh21 defect 8: a SIGINT/SIGTERM during a periodic evaluation, or during a periodic
+// a SIGINT/SIGTERM during a periodic evaluation, or during a periodic
 // checkpoint's write, trained one more step before it stopped. Now the run stops after the step
 // it was in: its checkpoint is that step's, and metrics.csv ends with that step.
 void signal_after_step_2(const fs::path& dir, int sig, const std::string& hook, size_t interval) {
@@ -559,18 +560,18 @@ void signal_after_step_2(const fs::path& dir, int sig, const std::string& hook, 
   EXPECT_NE(metrics.find("\n2,"), std::string::npos) << metrics;
 }
 
-TEST_F(Reliability, Fresh21_SigtermDuringAPeriodicEvaluationStopsAfterThatStep) {
+TEST_F(Reliability, SigtermDuringAPeriodicEvaluationStopsAfterThatStep) {
   signal_after_step_2(dir_, SIGTERM, "WTE_TEST_PAUSE_AT_STAGE='evaluation after step 2'", 0);
 }
 
-TEST_F(Reliability, Fresh21_SigintDuringAPeriodicCheckpointStopsAfterThatStep) {
+TEST_F(Reliability, SigintDuringAPeriodicCheckpointStopsAfterThatStep) {
   signal_after_step_2(dir_, SIGINT, "WTE_TEST_PAUSE_IN_CHECKPOINT_WRITE=2", 2);
 }
 
-// report-fresh20 defect 5: a second SIGINT during the start-up ends the process at once, and says
+// a second SIGINT during the start-up ends the process at once, and says
 // what it leaves and what to do. The run pauses itself at a stage, then once more after the first
 // signal was recorded (test hooks), so the second signal is a second request.
-TEST_F(Reliability, Fresh20_ASecondSigintDuringStartUpSaysWhatItLeaves) {
+TEST_F(Reliability, ASecondSigintDuringStartUpSaysWhatItLeaves) {
   const fs::path cfg = config("long", 3000, 0), out_dir = dir_ / "cut";
   const pid_t pid = spawn_train("--config " + q(cfg) + " --out " + q(out_dir), dir_ / "cut.log",
                                 "WTE_TEST_PAUSE_AT_STAGE='data preparation' "
@@ -603,10 +604,10 @@ TEST_F(Reliability, Fresh20_ASecondSigintDuringStartUpSaysWhatItLeaves) {
   EXPECT_NE(log.find("this run created it; remove it"), std::string::npos) << log;
 }
 
-// report-fresh20 defect 5: SIGPIPE (`wte train | head -3`) stops the run as SIGTERM does, with a
+// SIGPIPE (`wte train | head -3`) stops the run as SIGTERM does, with a
 // message on stderr and exit 141: in the start-up, the run directory it created is removed; later,
 // after a step and a checkpoint.
-TEST_F(Reliability, Fresh20_SigpipeStopsTheRunAsSigtermDoes) {
+TEST_F(Reliability, SigpipeStopsTheRunAsSigtermDoes) {
   const fs::path cfg = config("long", 3000, 0), out_dir = dir_ / "cut";
   write(dir_ / "pipe.sh", "\"$1\" train --config \"$2\" --out \"$3\" 2> \"$4\" | head -3 > /dev/null\n"
                           "echo \"rc=${PIPESTATUS[0]}\"\n");
@@ -626,9 +627,9 @@ TEST_F(Reliability, Fresh20_SigpipeStopsTheRunAsSigtermDoes) {
   }
 }
 
-// report-fresh20 defect 6: a --config that blocks (a FIFO nobody writes to) is read before the run
+// a --config that blocks (a FIFO nobody writes to) is read before the run
 // directory and the stop handlers exist: the first SIGTERM ends wte, and nothing is left behind.
-TEST_F(Reliability, Fresh20_AConfigThatBlocksEndsAtTheFirstSignalAndLeavesNothing) {
+TEST_F(Reliability, AConfigThatBlocksEndsAtTheFirstSignalAndLeavesNothing) {
   const fs::path fifo = dir_ / "fifo.ini", out_dir = dir_ / "d";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const pid_t pid = spawn_train("--config " + q(fifo) + " --out " + q(out_dir), dir_ / "d.log");
@@ -675,7 +676,7 @@ void replace_attr(hid_t file, const char* obj, const char* name, hid_t type,
   H5Oclose(o);
 }
 
-TEST_F(Reliability, Finding8_HostileCheckpointsGiveErrorsNamingTheObject) {
+TEST_F(Reliability, HostileCheckpointsGiveErrorsNamingTheObject) {
   const fs::path ckpt = train("run", 2);
   struct Case {
     std::string name, want;
@@ -778,7 +779,7 @@ TEST_F(Reliability, Finding8_HostileCheckpointsGiveErrorsNamingTheObject) {
 
 // ---- 9. Runs that cannot be resumed or that fight ----------------------------------------------
 
-TEST_F(Reliability, Finding9_ValuesThatRoundToZeroOrInfinityInFloat32AreOutOfRange) {
+TEST_F(Reliability, ValuesThatRoundToZeroOrInfinityInFloat32AreOutOfRange) {
   auto err = [](const std::string& o) { return error_of([&] { wte::load_config("", {o}); }); };
   EXPECT_NE(err("--optim.eps=1e-50").find("optim.eps = '1e-50' from the command line (--optim.eps) "
                                           "is out of range (it rounds to 0 in float32"),
@@ -792,7 +793,7 @@ TEST_F(Reliability, Finding9_ValuesThatRoundToZeroOrInfinityInFloat32AreOutOfRan
   EXPECT_NE(err("--train.steps=9223372036854775807").find("out of range"), std::string::npos);
 }
 
-TEST_F(Reliability, Finding9_ADirectoryWithOnlySnapshotsResumesCleanly) {
+TEST_F(Reliability, ADirectoryWithOnlySnapshotsResumesCleanly) {
   if (!have("h5diff")) GTEST_SKIP() << "h5diff (hdf5-tools) not installed";
   const fs::path whole = train("whole", 4, 0, "--train.snapshot_steps=0");
   const fs::path cut = train("cut", 4, 0, "--train.snapshot_steps=0");
@@ -809,7 +810,7 @@ TEST_F(Reliability, Finding9_ADirectoryWithOnlySnapshotsResumesCleanly) {
   EXPECT_NE(out.find("is complete"), std::string::npos) << out;
 }
 
-TEST_F(Reliability, Finding9_ASecondRunOnALockedDirectoryFailsAndTheFirstIsUnharmed) {
+TEST_F(Reliability, ASecondRunOnALockedDirectoryFailsAndTheFirstIsUnharmed) {
   const size_t steps = 300;
   const fs::path cfg = config("long", steps, 100);
   // The first run stops itself (SIGSTOP, a test hook) while it writes checkpoint 100: it holds
@@ -846,9 +847,9 @@ TEST_F(Reliability, Finding9_ASecondRunOnALockedDirectoryFailsAndTheFirstIsUnhar
   EXPECT_EQ(expect, steps + 1);
 }
 
-// report-fresh20 defects 7 and 9: a directory, /dev/null or a FIFO where a file is read is named as
+// a directory, /dev/null or a FIFO where a file is read is named as
 // what it is, with the option; a run directory given for a checkpoint says what to give instead.
-TEST_F(Reliability, Fresh20_ADirectoryOrDeviceWhereAFileIsReadIsNamedWithItsOption) {
+TEST_F(Reliability, ADirectoryOrDeviceWhereAFileIsReadIsNamedWithItsOption) {
   const fs::path ckpt = train("run", 2);
   const std::string run_dir = (dir_ / "run").string();
   ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
@@ -875,12 +876,12 @@ TEST_F(Reliability, Fresh20_ADirectoryOrDeviceWhereAFileIsReadIsNamedWithItsOpti
   EXPECT_FALSE(fs::exists(dir_ / "new"));
 }
 
-TEST_F(Reliability, Finding9_AFailingMetricsWriteStopsTheRun) {
+TEST_F(Reliability, AFailingMetricsWriteStopsTheRun) {
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
   fs::create_directories(dir_ / "o");
   fs::create_symlink("/dev/full", dir_ / "o" / "metrics.csv");
   std::string out;
-  // --overwrite: a metrics.csv that no wte run wrote is refused without it (report-fresh20 defect 1).
+  // --overwrite: a metrics.csv that no wte run wrote is refused without it.
   EXPECT_EQ(run(kCli + " train --config " + q(config("c", 3, 0)) + " --out " + q(dir_ / "o") +
                     " --overwrite", &out), 1)
       << out;

@@ -1,4 +1,4 @@
-// Exact resume from HDF5 checkpoints (issue 3): stop-and-resume equals an uninterrupted run bit for
+// Exact resume from HDF5 checkpoints: stop-and-resume equals an uninterrupted run bit for
 // bit, a SIGKILL during a checkpoint write loses nothing, and every kind of bad file is refused with
 // its own error and nothing written. Runs the built `wte` (WTE_CLI) as a user does; threads pinned
 // to 2 (oneDNN's results are bit-identical for a fixed thread count).
@@ -160,9 +160,9 @@ class Resume : public ::testing::Test {
   bool bf16_ = false;  // model.matmul_precision = bf16
 };
 
-// The exact-resume cases, for the zero-block model, with two transformer blocks (issue 9: resume
-// stays bit-exact with blocks), and with two blocks and bf16 GEMMs (issue 12: a bf16 run resumes
-// bit-exactly; float32 GEMMs where this CPU has no native bf16 matmul).
+// The exact-resume cases, for the zero-block model, with two transformer blocks (resume stays
+// bit-exact with blocks), and with two blocks and bf16 GEMMs (a bf16 run resumes bit-exactly;
+// float32 GEMMs where this CPU has no native bf16 matmul).
 struct ResumeCase {
   size_t n_layer;
   bool bf16;
@@ -388,15 +388,15 @@ TEST_F(Resume, ChangedSettingsNameEachKeyWithBothValuesAndWriteNothing) {
                            "4 setting(s) differ"})
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   EXPECT_NE(out.find(c3), std::string::npos) << out;
-  // Not said before the checkpoint was compared (report-fresh20 item 12).
+  // Not said before the checkpoint was compared.
   EXPECT_EQ(out.find("resuming with config"), std::string::npos) << out;
-  // Where each new value came from (report-fresh20 defect 9).
+  // Where each new value came from.
   EXPECT_NE(out.find("model.d_model: checkpoint 16, now 8 (from the command line: --model.d_model=8)"),
             std::string::npos) << out;
   // vocab_size (its own message would come from the tokenizer otherwise: the key is named first).
   EXPECT_EQ(train("run", "--resume '" + c3 + "' --model.vocab_size=512", &out), 2) << out;
   EXPECT_NE(out.find("model.vocab_size: checkpoint 300, now 512"), std::string::npos) << out;
-  // The block structure (issue 9): n_layer and n_head may not change on resume.
+  // The block structure: n_layer and n_head may not change on resume.
   EXPECT_EQ(train("run", "--resume '" + c3 + "' --model.n_layer=2 --model.n_head=8", &out), 2)
       << out;
   for (const char* line : {"model.n_layer: checkpoint 0, now 2", "model.n_head: checkpoint 4, now 8"})
@@ -435,7 +435,7 @@ TEST_F(Resume, ChangedSettingsNameEachKeyWithBothValuesAndWriteNothing) {
       << out;
 }
 
-// report-fresh20 defect 3: a resume whose changeable keys differ from the checkpoint's (a --config
+// A resume whose changeable keys differ from the checkpoint's (a --config
 // file's train.steps replacing the run's) names each in a note, with both values and where the new
 // one came from, and says how to keep the checkpoint's.
 TEST_F(Resume, ChangedResumableSettingsAreNotedWithWhereEachCameFrom) {
