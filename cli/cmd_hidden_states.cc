@@ -6,24 +6,20 @@
 #include <omp.h>
 
 #include <chrono>
-#include <cmath>
 #include <ctime>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "src/analysis/context_geometry.h"
-#include "src/analysis/geometry.h"
-#include "src/io/hdf5_util.h"
+#include "src/analysis/hidden_states.h"
 #include "src/model/decoder.h"
 #include "cli/options.h"
 #include "cli/commands.h"
 #include "wte/checkpoint.h"
 #include "wte/config.h"
-#include "wte/data.h"
 #include "wte/error.h"
 #include "wte/model.h"
 #include "wte/tokenizer.h"
@@ -52,116 +48,20 @@ std::string quoted_prefix(const Tokenizer& tok, const std::vector<int32_t>& ids,
   return out;
 }
 
-struct Encoded {
-  std::string text;
-  std::vector<int32_t> ids;
-  std::vector<std::vector<float>> rows;   // (L) each (T, C): hidden_states[l]
-  std::vector<float> logits;              // (T, V), only for --out
+// The command line of `wte hidden-states`, checked (files are checked, not yet read).
+struct HiddenStatesOptions {
+  bool help = false;                // --help was printed: nothing else to do
+  std::string checkpoint;
+  std::vector<std::string> texts;   // (at least 1)
+  size_t dims = 8;                  // values per row to print, as given (0: all)
+  size_t baseline_rows = 2048;
+  std::string out;                  // --out, or empty
+  bool data_given = false;          // --data was given
+  std::string data;                 // --data, or empty
 };
 
-// Every layer's rows of one text through the KV-cache decoder's prefill (each row has the bits
-// of decoding the text one position at a time: a row sees only the tokens at or before it); with
-// `logits`, also each position's logits (the unembedding, skipped otherwise).
-void run_text(Decoder& dec, Encoded& e, size_t L, size_t C, bool logits) {
-  dec.reset();
-  const size_t T = e.ids.size();
-  dec.prefill(e.ids.data(), T, logits);
-  e.rows.assign(L, std::vector<float>(T * C));
-  for (size_t l = 0; l < L; ++l) {
-    const float* r = l + 1 == L ? dec.final_rows() : dec.residual_rows(l);
-    std::memcpy(e.rows[l].data(), r, T * C * sizeof(float));
-  }
-  if (logits) e.logits.assign(dec.logits_rows(), dec.logits_rows() + T * dec.vocab_size());
-}
-
-// --out FILE.h5: every text's ids, hidden_states (L, T, C) and logits (T, V), written atomically.
-void write_hidden_states(const std::string& out, const std::string& checkpoint,
-                         const std::vector<Encoded>& texts, size_t n_layer, size_t C, size_t V) {
-  const size_t L = texts.empty() ? 0 : texts[0].rows.size();  // hidden_state_layers(n_layer)
-  // Reserved on disk before HDF5 writes (a full disk is then an error, not a crash inside
-  // HDF5): every text's ids, rows, logits and text, and HDF5's metadata, estimated as the
-  // checkpoint writer does (about 1 KiB per dataset; 2 KiB per dataset + 16 KiB reserved).
-  uint64_t expected_bytes = (16 + 2 * 8) * uint64_t{1024};
-  for (const Encoded& e : texts) {
-    const uint64_t T = e.ids.size();
-    expected_bytes += 4 * T * (1 + uint64_t{L} * C + V) + e.text.size() + 2 * 4 * uint64_t{1024};
-  }
-  hdf5::write_file_atomic(
-      out, "hidden states '" + out + "'",
-      [&](H5::H5File& file, const std::string&) {
-        H5::Group root = file.openGroup("/");
-        hdf5::write_string_attr(root, "format", "wte-hidden-states");
-        hdf5::write_string_attr(root, "checkpoint", checkpoint);
-        hdf5::write_string_attr(root, "layers",
-                                "hidden_states[l] (Hugging Face's list): [0] = wte[id] + wpe[index], "
-                                "[l] = the input of block l, the last = ln_f of the last block's "
-                                "output (a model with no blocks: [0] and ln_f of it); logits = "
-                                "the last · lm_headᵀ");
-        hdf5::write_int_attr(root, "n_layer", static_cast<int64_t>(n_layer));
-        hdf5::write_int_attr(root, "d_model", static_cast<int64_t>(C));
-        hdf5::write_int_attr(root, "vocab_size", static_cast<int64_t>(V));
-        hdf5::write_int_attr(root, "texts", static_cast<int64_t>(texts.size()));
-        for (size_t ti = 0; ti < texts.size(); ++ti) {
-          const Encoded& e = texts[ti];
-          const size_t T = e.ids.size();
-          H5::Group g = root.createGroup("text" + std::to_string(ti));
-          hdf5::write_string(g, "text", e.text);
-          const hsize_t dims[1] = {T};
-          H5::DataSet ids = g.createDataSet("ids", H5::PredType::STD_I32LE, H5::DataSpace(1, dims));
-          ids.write(e.ids.data(), H5::PredType::NATIVE_INT32);
-          std::vector<float> hs;
-          hs.reserve(L * T * C);
-          for (size_t l = 0; l < L; ++l) hs.insert(hs.end(), e.rows[l].begin(), e.rows[l].end());
-          hdf5::write_tensor(g, "hidden_states", {L, T, C}, hs.data());
-          hdf5::write_tensor(g, "logits", {T, V}, e.logits.data());
-        }
-      },
-      expected_bytes);
-}
-
-// The baseline rows: a sample of the token file, or (no file) the texts' own rows.
-HiddenStateSample baseline_sample(const Model& model, const std::vector<Encoded>& texts,
-                                  const std::string& data_path, size_t n_rows, size_t C) {
-  if (!data_path.empty()) {
-    const std::vector<int32_t> tokens = read_token_file(data_path);
-    return sample_hidden_states(model, tokens, n_rows, model.config().n_ctx, data_path);
-  }
-  HiddenStateSample s;
-  s.C = C;
-  s.rows.resize(texts[0].rows.size());
-  for (const Encoded& e : texts)
-    for (size_t i = 0; i < e.ids.size(); ++i) {
-      s.ids.push_back(e.ids[i]);
-      s.positions.push_back(static_cast<uint32_t>(i));
-      for (size_t l = 0; l < s.rows.size(); ++l)
-        s.rows[l].insert(s.rows[l].end(), e.rows[l].begin() + i * C, e.rows[l].begin() + (i + 1) * C);
-    }
-  return s;
-}
-
-// Per layer: the baseline (mean cosine of random distinct rows, exact over the sample) and the
-// centre (mean row) the centred cosine subtracts.
-struct Baseline {
-  std::vector<double> anisotropy;          // (L)
-  std::vector<std::vector<double>> centre; // (L) each (C)
-  size_t rows = 0;
-  std::string source;
-};
-
-Baseline measure_baseline(const HiddenStateSample& s, const std::string& source) {
-  Baseline b;
-  b.source = source;
-  b.rows = s.ids.size();
-  for (size_t l = 0; l < s.layers(); ++l) {
-    b.centre.push_back(layer_mean(s, l, 0));
-    b.anisotropy.push_back(anisotropy(RowsView{s.rows[l].data(), s.ids.size(), s.C}).raw);
-  }
-  return b;
-}
-
-}  // namespace
-
-int cmd_hidden_states(int argc, char** argv) {
+// Parses and checks the options (UsageError / wte::Error on bad ones, before any file is read).
+HiddenStatesOptions parse_hidden_states_options(int argc, char** argv) {
   po::options_description opts("Options");
   // clang-format off
   opts.add_options()
@@ -204,35 +104,171 @@ int cmd_hidden_states(int argc, char** argv) {
       "  wte hidden-states --checkpoint runs/default/checkpoint_00000600.h5 \\\n"
       "      --text \"The river bank was muddy\" --text \"The money bank was closed\"\n";
   const CommandLine cl = parse_command_line(argc, argv, opts, spec);
-  if (cl.help) return 0;
+  HiddenStatesOptions o;
+  o.help = cl.help;
+  if (cl.help) return o;
   const po::variables_map& vm = cl.vm;
   require_options(vm, {"checkpoint", "text"});
-  const size_t dims_arg = whole_number_option(vm, "dims", 0, size_t{1} << 16);
-  const size_t baseline_rows = whole_number_option(vm, "baseline-tokens", 2, size_t{1} << 20);
-  const std::string path = vm["checkpoint"].as<std::string>();
+  o.dims = whole_number_option(vm, "dims", 0, size_t{1} << 16);
+  o.baseline_rows = whole_number_option(vm, "baseline-tokens", 2, size_t{1} << 20);
+  o.checkpoint = vm["checkpoint"].as<std::string>();
+  const std::string& path = o.checkpoint;
   require_checkpoint_file("--checkpoint", path);
-  const std::string out = vm.count("out") ? vm["out"].as<std::string>() : "";
-  if (!out.empty()) {
-    check_output_file("--out", out);
+  o.out = vm.count("out") ? vm["out"].as<std::string>() : "";
+  o.data_given = vm.count("data") > 0;
+  if (o.data_given) o.data = vm["data"].as<std::string>();
+  if (!o.out.empty()) {
+    check_output_file("--out", o.out);
     // Every input: --checkpoint, --data or (without it) the val.bin read beside the checkpoint.
     std::vector<std::pair<std::string, std::string>> inputs = {{"--checkpoint", path}};
-    if (vm.count("data"))
-      inputs.push_back({"--data", vm["data"].as<std::string>()});
+    if (o.data_given)
+      inputs.push_back({"--data", o.data});
     else
       inputs.push_back({"the default --data (val.bin beside --checkpoint)",
                         (fs::path(path).parent_path() / "val.bin").string()});
-    check_output_not_input("--out", out, inputs);
+    check_output_not_input("--out", o.out, inputs);
   }
+  o.texts = vm["text"].as<std::vector<std::string>>();
+  return o;
+}
+
+std::string layer_name(size_t l, size_t L) {
+  std::string s = "hidden_states[" + std::to_string(l) + "]";
+  if (l + 1 == L) s += " (ln_f)";
+  return s;
+}
+
+// Every text's rows (the first `dims` values of each) at every layer; returns how many layer-0
+// rows are wte[id] + wpe[index] bit for bit (of `*rows_checked`).
+size_t print_texts(const Model& model, const Tokenizer& tok, const std::vector<EncodedText>& texts,
+                   size_t dims, size_t* rows_checked) {
+  const size_t C = model.config().d_model;
+  size_t rows_equal = 0;
+  *rows_checked = 0;
+  for (size_t ti = 0; ti < texts.size(); ++ti) {
+    const EncodedText& e = texts[ti];
+    const size_t L = e.rows.size();
+    std::printf("\ntext %zu: \"%s\"\n", ti, e.text.c_str());
+    for (size_t l = 0; l < L; ++l) {
+      std::printf("  index     id  piece             %s[index][0:%zu]\n", layer_name(l, L).c_str(),
+                  dims);
+      for (size_t i = 0; i < e.ids.size(); ++i) {
+        std::printf("  %5zu  %5d  %-16s ", i, e.ids[i], quoted_piece(tok, e.ids[i]).c_str());
+        for (size_t c = 0; c < dims; ++c) std::printf(" %+.6f", e.rows[l][i * C + c]);
+        std::printf("%s\n", dims < C ? " ..." : "");
+      }
+    }
+    // Layer 0 must be exactly the float sum of the two stored rows.
+    rows_equal += rows_equal_to_embedding(model, e);
+    *rows_checked += e.ids.size();
+  }
+  return rows_equal;
+}
+
+// The same token at the same index in two texts, layer by layer; false if a row that cannot see
+// other tokens (an equal prefix, or a context-free layer) differs.
+bool print_same_index(const Tokenizer& tok, const std::vector<EncodedText>& texts,
+                      const LayerBaseline& base, size_t n_layer) {
+  bool causal_ok = true;
+  size_t same_index = 0, tables = 0;
+  const size_t L = texts[0].rows.size();
+  std::printf("\nsame token at the same index in two texts, layer by layer:\n");
+  for (const TextPairComparison& p : compare_same_index(texts, base, n_layer)) {
+    const std::vector<int32_t>&ia = texts[p.a].ids, &ib = texts[p.b].ids;
+    const size_t first_diff = p.first_diff;
+    std::printf("\n  text %zu and text %zu\n", p.a, p.b);
+    // Indices before the first difference: the same tokens up to and including them.
+    if (first_diff > 0) {
+      std::printf("  why equal: the texts are the same tokens up to index %zu (%s). A row sees only "
+                  "the tokens at or before its index (causal attention), so the rows at indices "
+                  "0..%zu are equal at every layer, whatever comes after them:\n",
+                  first_diff - 1, quoted_prefix(tok, ia, first_diff).c_str(), first_diff - 1);
+      for (size_t i = 0; i < first_diff; ++i) {
+        ++same_index;
+        const size_t identical_layers = p.prefix_identical_layers[i];
+        causal_ok = causal_ok && identical_layers == L;
+        std::printf("    %s (%d) at index %zu: %s\n", quoted_piece(tok, ia[i]).c_str(), ia[i], i,
+                    identical_layers == L
+                        ? ("bit-identical at all " + std::to_string(L) + " layers").c_str()
+                        : "DIFFERENT at some layer, though it sees the same tokens: a bug");
+      }
+      if (!p.later_shared && first_diff > 1)
+        std::printf("  (the words that differ come after these tokens, so they cannot change them; "
+                    "to see context at work, put them BEFORE the token: \"The river bank was "
+                    "muddy\" / \"The money bank was closed\")\n");
+    }
+    // Shared tokens after the first difference: only layer 0 is context-free.
+    for (const SharedToken& s : p.shared) {
+      const size_t i = s.index;
+      ++same_index;
+      ++tables;
+      std::printf("  %s (%d) at index %zu; why: the texts differ at index %zu (%s vs %s), before it. "
+                  "Layer 0 is wte[id] + wpe[%zu] in both, the context-free row, so it is "
+                  "bit-identical; %s\n",
+                  quoted_piece(tok, ia[i]).c_str(), ia[i], i, first_diff,
+                  quoted_piece(tok, ia[first_diff]).c_str(),
+                  quoted_piece(tok, ib[first_diff]).c_str(), i,
+                  n_layer == 0 ? "this model has no blocks, so no later layer sees the other "
+                                 "tokens either."
+                               : "from hidden_states[1] on, attention has mixed the earlier "
+                                 "tokens into the row, so it can differ.");
+      std::printf("    %-28s %-13s %10s %9s %9s %9s\n", "layer", "bit-identical", "max|diff|",
+                  "cosine", "baseline", "centred");
+      for (size_t l = 0; l < L; ++l) {
+        const SameIndexLayer& m = s.layers[l];
+        std::printf("    %-28s %-13s %10.3g %9.4f %9.4f %9.4f\n", layer_name(l, L).c_str(),
+                    m.identical ? "yes" : "no", m.max_diff, m.cosine, base.anisotropy[l],
+                    m.centred);
+        // Layer 0 is context-free; with no blocks, so is ln_f of it.
+        if (m.context_free && !m.identical) {
+          causal_ok = false;
+          std::printf("    ^ DIFFERENT, but this row does not depend on other tokens: a bug\n");
+        }
+      }
+    }
+  }
+  if (same_index == 0) std::printf("  (none: no two texts share a token at one index)\n");
+  if (tables > 0)
+    std::printf("\nread each cosine against its layer's baseline: when random rows of a layer "
+                "already have a high mean cosine (they crowd into one cone), a high cosine says "
+                "little; the centred cosine removes that common direction.\n");
+  return causal_ok;
+}
+
+// The same token at different indices (any texts), layer 0.
+void print_other_index(const Model& model, const Tokenizer& tok,
+                       const std::vector<EncodedText>& texts) {
+  std::printf("\nsame token at different indices (any texts), layer 0: the rows differ by wpe[i] - wpe[j]\n");
+  const std::vector<OtherIndexPair> pairs =
+      compare_other_index(texts, model.params().wpe, model.config().d_model);
+  for (const OtherIndexPair& p : pairs) {
+    const int32_t id = texts[p.a].ids[p.i];
+    std::printf("  %s (%d) at index %zu of text %zu and index %zu of text %zu: rows differ by "
+                "up to %.3g; (row_i - row_j) - (wpe[%zu] - wpe[%zu]) is at most %.3g (float "
+                "rounding of the sums)\n",
+                quoted_piece(tok, id).c_str(), id, p.i, p.a, p.j, p.b, p.max_diff, p.i, p.j,
+                p.max_dev);
+  }
+  if (pairs.empty()) std::printf("  (none)\n");
+}
+
+}  // namespace
+
+int cmd_hidden_states(int argc, char** argv) {
+  const HiddenStatesOptions opt = parse_hidden_states_options(argc, argv);
+  if (opt.help) return 0;
+  const std::string& path = opt.checkpoint;
+  const std::string& out = opt.out;
   const CheckpointModel ck = load_checkpoint_model(path);
   const CheckpointInfo& info = ck.info;
   const Config& cfg = ck.config;
   const Model& model = *ck.model;
   const Tokenizer tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe, path + " /tokenizer");
   const size_t C = cfg.model.d_model;
-  const size_t dims = dims_arg == 0 ? C : std::min(C, dims_arg);
+  const size_t dims = opt.dims == 0 ? C : std::min(C, opt.dims);
   std::string data_path;
-  if (vm.count("data")) {
-    data_path = vm["data"].as<std::string>();
+  if (opt.data_given) {
+    data_path = opt.data;
     io::require_input_file("--data ", data_path);
   } else {
     const fs::path beside = fs::path(path).parent_path() / "val.bin";
@@ -240,41 +276,25 @@ int cmd_hidden_states(int argc, char** argv) {
   }
 
   // Encode every text and check its length before any compute.
-  std::vector<Encoded> texts;
-  for (const std::string& t : vm["text"].as<std::vector<std::string>>()) {
-    Encoded e;
-    e.text = t;
-    e.ids = tok.encode(t);
-    if (e.ids.empty()) throw UsageError("--text \"" + t + "\" encodes to no tokens; give a non-empty text");
-    if (e.ids.size() > cfg.model.n_ctx)
-      throw UsageError("--text \"" + t + "\" is " + std::to_string(e.ids.size()) +
-                  " tokens, more than the model's n_ctx = " + std::to_string(cfg.model.n_ctx) +
-                  " position rows");
-    check_token_ids(e.ids.data(), e.ids.size(), cfg.model.vocab_size,
-                    "--text \"" + t + "\" (encoded with the checkpoint's tokenizer)");
-    texts.push_back(std::move(e));
-  }
+  std::vector<EncodedText> texts =
+      encode_texts(tok, opt.texts, cfg.model.n_ctx, cfg.model.vocab_size);
   Decoder dec(model);
   const size_t n_layer = dec.n_layer(), L = hidden_state_layers(n_layer);
   const auto t_forward = std::chrono::steady_clock::now();
   const std::clock_t cpu_forward = std::clock();  // CPU time of all threads
   size_t positions = 0;
-  for (Encoded& e : texts) {
-    run_text(dec, e, L, C, !out.empty());
+  for (EncodedText& e : texts) {
+    run_hidden_states(dec, e, !out.empty());
     positions += e.ids.size();
   }
   const double forward_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_forward).count();
   const double forward_cpu = static_cast<double>(std::clock() - cpu_forward) / CLOCKS_PER_SEC;
-  const HiddenStateSample sample = baseline_sample(model, texts, data_path, baseline_rows, C);
-  const Baseline base = measure_baseline(
+  const HiddenStateSample sample =
+      hidden_state_baseline_sample(model, texts, data_path, opt.baseline_rows);
+  const LayerBaseline base = measure_baseline(
       sample, data_path.empty() ? "the texts' own rows (no --data and no val.bin beside the checkpoint)"
                                 : data_path);
-  auto layer_name = [&](size_t l) {
-    std::string s = "hidden_states[" + std::to_string(l) + "]";
-    if (l + 1 == L) s += " (ln_f)";
-    return s;
-  };
 
   std::printf("hidden states of %s (step %lld): vocab_size %zu, d_model %zu, n_layer %zu; first %zu "
               "values of each row\n",
@@ -288,29 +308,8 @@ int cmd_hidden_states(int argc, char** argv) {
                 n_layer);
   std::printf("rows come from the KV-cache decoder, bit for bit as if computed one position at a "
               "time: a row sees only the tokens at or before its index (causal attention)\n");
-  size_t rows_checked = 0, rows_equal = 0;
-  for (size_t ti = 0; ti < texts.size(); ++ti) {
-    const Encoded& e = texts[ti];
-    std::printf("\ntext %zu: \"%s\"\n", ti, e.text.c_str());
-    for (size_t l = 0; l < L; ++l) {
-      std::printf("  index     id  piece             %s[index][0:%zu]\n", layer_name(l).c_str(), dims);
-      for (size_t i = 0; i < e.ids.size(); ++i) {
-        std::printf("  %5zu  %5d  %-16s ", i, e.ids[i], quoted_piece(tok, e.ids[i]).c_str());
-        for (size_t c = 0; c < dims; ++c) std::printf(" %+.6f", e.rows[l][i * C + c]);
-        std::printf("%s\n", dims < C ? " ..." : "");
-      }
-    }
-    // Layer 0 must be exactly the float sum of the two stored rows.
-    for (size_t i = 0; i < e.ids.size(); ++i) {
-      bool equal = true;
-      for (size_t c = 0; c < C; ++c) {
-        const float want = model.params().wte[size_t(e.ids[i]) * C + c] + model.params().wpe[i * C + c];
-        equal = equal && std::memcmp(&want, &e.rows[0][i * C + c], sizeof(float)) == 0;
-      }
-      ++rows_checked;
-      rows_equal += equal;
-    }
-  }
+  size_t rows_checked = 0;
+  const size_t rows_equal = print_texts(model, tok, texts, dims, &rows_checked);
   std::printf("\nevery hidden_states[0] row == wte[id] + wpe[index] (float sum of the stored tables), "
               "bit for bit: %zu of %zu rows\n", rows_equal, rows_checked);
 
@@ -318,108 +317,10 @@ int cmd_hidden_states(int argc, char** argv) {
               "(exact over all pairs) of %zu rows of %s; 'centred' cosines subtract that layer's "
               "mean row first\n", base.rows, base.source.c_str());
   for (size_t l = 0; l < L; ++l)
-    std::printf("  %-28s baseline %.4f\n", layer_name(l).c_str(), base.anisotropy[l]);
+    std::printf("  %-28s baseline %.4f\n", layer_name(l, L).c_str(), base.anisotropy[l]);
 
-  bool causal_ok = true;
-  size_t same_index = 0, tables = 0;
-  std::printf("\nsame token at the same index in two texts, layer by layer:\n");
-  for (size_t a = 0; a < texts.size(); ++a)
-    for (size_t b = a + 1; b < texts.size(); ++b) {
-      const std::vector<int32_t>&ia = texts[a].ids, &ib = texts[b].ids;
-      const size_t n = std::min(ia.size(), ib.size());
-      size_t first_diff = 0;
-      while (first_diff < n && ia[first_diff] == ib[first_diff]) ++first_diff;
-      bool later_shared = false;
-      for (size_t i = first_diff; i < n; ++i) later_shared = later_shared || ia[i] == ib[i];
-      if (first_diff == 0 && !later_shared) continue;
-      std::printf("\n  text %zu and text %zu\n", a, b);
-      // Indices before the first difference: the same tokens up to and including them.
-      if (first_diff > 0) {
-        std::printf("  why equal: the texts are the same tokens up to index %zu (%s). A row sees only "
-                    "the tokens at or before its index (causal attention), so the rows at indices "
-                    "0..%zu are equal at every layer, whatever comes after them:\n",
-                    first_diff - 1, quoted_prefix(tok, ia, first_diff).c_str(), first_diff - 1);
-        for (size_t i = 0; i < first_diff; ++i) {
-          ++same_index;
-          size_t identical_layers = 0;
-          for (size_t l = 0; l < L; ++l)
-            identical_layers += std::memcmp(texts[a].rows[l].data() + i * C,
-                                            texts[b].rows[l].data() + i * C, C * sizeof(float)) == 0;
-          causal_ok = causal_ok && identical_layers == L;
-          std::printf("    %s (%d) at index %zu: %s\n", quoted_piece(tok, ia[i]).c_str(), ia[i], i,
-                      identical_layers == L
-                          ? ("bit-identical at all " + std::to_string(L) + " layers").c_str()
-                          : "DIFFERENT at some layer, though it sees the same tokens: a bug");
-        }
-        if (!later_shared && first_diff > 1)
-          std::printf("  (the words that differ come after these tokens, so they cannot change them; "
-                      "to see context at work, put them BEFORE the token: \"The river bank was "
-                      "muddy\" / \"The money bank was closed\")\n");
-      }
-      // Shared tokens after the first difference: only layer 0 is context-free.
-      for (size_t i = first_diff; i < n; ++i) {
-        if (ia[i] != ib[i]) continue;
-        ++same_index;
-        ++tables;
-        std::printf("  %s (%d) at index %zu; why: the texts differ at index %zu (%s vs %s), before it. "
-                    "Layer 0 is wte[id] + wpe[%zu] in both, the context-free row, so it is "
-                    "bit-identical; %s\n",
-                    quoted_piece(tok, ia[i]).c_str(), ia[i], i, first_diff,
-                    quoted_piece(tok, ia[first_diff]).c_str(),
-                    quoted_piece(tok, ib[first_diff]).c_str(), i,
-                    n_layer == 0 ? "this model has no blocks, so no later layer sees the other "
-                                   "tokens either."
-                                 : "from hidden_states[1] on, attention has mixed the earlier "
-                                   "tokens into the row, so it can differ.");
-        std::printf("    %-28s %-13s %10s %9s %9s %9s\n", "layer", "bit-identical", "max|diff|",
-                    "cosine", "baseline", "centred");
-        for (size_t l = 0; l < L; ++l) {
-          const float* ra = texts[a].rows[l].data() + i * C;
-          const float* rb = texts[b].rows[l].data() + i * C;
-          const bool identical = std::memcmp(ra, rb, C * sizeof(float)) == 0;
-          double max_diff = 0;
-          for (size_t c = 0; c < C; ++c)
-            max_diff = std::max(max_diff, std::fabs(double(ra[c]) - double(rb[c])));
-          std::printf("    %-28s %-13s %10.3g %9.4f %9.4f %9.4f\n", layer_name(l).c_str(),
-                      identical ? "yes" : "no", max_diff, centred_cosine(ra, rb, nullptr, C),
-                      base.anisotropy[l], centred_cosine(ra, rb, base.centre[l].data(), C));
-          // Layer 0 is context-free; with no blocks, so is ln_f of it.
-          if ((l == 0 || n_layer == 0) && !identical) {
-            causal_ok = false;
-            std::printf("    ^ DIFFERENT, but this row does not depend on other tokens: a bug\n");
-          }
-        }
-      }
-    }
-  if (same_index == 0) std::printf("  (none: no two texts share a token at one index)\n");
-  if (tables > 0)
-    std::printf("\nread each cosine against its layer's baseline: when random rows of a layer "
-                "already have a high mean cosine (they crowd into one cone), a high cosine says "
-                "little; the centred cosine removes that common direction.\n");
-
-  size_t other_index = 0;
-  std::printf("\nsame token at different indices (any texts), layer 0: the rows differ by wpe[i] - wpe[j]\n");
-  const float* wpe = model.params().wpe;
-  for (size_t a = 0; a < texts.size(); ++a)
-    for (size_t b = a; b < texts.size(); ++b)
-      for (size_t i = 0; i < texts[a].ids.size(); ++i)
-        for (size_t j = 0; j < texts[b].ids.size(); ++j) {
-          if ((a == b && j <= i) || i == j || texts[a].ids[i] != texts[b].ids[j]) continue;
-          ++other_index;
-          double max_diff = 0, max_dev = 0;
-          for (size_t c = 0; c < C; ++c) {
-            const double d = double(texts[a].rows[0][i * C + c]) - double(texts[b].rows[0][j * C + c]);
-            const double p = double(wpe[i * C + c]) - double(wpe[j * C + c]);
-            max_diff = std::max(max_diff, std::fabs(d));
-            max_dev = std::max(max_dev, std::fabs(d - p));
-          }
-          std::printf("  %s (%d) at index %zu of text %zu and index %zu of text %zu: rows differ by "
-                      "up to %.3g; (row_i - row_j) - (wpe[%zu] - wpe[%zu]) is at most %.3g (float "
-                      "rounding of the sums)\n",
-                      quoted_piece(tok, texts[a].ids[i]).c_str(), texts[a].ids[i], i, a, j, b,
-                      max_diff, i, j, max_dev);
-        }
-  if (other_index == 0) std::printf("  (none)\n");
+  const bool causal_ok = print_same_index(tok, texts, base, n_layer);
+  print_other_index(model, tok, texts);
   std::printf("\nforward: %zu position(s) through %zu layer(s)%s in %.3f s (CPU time %.3f s; "
               "KV-cache decoder, one prefill per text, %d thread(s))\n",
               positions, L, out.empty() ? "" : " with logits", forward_seconds, forward_cpu,

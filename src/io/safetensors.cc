@@ -66,6 +66,109 @@ bool whole(const nlohmann::json& j, uint64_t* out) {
 // A JSON value shortened for a message (bounded depth and length: the header is hostile).
 std::string brief(const nlohmann::json& j) { return json::brief(j, 80); }
 
+// One tensor's header entry `entry` (named `name`), validated: exactly the fields dtype, shape and
+// data_offsets; a known dtype; a shape of at most kMaxDims whole numbers whose product fits 2^64;
+// offsets [begin, end] with begin <= end holding product(shape) * dtype size bytes, ending inside
+// the data buffer (`buffer` bytes from file offset `data_start`, in a file of `size` bytes).
+// Throws wte::Error naming `o` and the tensor.
+TensorInfo parse_tensor(const std::string& o, const std::string& name, const nlohmann::json& entry,
+                        uint64_t data_start, uint64_t buffer, size_t size) {
+  const std::string t = o + ": tensor '" + name + "'";
+  if (!entry.is_object())
+    throw Error(t + " is " + brief(entry) +
+                ", expected {\"dtype\": ..., \"shape\": [...], \"data_offsets\": [begin, end]}");
+  for (const auto& [k, v] : entry.items())
+    if (k != "dtype" && k != "shape" && k != "data_offsets")
+      throw Error(t + " has an unknown field '" + k +
+                  "' (allowed: dtype, shape, data_offsets)");
+  for (const char* k : {"dtype", "shape", "data_offsets"})
+    if (!entry.contains(k)) throw Error(t + " has no '" + k + "'");
+  TensorInfo info;
+  info.name = name;
+  const nlohmann::json& dt = entry["dtype"];
+  bool known = false;
+  if (dt.is_string())
+    for (const DtypeInfo& d : kDtypes)
+      if (dt.get<std::string>() == d.name) {
+        info.dtype = d.dtype;
+        known = true;
+      }
+  if (!known) {
+    std::string allowed;
+    for (const DtypeInfo& d : kDtypes) {
+      if (!allowed.empty()) allowed += ", ";
+      allowed += d.name;
+    }
+    throw Error(t + " has dtype " + brief(dt) + "; the format's dtypes are " + allowed);
+  }
+  const nlohmann::json& sh = entry["shape"];
+  if (!sh.is_array() || sh.size() > kMaxDims)
+    throw Error(t + " has shape " + brief(sh) + ", expected a list of at most " +
+                std::to_string(kMaxDims) + " whole numbers");
+  uint64_t numel = 1;
+  for (const nlohmann::json& d : sh) {
+    uint64_t v = 0;
+    if (!whole(d, &v))
+      throw Error(t + " has shape " + brief(sh) + ": " + brief(d) + " is not a whole number");
+    info.shape.push_back(static_cast<size_t>(v));
+    if (__builtin_mul_overflow(numel, v, &numel))
+      throw Error(t + " has shape " + brief(sh) + ", more elements than 2^64");
+  }
+  const nlohmann::json& off = entry["data_offsets"];
+  if (!off.is_array() || off.size() != 2 || !whole(off[0], &info.begin) ||
+      !whole(off[1], &info.end))
+    throw Error(t + " has data_offsets " + brief(off) + ", expected [begin, end], two whole numbers");
+  if (info.begin > info.end)
+    throw Error(t + " has data_offsets [" + std::to_string(info.begin) + ", " +
+                std::to_string(info.end) + "]: begin is after end");
+  uint64_t bytes_needed = 0;
+  if (__builtin_mul_overflow(numel, uint64_t(dtype_size(info.dtype)), &bytes_needed))
+    throw Error(t + " has shape " + shape_str(info.shape) + ", more bytes than 2^64");
+  if (info.end - info.begin != bytes_needed)
+    throw Error(t + ": data_offsets [" + std::to_string(info.begin) + ", " +
+                std::to_string(info.end) + "] hold " + std::to_string(info.end - info.begin) +
+                " bytes, but " + dtype_name(info.dtype) + " " + shape_str(info.shape) + " needs " +
+                std::to_string(bytes_needed));
+  if (info.end > buffer)
+    throw Error(t + ": data_offsets [" + std::to_string(info.begin) + ", " +
+                std::to_string(info.end) + "] end at file offset " +
+                std::to_string(data_start + info.end) + ", past the end of the file (" +
+                std::to_string(size) + " bytes; the data buffer is " + std::to_string(buffer) +
+                " bytes from offset " + std::to_string(data_start) + "): truncated?");
+  return info;
+}
+
+// Checks that `tensors` (in any order) tile the data buffer, `buffer` bytes from file offset
+// `data_start`: no overlap (a write to one would show in another) and no bytes no tensor explains
+// (the reference implementation rejects both). Throws wte::Error naming `o`, the tensors and the
+// offsets (data offsets, and file offsets for gaps).
+void check_coverage(const std::string& o, const std::vector<TensorInfo>& tensors,
+                    uint64_t data_start, uint64_t buffer) {
+  std::vector<const TensorInfo*> by_offset;
+  for (const TensorInfo& t : tensors) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t at = 0;
+  const TensorInfo* prev = nullptr;
+  for (const TensorInfo* t : by_offset) {
+    if (t->begin < at)
+      throw Error(o + ": tensor '" + t->name + "' at data offset " + std::to_string(t->begin) +
+                  " overlaps tensor '" + prev->name + "' (which ends at " + std::to_string(at) + ")");
+    if (t->begin > at)
+      throw Error(o + ": data bytes [" + std::to_string(at) + ", " + std::to_string(t->begin) +
+                  ") (file offset " + std::to_string(data_start + at) +
+                  ") belong to no tensor; tensor '" + t->name + "' starts at " +
+                  std::to_string(t->begin));
+    at = t->end;
+    prev = t;
+  }
+  if (at != buffer)
+    throw Error(o + ": the data buffer has " + std::to_string(buffer) + " bytes but its tensors end at " +
+                std::to_string(at) + " (file offset " + std::to_string(data_start + at) +
+                "): trailing bytes no tensor explains");
+}
+
 }  // namespace
 
 const char* dtype_name(Dtype d) {
@@ -161,95 +264,9 @@ View::View(const uint8_t* bytes, size_t size, std::string origin) : origin_(std:
       }
       continue;
     }
-    const std::string t = o + ": tensor '" + name + "'";
-    if (!entry.is_object())
-      throw Error(t + " is " + brief(entry) +
-                  ", expected {\"dtype\": ..., \"shape\": [...], \"data_offsets\": [begin, end]}");
-    for (const auto& [k, v] : entry.items())
-      if (k != "dtype" && k != "shape" && k != "data_offsets")
-        throw Error(t + " has an unknown field '" + k +
-                    "' (allowed: dtype, shape, data_offsets)");
-    for (const char* k : {"dtype", "shape", "data_offsets"})
-      if (!entry.contains(k)) throw Error(t + " has no '" + k + "'");
-    TensorInfo info;
-    info.name = name;
-    const nlohmann::json& dt = entry["dtype"];
-    bool known = false;
-    if (dt.is_string())
-      for (const DtypeInfo& d : kDtypes)
-        if (dt.get<std::string>() == d.name) {
-          info.dtype = d.dtype;
-          known = true;
-        }
-    if (!known) {
-      std::string allowed;
-      for (const DtypeInfo& d : kDtypes) {
-        if (!allowed.empty()) allowed += ", ";
-        allowed += d.name;
-      }
-      throw Error(t + " has dtype " + brief(dt) + "; the format's dtypes are " + allowed);
-    }
-    const nlohmann::json& sh = entry["shape"];
-    if (!sh.is_array() || sh.size() > kMaxDims)
-      throw Error(t + " has shape " + brief(sh) + ", expected a list of at most " +
-                  std::to_string(kMaxDims) + " whole numbers");
-    uint64_t numel = 1;
-    for (const nlohmann::json& d : sh) {
-      uint64_t v = 0;
-      if (!whole(d, &v))
-        throw Error(t + " has shape " + brief(sh) + ": " + brief(d) + " is not a whole number");
-      info.shape.push_back(static_cast<size_t>(v));
-      if (__builtin_mul_overflow(numel, v, &numel))
-        throw Error(t + " has shape " + brief(sh) + ", more elements than 2^64");
-    }
-    const nlohmann::json& off = entry["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !whole(off[0], &info.begin) ||
-        !whole(off[1], &info.end))
-      throw Error(t + " has data_offsets " + brief(off) + ", expected [begin, end], two whole numbers");
-    if (info.begin > info.end)
-      throw Error(t + " has data_offsets [" + std::to_string(info.begin) + ", " +
-                  std::to_string(info.end) + "]: begin is after end");
-    uint64_t bytes_needed = 0;
-    if (__builtin_mul_overflow(numel, uint64_t(dtype_size(info.dtype)), &bytes_needed))
-      throw Error(t + " has shape " + shape_str(info.shape) + ", more bytes than 2^64");
-    if (info.end - info.begin != bytes_needed)
-      throw Error(t + ": data_offsets [" + std::to_string(info.begin) + ", " +
-                  std::to_string(info.end) + "] hold " + std::to_string(info.end - info.begin) +
-                  " bytes, but " + dtype_name(info.dtype) + " " + shape_str(info.shape) + " needs " +
-                  std::to_string(bytes_needed));
-    if (info.end > buffer)
-      throw Error(t + ": data_offsets [" + std::to_string(info.begin) + ", " +
-                  std::to_string(info.end) + "] end at file offset " +
-                  std::to_string(data_start_ + info.end) + ", past the end of the file (" +
-                  std::to_string(size) + " bytes; the data buffer is " + std::to_string(buffer) +
-                  " bytes from offset " + std::to_string(data_start_) + "): truncated?");
-    tensors_.push_back(std::move(info));
+    tensors_.push_back(parse_tensor(o, name, entry, data_start_, buffer, size));
   }
-  // The tensors must tile the buffer: no overlap (a write to one would show in another) and no
-  // bytes no tensor explains (the reference implementation rejects both).
-  std::vector<const TensorInfo*> by_offset;
-  for (const TensorInfo& t : tensors_) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
-    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
-  });
-  uint64_t at = 0;
-  const TensorInfo* prev = nullptr;
-  for (const TensorInfo* t : by_offset) {
-    if (t->begin < at)
-      throw Error(o + ": tensor '" + t->name + "' at data offset " + std::to_string(t->begin) +
-                  " overlaps tensor '" + prev->name + "' (which ends at " + std::to_string(at) + ")");
-    if (t->begin > at)
-      throw Error(o + ": data bytes [" + std::to_string(at) + ", " + std::to_string(t->begin) +
-                  ") (file offset " + std::to_string(data_start_ + at) +
-                  ") belong to no tensor; tensor '" + t->name + "' starts at " +
-                  std::to_string(t->begin));
-    at = t->end;
-    prev = t;
-  }
-  if (at != buffer)
-    throw Error(o + ": the data buffer has " + std::to_string(buffer) + " bytes but its tensors end at " +
-                std::to_string(at) + " (file offset " + std::to_string(data_start_ + at) +
-                "): trailing bytes no tensor explains");
+  check_coverage(o, tensors_, data_start_, buffer);
   for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
 }
 
