@@ -124,6 +124,63 @@ class Continuation {
 
 }  // namespace
 
+// wte sample --help: what the command does.
+constexpr const char* kSampleUsage =
+      "Usage: wte sample --checkpoint C [--prompt TEXT] [--max-new-tokens N] [--temperature T]\n"
+      "                  [--top-k K] [--top-p P] [--stop STRING] [--ignore-eos] [--slide D]\n"
+      "                  [--seed S] [--samples M]\n\n"
+      "Encodes TEXT with the checkpoint's tokenizer, runs it through the model with a KV cache\n"
+      "(each new token costs one row of every layer, not a whole forward), then draws up to N\n"
+      "tokens, each from softmax(logits / T) over the K most likely, cut to the nucleus of mass P,\n"
+      "and prints the prompt and the continuation on stdout as they are drawn. Generation ends\n"
+      "after N tokens, at <|endoftext|> (unless --ignore-eos) or at a --stop string. A line on\n"
+      "stderr says how many tokens were drawn, why generation ended and how fast.\n"
+      "The sequence may grow past the model's n_ctx positions: the model then sees only the most\n"
+      "recent tokens, a window that slides by D tokens whenever it is full (wpe has n_ctx rows, so\n"
+      "the kept tokens are re-run at their new positions).\n\n";
+
+// One sample: prefill the prompt's ids, print the prompt and up to n_new drawn tokens on stdout as
+// they are drawn (stopping at <|endoftext|> unless ignore_eos, eot < 0: none, or at a stop
+// string), then a line on stderr with why it ended and how fast.
+static void print_sample(SlidingDecoder& dec, const std::vector<int32_t>& ids,
+                         const std::string& prompt, size_t n_new, const SamplingParams& sp,
+                         Rng& rng, const Tokenizer& tok,
+                         const std::vector<std::string>& stops, int32_t eot, bool ignore_eos,
+                         size_t vocab_size) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const float* logits = dec.start(ids.data(), ids.size());
+  const auto t1 = std::chrono::steady_clock::now();
+  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  Continuation text(stops);
+  size_t drawn = 0;
+  std::string ended;  // why generation ended before n_new tokens ("": it did not)
+  while (drawn < n_new) {
+    const int32_t next = sample_token(logits, vocab_size, sp, rng);
+    ++drawn;
+    if (next == eot && !ignore_eos) {
+      ended = "at <|endoftext|> (new token " + std::to_string(drawn) + ", not printed)";
+      break;
+    }
+    if (text.add(tok.piece(next))) {
+      ended = "at a --stop string (new token " + std::to_string(drawn) +
+              "; nothing after the string is printed)";
+      break;
+    }
+    if (drawn == n_new) break;
+    logits = dec.push(next);
+  }
+  text.flush();
+  const auto t2 = std::chrono::steady_clock::now();
+  std::printf("\n");
+  std::fflush(stdout);
+  const double prefill = std::chrono::duration<double>(t1 - t0).count();
+  const double gen = std::chrono::duration<double>(t2 - t1).count();
+  if (!ended.empty()) std::fprintf(stderr, "wte sample: stopped %s\n", ended.c_str());
+  std::fprintf(stderr, "wte sample: prompt %zu tokens in %.3f s; %zu new tokens in %.3f s (%.1f "
+               "tokens/s); the context window slid %zu times\n", ids.size(), prefill, drawn, gen,
+               gen > 0 ? double(drawn) / gen : 0.0, dec.slides());
+}
+
 int cmd_sample(int argc, char** argv) {
   po::options_description opts("Options");
   // clang-format off
@@ -136,7 +193,7 @@ int cmd_sample(int argc, char** argv) {
        "GPT-2's does). A prompt longer than n_ctx tokens is cropped to its last n_ctx tokens (the "
        "model's input; the whole prompt is printed), with a note on stderr")
       ("max-new-tokens,n", po::value<std::string>()->default_value("256"),
-       "new tokens to generate, in [0, 2^20] (Hugging Face's name; old name --tokens); past n_ctx "
+       "new tokens to generate, in [0, 2^20] (Hugging Face's name); past n_ctx "
        "the context window slides (--slide)")
       ("temperature", po::value<std::string>()->default_value("1.0"),
        "divide the logits by this before the softmax, in [0, 1e6]; 0: always the most likely token")
@@ -162,19 +219,7 @@ int cmd_sample(int argc, char** argv) {
        "independent samples of the same prompt, in [1, 1000], separated by a line of dashes");
   // clang-format on
   CommandSpec spec;
-  spec.usage =
-      "Usage: wte sample --checkpoint C [--prompt TEXT] [--max-new-tokens N] [--temperature T]\n"
-      "                  [--top-k K] [--top-p P] [--stop STRING] [--ignore-eos] [--slide D]\n"
-      "                  [--seed S] [--samples M]\n\n"
-      "Encodes TEXT with the checkpoint's tokenizer, runs it through the model with a KV cache\n"
-      "(each new token costs one row of every layer, not a whole forward), then draws up to N\n"
-      "tokens, each from softmax(logits / T) over the K most likely, cut to the nucleus of mass P,\n"
-      "and prints the prompt and the continuation on stdout as they are drawn. Generation ends\n"
-      "after N tokens, at <|endoftext|> (unless --ignore-eos) or at a --stop string. A line on\n"
-      "stderr says how many tokens were drawn, why generation ended and how fast.\n"
-      "The sequence may grow past the model's n_ctx positions: the model then sees only the most\n"
-      "recent tokens, a window that slides by D tokens whenever it is full (wpe has n_ctx rows, so\n"
-      "the kept tokens are re-run at their new positions).\n\n";
+  spec.usage = kSampleUsage;
   spec.example =
       "Example:\n"
       "  wte train --config configs/default.ini\n"
@@ -246,38 +291,8 @@ int cmd_sample(int argc, char** argv) {
   Rng rng(seed);
   for (size_t s = 0; s < n_samples; ++s) {
     if (s > 0) std::printf("\n----------------\n");
-    const auto t0 = std::chrono::steady_clock::now();
-    const float* logits = dec.start(ids.data(), ids.size());
-    const auto t1 = std::chrono::steady_clock::now();
-    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-    Continuation text(stops);
-    size_t drawn = 0;
-    std::string ended;  // why generation ended before n_new tokens ("": it did not)
-    while (drawn < n_new) {
-      const int32_t next = sample_token(logits, cfg.model.vocab_size, sp, rng);
-      ++drawn;
-      if (next == eot && !ignore_eos) {
-        ended = "at <|endoftext|> (new token " + std::to_string(drawn) + ", not printed)";
-        break;
-      }
-      if (text.add(tok.piece(next))) {
-        ended = "at a --stop string (new token " + std::to_string(drawn) +
-                "; nothing after the string is printed)";
-        break;
-      }
-      if (drawn == n_new) break;
-      logits = dec.push(next);
-    }
-    text.flush();
-    const auto t2 = std::chrono::steady_clock::now();
-    std::printf("\n");
-    std::fflush(stdout);
-    const double prefill = std::chrono::duration<double>(t1 - t0).count();
-    const double gen = std::chrono::duration<double>(t2 - t1).count();
-    if (!ended.empty()) std::fprintf(stderr, "wte sample: stopped %s\n", ended.c_str());
-    std::fprintf(stderr, "wte sample: prompt %zu tokens in %.3f s; %zu new tokens in %.3f s (%.1f "
-                 "tokens/s); the context window slid %zu times\n", ids.size(), prefill, drawn, gen,
-                 gen > 0 ? double(drawn) / gen : 0.0, dec.slides());
+    print_sample(dec, ids, prompt, n_new, sp, rng, tok, stops, eot, ignore_eos,
+                 cfg.model.vocab_size);
   }
   return 0;
 }

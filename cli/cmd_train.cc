@@ -107,7 +107,49 @@ int cmd_train(int argc, char** argv) {
 
 namespace {
 
-int train_main(int argc, char** argv) {
+// wte train --help: what the command does and writes.
+constexpr const char* kTrainUsage =
+      "Usage: wte train --config FILE [--out DIR] [--section.key=value ...]\n"
+      "       wte train --init-from CHECKPOINT [--config FILE] [--out DIR] "
+      "[--section.key=value ...]\n"
+      "       wte train --resume PATH|auto [--config FILE] [--out DIR] "
+      "[--section.key=value ...]\n\n"
+      "Trains a GPT-2-style model (wte + wpe -> transformer blocks -> ln_f -> lm_head,\n"
+      "tied to wte unless model.tie_embeddings = false) on a text corpus, on the CPU.\n"
+      "Prints a progress line (step, loss, tokens/s, ETA including the evaluations) and\n"
+      "says when it evaluates; writes DIR/metrics.csv, DIR/loss.svg (the loss curve),\n"
+      "DIR/config.ini (resolved), DIR/tokenizer/, int32 token files DIR/{train,val}.bin\n"
+      "and HDF5 checkpoints DIR/checkpoint_<step>.h5, and ends with the final validation\n"
+      "loss beside the unigram baseline.\n\n"
+      "metrics.csv columns: step, train_loss (this step's batch), val_loss (empty between\n"
+      "evaluations), lr, grad_norm (before clipping), tokens_per_s_avg (a running average:\n"
+      "tokens trained since the run or resume began over the time of those steps, without\n"
+      "evaluations and checkpoints), elapsed_s (wall time since the run or resume began).\n\n"
+      "Data-parallel: mpirun -np R wte train ... runs R ranks (processes, one or more\n"
+      "machines); each trains on its slice of every batch of train.batch_size samples\n"
+      "and the gradients are summed in rank order, so the loss curve is that of one\n"
+      "process up to rounding. Rank 0 prints and writes the run directory; set\n"
+      "train.threads per rank. See docs/distributed.md.\n\n"
+      "Memory: at start-up wte train prints the bytes of the parameters, gradients, AdamW\n"
+      "moments, the gradient accumulator, the activations and the loss workspace, and\n"
+      "refuses, before reading data or writing any file, a run that needs more than the\n"
+      "memory available (MemAvailable, or the cgroup's limit), naming the largest part and\n"
+      "the setting to change. Large vocabularies: model.loss_chunk (the fused loss, no\n"
+      "(tokens, vocab_size) logits) and train.grad_accum_steps (micro-batches). See\n"
+      "docs/training.md (Memory, Gradient accumulation).\n\n";
+
+// `wte train`'s command line, parsed and checked before any work (exit 2 for bad usage).
+struct TrainCommand {
+  bool help = false;               // --help was printed: nothing to do
+  std::string config_path;         // --config (--resume auto may set it to DIR/config.ini)
+  std::string user_config_path;    // --config as given
+  std::string resume, init_from;   // --resume PATH|auto, --init-from PATH
+  bool overwrite_given = false;    // --overwrite
+  std::vector<std::string> overrides;  // --section.key=value, in order
+  RunOptions opts;                 // out_dir, stop_at, quiet, overwrite, init_from, config
+};
+
+TrainCommand parse_train_options(int argc, char** argv) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "print this help")(
       "config,c", po::value<std::string>(), "INI config file, e.g. configs/default.ini (the Quick start's job); without one, every key "
@@ -139,35 +181,7 @@ int train_main(int argc, char** argv) {
       "never replaced")(
       "quiet,q", "no progress lines");
   CommandSpec spec;
-  spec.usage =
-      "Usage: wte train --config FILE [--out DIR] [--section.key=value ...]\n"
-      "       wte train --init-from CHECKPOINT [--config FILE] [--out DIR] "
-      "[--section.key=value ...]\n"
-      "       wte train --resume PATH|auto [--config FILE] [--out DIR] "
-      "[--section.key=value ...]\n\n"
-      "Trains a GPT-2-style model (wte + wpe -> transformer blocks -> ln_f -> lm_head,\n"
-      "tied to wte unless model.tie_embeddings = false) on a text corpus, on the CPU.\n"
-      "Prints a progress line (step, loss, tokens/s, ETA including the evaluations) and\n"
-      "says when it evaluates; writes DIR/metrics.csv, DIR/loss.svg (the loss curve),\n"
-      "DIR/config.ini (resolved), DIR/tokenizer/, int32 token files DIR/{train,val}.bin\n"
-      "and HDF5 checkpoints DIR/checkpoint_<step>.h5, and ends with the final validation\n"
-      "loss beside the unigram baseline.\n\n"
-      "metrics.csv columns: step, train_loss (this step's batch), val_loss (empty between\n"
-      "evaluations), lr, grad_norm (before clipping), tokens_per_s_avg (a running average:\n"
-      "tokens trained since the run or resume began over the time of those steps, without\n"
-      "evaluations and checkpoints), elapsed_s (wall time since the run or resume began).\n\n"
-      "Data-parallel: mpirun -np R wte train ... runs R ranks (processes, one or more\n"
-      "machines); each trains on its slice of every batch of train.batch_size samples\n"
-      "and the gradients are summed in rank order, so the loss curve is that of one\n"
-      "process up to rounding. Rank 0 prints and writes the run directory; set\n"
-      "train.threads per rank. See docs/distributed.md.\n\n"
-      "Memory: at start-up wte train prints the bytes of the parameters, gradients, AdamW\n"
-      "moments, the gradient accumulator, the activations and the loss workspace, and\n"
-      "refuses, before reading data or writing any file, a run that needs more than the\n"
-      "memory available (MemAvailable, or the cgroup's limit), naming the largest part and\n"
-      "the setting to change. Large vocabularies: model.loss_chunk (the fused loss, no\n"
-      "(tokens, vocab_size) logits) and train.grad_accum_steps (micro-batches). See\n"
-      "docs/training.md (Memory, Gradient accumulation).\n\n";
+  spec.usage = kTrainUsage;
   // After the options: every config key, and where configs/default.ini differs from the defaults.
   spec.example = "Config keys: INI sections [model] [data] [train] [optim] [checkpoint]; any key\n"
                  "can be overridden on the command line as --section.key=value (the command line\n"
@@ -181,13 +195,22 @@ int train_main(int argc, char** argv) {
                  "--out runs/short\n";
   spec.config_overrides = true;
   const CommandLine cl = parse_command_line(argc, argv, desc, spec);
-  if (cl.help) return 0;
+  if (cl.help) {
+    TrainCommand t;
+    t.help = true;
+    return t;
+  }
   const po::variables_map& vm = cl.vm;
-  const std::vector<std::string>& overrides = cl.overrides;
-  std::string config_path = file_option(vm, "config");
-  const std::string user_config_path = config_path;  // --resume auto may read DIR/config.ini
-  const std::string resume = vm.count("resume") ? vm["resume"].as<std::string>() : "";
-  const std::string init_from = vm.count("init-from") ? vm["init-from"].as<std::string>() : "";
+  TrainCommand t;
+  t.overwrite_given = vm.count("overwrite") > 0;
+  t.overrides = cl.overrides;
+  t.config_path = file_option(vm, "config");
+  t.user_config_path = t.config_path;  // --resume auto may read DIR/config.ini
+  t.resume = vm.count("resume") ? vm["resume"].as<std::string>() : "";
+  t.init_from = vm.count("init-from") ? vm["init-from"].as<std::string>() : "";
+  const std::string& config_path = t.config_path;
+  const std::string& resume = t.resume;
+  const std::string& init_from = t.init_from;
   if (!init_from.empty() && !resume.empty())
     throw UsageError("--init-from and --resume exclude each other: --resume continues a run "
                      "exactly, --init-from starts a new run from a checkpoint's weights");
@@ -196,7 +219,7 @@ int train_main(int argc, char** argv) {
   // A directory (a run's), /dev/null or a missing file, named with its option, before any work.
   if (!resume.empty() && resume != "auto") require_checkpoint_file("--resume", resume);
   if (!init_from.empty()) require_checkpoint_file("--init-from", init_from);
-  RunOptions opts;
+  RunOptions& opts = t.opts;
   opts.quiet = vm.count("quiet") > 0;
   opts.overwrite = vm.count("overwrite") > 0;
   if (vm.count("stop-at")) {
@@ -228,20 +251,142 @@ int train_main(int argc, char** argv) {
                                             : fs::path(config_path).stem().string()))
                        .string();
   }
-  bool earlier_run_deleted = false;  // set by the trainer (--overwrite)
-  opts.earlier_run_deleted = &earlier_run_deleted;
   opts.init_from = init_from;
   opts.config_file = config_path;
-  opts.overrides = overrides;
+  opts.overrides = t.overrides;
   // --resume auto without --config continues the run in --out: a directory that must exist.
   if (resume == "auto" && config_path.empty() && !fs::exists(opts.out_dir))
     throw Error("--resume auto: the run directory '" + opts.out_dir + "' does not exist; give "
                 "the --out of an earlier run, or --config FILE to start a run there from step 0");
+  return t;
+}
+
+// --resume auto: sets opts.resume to the valid, resumable checkpoint of the highest stored step
+// in opts.out_dir and returns that step; -1 when there is none (then the run starts again from
+// step 0 with opts.overwrite set, its config from DIR/config.ini when config_path is empty).
+// Throws wte::Error when checkpoints exist but none is valid, UsageError for a config.ini that
+// wte did not write.
+int64_t resolve_resume_auto(RunOptions& opts, std::string& config_path) {
+  int64_t auto_step = -1;
+    // The valid, resumable checkpoint of the highest stored step (its file name is not trusted);
+    // broken ones are reported, never silently used or silently replaced by a fresh start. Each
+    // is read in a child process first (validate_checkpoint_isolated), so a damaged file that
+    // crashes or hangs HDF5 is reported and skipped like any other broken one. A locked one stops
+    // the search: skipping it would silently resume from an older checkpoint and lose steps.
+    const auto found = list_checkpoints(opts.out_dir);
+    std::string skipped;
+    std::vector<std::pair<uint64_t, std::string>> broken;  // (file name's step, path)
+    for (auto it = found.rbegin(); it != found.rend(); ++it) {
+      try {
+        validate_checkpoint_isolated(it->second);
+        const CheckpointInfo info = read_checkpoint_info(it->second);
+        if (!info.resumable()) throw Error("'" + it->second + "' is a weights-only checkpoint");
+        if (info.step > auto_step) {
+          opts.resume = it->second;
+          auto_step = info.step;
+        }
+      } catch (const hdf5::FileLockedError& e) {
+        throw Error(std::string("--resume auto: a checkpoint cannot be read: ") + e.what() +
+                    "\n(not resuming from an older checkpoint: that would lose the steps since)");
+      } catch (const Error& e) {
+        std::fprintf(stderr, "wte train: --resume auto: skipping %s\n", e.what());
+        skipped += std::string("\n  ") + e.what();
+        broken.emplace_back(it->first, it->second);
+      }
+    }
+    if (!opts.resume.empty() && !broken.empty()) {
+      // Said once, with the commands that set the broken files aside: wte never deletes or
+      // renames a file it could not read (it may be the only copy of those steps), and the run
+      // writes a checkpoint of the same name over it when it reaches that step.
+      std::string moves, names;
+      auto quoted = [](const std::string& path) {
+        std::string q = "'";
+        for (char c : path) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        return q + "'";
+      };
+      for (auto b = broken.rbegin(); b != broken.rend(); ++b) {
+        names += (names.empty() ? "" : ", ") + fs::path(b->second).filename().string();
+        moves += "\n  mv " + quoted(b->second) + " " + quoted(b->second + ".corrupt");
+      }
+      std::fprintf(stderr,
+                   "wte train: --resume auto: resuming from '%s' (step %lld), the newest valid "
+                   "checkpoint; skipped %zu that do%s not validate: %s. They are left as they "
+                   "are (the run writes over a file of the same name when it reaches that step); "
+                   "to keep them aside for inspection:%s\n",
+                   opts.resume.c_str(), static_cast<long long>(auto_step), broken.size(),
+                   broken.size() == 1 ? "es" : "", names.c_str(), moves.c_str());
+    }
+    if (opts.resume.empty() && !found.empty())
+      throw Error("--resume auto: none of the " + std::to_string(found.size()) +
+                  " checkpoint(s) in '" + opts.out_dir + "' is valid:" + skipped +
+                  "\n(not starting from scratch; remove the run directory to do that)");
+    if (opts.resume.empty() && config_path.empty()) {
+      // No checkpoint to take the config from: the run directory's own resolved config.ini
+      // (written before the first step) is the run's config.
+      const fs::path run_config = fs::path(opts.out_dir) / "config.ini";
+      if (!fs::is_regular_file(run_config))
+        throw Error("--resume auto: '" + opts.out_dir + "' holds no checkpoint and no config.ini; "
+                    "give --config FILE to start the run from step 0");
+      // Another program's (or the user's) config.ini: the restart would replace it by the
+      // resolved config (train/run_directory.h).
+      if (!is_written_config(run_config.string()))
+        throw UsageError("--resume auto: '" + opts.out_dir + "' holds no checkpoint, and its "
+                         "config.ini is not one wte train wrote: starting a run there would "
+                         "replace it by the resolved config. Give --config FILE and another --out");
+      config_path = run_config.string();
+    }
+    if (opts.resume.empty()) {
+      // Nothing to resume: a run stopped before its first checkpoint (only its step-0 snapshot
+      // and prepared files, if anything). Start it again from step 0; its snapshots are replaced
+      // by the same ones (same config and seed).
+      const size_t snapshots = list_snapshots(opts.out_dir).size();
+      opts.overwrite = true;
+      if (!opts.quiet)
+        std::printf("--resume auto: no checkpoint in '%s'; starting from step 0%s\n",
+                    opts.out_dir.c_str(),
+                    snapshots ? (" (replacing " + std::to_string(snapshots) +
+                                 " snapshot(s) of the run that stopped before its first checkpoint)")
+                                    .c_str()
+                              : "");
+    }
+  return auto_step;
+}
+
+// A start-up stopped by SIGINT/SIGTERM: removes what it made in a run directory it created, says
+// what it removed or kept, and returns the shell's code for a process ended by that signal.
+int report_interrupted(const Interrupted& e, std::optional<RunDirectory>& run_dir,
+                       const std::string& out_dir, bool earlier_run_deleted) {
+  // As a failed start-up: what it made in a run directory it created is removed; then the
+  // shell's code for a process ended by that signal.
+  const std::string what = run_dir ? run_dir->remove_start_up_files() : "";
+  run_dir.reset();
+  // An existing directory is kept; with --overwrite its earlier run may already be gone.
+  const std::string kept =
+      "the run directory '" + out_dir + "' existed before and is kept" +
+      (earlier_run_deleted
+           ? ", but --overwrite had already deleted the earlier run's checkpoints and snapshots "
+             "there (its config.ini and token files may be this start-up's): start the run "
+             "again, with --overwrite"
+           : "");
+  std::fprintf(stderr, "wte train: %s; %s\n", e.what(),
+               what.empty() ? kept.c_str() : what.c_str());
+  return 128 + e.signal();
+}
+
+int train_main(int argc, char** argv) {
+  TrainCommand t = parse_train_options(argc, argv);
+  if (t.help) return 0;
+  RunOptions& opts = t.opts;
+  std::string& config_path = t.config_path;
+  const std::string& user_config_path = t.user_config_path;
+  const std::string& resume = t.resume;
+  bool earlier_run_deleted = false;  // set by the trainer (--overwrite)
+  opts.earlier_run_deleted = &earlier_run_deleted;
   // The user's config is read before the stop handlers and the run directory exist: one that
   // blocks (a FIFO nobody writes to) ends at the first Ctrl-C, and leaves nothing behind.
   std::optional<Config> user_cfg;
   if (!config_path.empty())
-    user_cfg = usage_errors_of_overrides([&] { return load_config(config_path, overrides); });
+    user_cfg = usage_errors_of_overrides([&] { return load_config(config_path, t.overrides); });
   // SIGINT/SIGTERM from before the directory exists: the start-up stops at its next stage and
   // removes what it made (train/signals.h), instead of dying and leaving it.
   const StopSignalScope stop_signals;
@@ -276,96 +421,15 @@ int train_main(int argc, char** argv) {
   };
   try {
     int64_t auto_step = -1;
-    if (resume == "auto") {
-      // The valid, resumable checkpoint of the highest stored step (its file name is not trusted);
-      // broken ones are reported, never silently used or silently replaced by a fresh start. Each
-      // is read in a child process first (validate_checkpoint_isolated), so a damaged file that
-      // crashes or hangs HDF5 is reported and skipped like any other broken one. A locked one stops
-      // the search: skipping it would silently resume from an older checkpoint and lose steps.
-      const auto found = list_checkpoints(opts.out_dir);
-      std::string skipped;
-      std::vector<std::pair<uint64_t, std::string>> broken;  // (file name's step, path)
-      for (auto it = found.rbegin(); it != found.rend(); ++it) {
-        try {
-          validate_checkpoint_isolated(it->second);
-          const CheckpointInfo info = read_checkpoint_info(it->second);
-          if (!info.resumable()) throw Error("'" + it->second + "' is a weights-only checkpoint");
-          if (info.step > auto_step) {
-            opts.resume = it->second;
-            auto_step = info.step;
-          }
-        } catch (const hdf5::FileLockedError& e) {
-          throw Error(std::string("--resume auto: a checkpoint cannot be read: ") + e.what() +
-                      "\n(not resuming from an older checkpoint: that would lose the steps since)");
-        } catch (const Error& e) {
-          std::fprintf(stderr, "wte train: --resume auto: skipping %s\n", e.what());
-          skipped += std::string("\n  ") + e.what();
-          broken.emplace_back(it->first, it->second);
-        }
-      }
-      if (!opts.resume.empty() && !broken.empty()) {
-        // Said once, with the commands that set the broken files aside: wte never deletes or
-        // renames a file it could not read (it may be the only copy of those steps), and the run
-        // writes a checkpoint of the same name over it when it reaches that step.
-        std::string moves, names;
-        auto quoted = [](const std::string& path) {
-          std::string q = "'";
-          for (char c : path) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-          return q + "'";
-        };
-        for (auto b = broken.rbegin(); b != broken.rend(); ++b) {
-          names += (names.empty() ? "" : ", ") + fs::path(b->second).filename().string();
-          moves += "\n  mv " + quoted(b->second) + " " + quoted(b->second + ".corrupt");
-        }
-        std::fprintf(stderr,
-                     "wte train: --resume auto: resuming from '%s' (step %lld), the newest valid "
-                     "checkpoint; skipped %zu that do%s not validate: %s. They are left as they "
-                     "are (the run writes over a file of the same name when it reaches that step); "
-                     "to keep them aside for inspection:%s\n",
-                     opts.resume.c_str(), static_cast<long long>(auto_step), broken.size(),
-                     broken.size() == 1 ? "es" : "", names.c_str(), moves.c_str());
-      }
-      if (opts.resume.empty() && !found.empty())
-        throw Error("--resume auto: none of the " + std::to_string(found.size()) +
-                    " checkpoint(s) in '" + opts.out_dir + "' is valid:" + skipped +
-                    "\n(not starting from scratch; remove the run directory to do that)");
-      if (opts.resume.empty() && config_path.empty()) {
-        // No checkpoint to take the config from: the run directory's own resolved config.ini
-        // (written before the first step) is the run's config.
-        const fs::path run_config = fs::path(opts.out_dir) / "config.ini";
-        if (!fs::is_regular_file(run_config))
-          throw Error("--resume auto: '" + opts.out_dir + "' holds no checkpoint and no config.ini; "
-                      "give --config FILE to start the run from step 0");
-        // Another program's (or the user's) config.ini: the restart would replace it by the
-        // resolved config (train/run_directory.h).
-        if (!is_written_config(run_config.string()))
-          throw UsageError("--resume auto: '" + opts.out_dir + "' holds no checkpoint, and its "
-                           "config.ini is not one wte train wrote: starting a run there would "
-                           "replace it by the resolved config. Give --config FILE and another --out");
-        config_path = run_config.string();
-      }
-      if (opts.resume.empty()) {
-        // Nothing to resume: a run stopped before its first checkpoint (only its step-0 snapshot
-        // and prepared files, if anything). Start it again from step 0; its snapshots are replaced
-        // by the same ones (same config and seed).
-        const size_t snapshots = list_snapshots(opts.out_dir).size();
-        opts.overwrite = true;
-        if (!opts.quiet)
-          std::printf("--resume auto: no checkpoint in '%s'; starting from step 0%s\n",
-                      opts.out_dir.c_str(),
-                      snapshots ? (" (replacing " + std::to_string(snapshots) +
-                                   " snapshot(s) of the run that stopped before its first checkpoint)")
-                                      .c_str()
-                                : "");
-      }
-    } else {
+    if (resume == "auto")
+      auto_step = resolve_resume_auto(opts, config_path);
+    else
       opts.resume = resume;
-    }
     // Files in the run directory that wte did not write, and an earlier run's checkpoints, are
     // never replaced without --overwrite, and the input config is never the output
     // (train/run_directory.h); before any work.
     if (run_dir)
-      check_run_files(opts.out_dir, user_config_path, opts.resume, vm.count("overwrite") > 0,
+      check_run_files(opts.out_dir, user_config_path, opts.resume, t.overwrite_given,
                       opts.overwrite);
     // Without --config a resumed run takes the checkpoint's own resolved config (paths absolute).
     const Config cfg = user_cfg ? *user_cfg : usage_errors_of_overrides([&] {
@@ -373,8 +437,8 @@ int train_main(int argc, char** argv) {
       const std::string own = !opts.resume.empty() ? opts.resume : opts.init_from;
       return (!own.empty() && config_path.empty())
                  ? parse_config(read_checkpoint_info(own).config_ini,
-                                "the config stored in '" + own + "'", overrides)
-                 : load_config(config_path, overrides);
+                                "the config stored in '" + own + "'", t.overrides)
+                 : load_config(config_path, t.overrides);
     });
     if (auto_step >= 0 && static_cast<uint64_t>(auto_step) >= cfg.train.steps) {
       // --resume auto of a run that already finished (e.g. killed after its last checkpoint):
@@ -394,21 +458,7 @@ int train_main(int argc, char** argv) {
     // that received it.
     return summary.signal != 0 ? 128 + summary.signal : 0;
   } catch (const Interrupted& e) {
-    // As a failed start-up: what it made in a run directory it created is removed; then the
-    // shell's code for a process ended by that signal.
-    const std::string what = run_dir ? run_dir->remove_start_up_files() : "";
-    run_dir.reset();
-    // An existing directory is kept; with --overwrite its earlier run may already be gone.
-    const std::string kept =
-        "the run directory '" + opts.out_dir + "' existed before and is kept" +
-        (earlier_run_deleted
-             ? ", but --overwrite had already deleted the earlier run's checkpoints and snapshots "
-               "there (its config.ini and token files may be this start-up's): start the run "
-               "again, with --overwrite"
-             : "");
-    std::fprintf(stderr, "wte train: %s; %s\n", e.what(),
-                 what.empty() ? kept.c_str() : what.c_str());
-    return 128 + e.signal();
+    return report_interrupted(e, run_dir, opts.out_dir, earlier_run_deleted);
   } catch (const UsageError& e) {
     throw UsageError(e.what() + removed());
   } catch (const Error& e) {
