@@ -158,6 +158,7 @@ int cmd_profile_comm(int argc, char** argv) {
     std::vector<double> fb, opt;
     for (size_t i = 0; i < repeat + 1; ++i) {
       auto t0 = Clock::now();
+      model.zero_grad();  // as train_step: backward adds
       model.forward(inputs.data(), targets.data(), B, T);
       model.backward();
       const double a = seconds_since(t0);
@@ -183,6 +184,7 @@ int cmd_profile_comm(int argc, char** argv) {
   // AdamW between them (measured above).
   GradientSync sync(comm, B);
   const BatchSlice mine = sync.slice();
+  model.zero_grad();
   model.forward(inputs.data() + mine.first * T, targets.data() + mine.first * T, mine.count, T);
   model.backward();
   std::vector<double> ex;
