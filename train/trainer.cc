@@ -381,15 +381,28 @@ size_t resident_bytes() {
   return 0;
 }
 
-// Sizes the model's buffers for micro-batches of B sequences of T (the memory plan's shape) and
-// prints what the run holds in memory: the plan's parts (src/model/memory_plan.h, the same bytes
-// the start-up check estimated), then what was resident before the model existed (`before`,
-// measured: the program and its libraries, the tokenizer, the token streams), and their total.
+// Sizes the model's buffers for micro-batches of B sequences of T (the memory plan's shape), runs
+// one warm-up forward and backward on a batch of token 0 (so oneDNN creates its primitives and
+// scratch now: the first step's numbers are unchanged, since the parameters are not touched and
+// every step starts with zero_grad), and prints what the run holds in memory: the plan's parts
+// (src/model/memory_plan.h, the same bytes the start-up check estimated), what was resident
+// before the model existed (`before`, measured: the program and its libraries, the tokenizer,
+// the token streams), what the warm-up added beyond the plan (measured: oneDNN's primitives, JIT
+// code and scratch, the threads' stacks), and their total.
 void print_memory(Model& model, const Config& cfg, size_t B, size_t T, size_t before,
                   const Say& say) {
   const PlanShape shape = training_plan_shape(cfg);
   model.reserve(B, T, shape.micro_batches);
   const MemoryPlan plan = plan_memory(cfg.model, shape);
+  {
+    const std::vector<int32_t> zeros(B * T, 0);
+    model.zero_grad();
+    model.forward(zeros.data(), zeros.data(), B, T);
+    model.backward();
+    model.zero_grad();
+  }
+  const size_t after = resident_bytes();
+  const size_t beyond = after > before + plan.bytes() ? after - before - plan.bytes() : 0;
   const double mb = 1.0 / (1024.0 * 1024.0);
   auto part = [&](const std::string& name) { return static_cast<double>(plan.part_bytes(name)) * mb; };
   char loss_text[128];
@@ -409,11 +422,14 @@ void print_memory(Model& model, const Config& cfg, size_t B, size_t T, size_t be
                       part("bf16 copies of one step's GEMM inputs");
   const double other = total - params - grads - adamw - acts - loss;
   const double outside = static_cast<double>(before) * mb;
+  const double onednn = static_cast<double>(beyond) * mb;
   say("memory: parameters %.1f MiB, gradients %.1f MiB, AdamW m and v %.1f MiB, activations "
       "%.1f MiB (B %zu, T %zu per micro-batch), loss workspace %.1f MiB (%s), other buffers "
       "%.1f MiB; planned %.1f MiB + resident before the model %.1f MiB (program, libraries, "
-      "tokenizer, tokens; measured) = total %.1f MiB\n",
-      params, grads, adamw, acts, B, T, loss, loss_text, other, total, outside, total + outside);
+      "tokenizer, tokens) + beyond the plan after a warm-up pass %.1f MiB (oneDNN primitives "
+      "and scratch, threads) = total %.1f MiB\n",
+      params, grads, adamw, acts, B, T, loss, loss_text, other, total, outside, onednn,
+      total + outside + onednn);
 }
 
 // --- The step -----------------------------------------------------------------------------------
