@@ -44,13 +44,43 @@ std::string loss_part(const UnembeddingTiles& tiles) {
                        : "logits of one step";
 }
 
-size_t num_parameters(const ModelConfig& c) {
-  const size_t V = c.vocab_size, C = c.d_model;
-  return V * C * (c.tie_embeddings ? 1 : 2) + c.n_ctx * C + 2 * C +
-         c.n_layer * (12 * C * C + 13 * C);
-}
-
 }  // namespace
+
+std::vector<TensorSpec> parameter_tensors(const ModelConfig& config) {
+  const size_t V = config.vocab_size, C = config.d_model, P = config.n_ctx;
+  std::vector<TensorSpec> tensors;
+  size_t offset = 0;
+  auto add = [&](std::string name, std::vector<size_t> shape, bool decay) {
+    size_t size = 1;
+    for (size_t d : shape) size *= d;
+    tensors.push_back({std::move(name), std::move(shape), offset, size, decay});
+    offset += size;
+  };
+  add("wte", {V, C}, true);
+  add("wpe", {P, C}, true);
+  add("ln_f/g", {C}, false);
+  add("ln_f/b", {C}, false);
+  if (!config.tie_embeddings) {
+    tensors[0].sparse_grad = true;  // wte: lazy row-sparse gradient (Model::wte_grad_rows)
+    add("lm_head", {V, C}, true);
+  }
+  for (size_t l = 0; l < config.n_layer; ++l) {
+    const std::string h = "h" + std::to_string(l) + "/";
+    add(h + "ln_1/g", {C}, false);
+    add(h + "ln_1/b", {C}, false);
+    add(h + "attn/c_attn/w", {C, 3 * C}, true);
+    add(h + "attn/c_attn/b", {3 * C}, false);
+    add(h + "attn/c_proj/w", {C, C}, true);
+    add(h + "attn/c_proj/b", {C}, false);
+    add(h + "ln_2/g", {C}, false);
+    add(h + "ln_2/b", {C}, false);
+    add(h + "mlp/c_fc/w", {C, 4 * C}, true);
+    add(h + "mlp/c_fc/b", {4 * C}, false);
+    add(h + "mlp/c_proj/w", {4 * C, C}, true);
+    add(h + "mlp/c_proj/b", {C}, false);
+  }
+  return tensors;
+}
 
 size_t MemoryPlan::bytes() const {
   size_t total = 0;
@@ -163,7 +193,8 @@ size_t accumulated_wte_rows(const ModelConfig& c, size_t N, size_t micro_batches
 MemoryPlan plan_memory(const ModelConfig& c, const PlanShape& shape) {
   MemoryPlan plan;
   const size_t V = c.vocab_size, C = c.d_model;
-  const size_t P = num_parameters(c);
+  const std::vector<TensorSpec> tensors = parameter_tensors(c);
+  const size_t P = tensors.back().offset + tensors.back().size;
   const bool bf16 = plan_bf16_gemms(c);
   const size_t N = shape.B * shape.T, BTT = shape.B * shape.T * shape.T;
   size_t rounding = 0, rounding_adamw = 0;  // the model's allocations', AdamW's

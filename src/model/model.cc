@@ -224,36 +224,10 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
     throw Error("model.n_head = " + std::to_string(config.n_head) +
                 " does not divide model.d_model = " + std::to_string(C) + " (model.n_layer = " +
                 std::to_string(config.n_layer) + "); every head has d_model / n_head channels");
-  auto add = [&](std::string name, std::vector<size_t> shape, bool decay) {
-    size_t size = 1;
-    for (size_t d : shape) size *= d;
-    tensors_.push_back({std::move(name), std::move(shape), num_parameters_, size, decay});
-    num_parameters_ += size;
-  };
-  add("wte", {V, C}, true);
-  add("wpe", {P, C}, true);
-  add("ln_f/g", {C}, false);
-  add("ln_f/b", {C}, false);
-  if (!config.tie_embeddings) {
-    tensors_[0].sparse_grad = true;  // wte: lazy row-sparse gradient (wte_grad_rows)
-    add("lm_head", {V, C}, true);
-  }
-  const size_t first_block_tensor = tensors_.size();
-  for (size_t l = 0; l < config.n_layer; ++l) {
-    const std::string h = "h" + std::to_string(l) + "/";
-    add(h + "ln_1/g", {C}, false);
-    add(h + "ln_1/b", {C}, false);
-    add(h + "attn/c_attn/w", {C, 3 * C}, true);
-    add(h + "attn/c_attn/b", {3 * C}, false);
-    add(h + "attn/c_proj/w", {C, C}, true);
-    add(h + "attn/c_proj/b", {C}, false);
-    add(h + "ln_2/g", {C}, false);
-    add(h + "ln_2/b", {C}, false);
-    add(h + "mlp/c_fc/w", {C, 4 * C}, true);
-    add(h + "mlp/c_fc/b", {4 * C}, false);
-    add(h + "mlp/c_proj/w", {4 * C, C}, true);
-    add(h + "mlp/c_proj/b", {C}, false);
-  }
+  // The tensors in arena order, from the one table (src/model/memory_plan.h).
+  tensors_ = parameter_tensors(config);
+  num_parameters_ = tensors_.back().offset + tensors_.back().size;
+  const size_t first_block_tensor = config.tie_embeddings ? 4 : 5;
   // Not touched here: init_weights or a checkpoint fills the parameters, the first backward the
   // gradients; a model that is only loaded and saved (wte import) never faults in its gradients.
   params_memory_ = allocate_zeroed(num_parameters_, /*touch=*/false);
