@@ -337,67 +337,53 @@ void check_run_files(const std::string& dir, const std::string& user_config,
       "them. Choose another --out, remove them, or pass --overwrite to replace them");
 }
 
-std::vector<MemoryPart> estimate_training_memory(const Config& cfg) {
-  const double V = static_cast<double>(cfg.model.vocab_size), C = static_cast<double>(cfg.model.d_model),
-               P = static_cast<double>(cfg.model.n_ctx);
+PlanShape training_plan_shape(const Config& cfg) {
   // One forward holds a micro-batch: train.batch_size / train.grad_accum_steps sequences.
   const size_t K = std::max<size_t>(cfg.train.grad_accum_steps, 1);
-  const size_t B_micro = std::max<size_t>(cfg.train.batch_size / K, 1);
-  const double N = static_cast<double>(B_micro) * static_cast<double>(cfg.data.seq_len);
-  const double L = static_cast<double>(cfg.model.n_layer);
-  const double NH = static_cast<double>(std::max<size_t>(cfg.model.n_head, 1));
-  const double Tq = static_cast<double>(cfg.data.seq_len), Bq = static_cast<double>(B_micro);
-  // GPT-2's block: c_attn (C,3C)+3C, c_proj (C,C)+C, c_fc (C,4C)+4C, mlp c_proj (4C,C)+C, two LNs.
-  const double params = V * C * (cfg.model.tie_embeddings ? 1 : 2) + P * C + 2 * C +
-                        L * (12 * C * C + 13 * C);
+  return PlanShape{std::max<size_t>(cfg.train.batch_size / K, 1), cfg.data.seq_len, K, true, true};
+}
+
+std::vector<MemoryPart> estimate_training_memory(const Config& cfg) {
+  const PlanShape shape = training_plan_shape(cfg);
+  const MemoryPlan plan = plan_memory(cfg.model, shape);
   const std::string table = cfg.model.tie_embeddings ? "model.vocab_size x model.d_model"
                                                      : "model.vocab_size x model.d_model (wte and lm_head)";
-  const std::string per_forward =
-      K > 1 ? "train.batch_size / train.grad_accum_steps x data.seq_len" : "train.batch_size x data.seq_len";
-  std::vector<MemoryPart> parts = {
-      {"parameters", 4 * params, table, "model.vocab_size or model.d_model"},
-      {"gradients", 4 * params, table, "model.vocab_size or model.d_model"},
-      {"AdamW m and v", 8 * params, table, "model.vocab_size or model.d_model"},
+  const std::string per_forward = shape.micro_batches > 1
+                                      ? "train.batch_size / train.grad_accum_steps x data.seq_len"
+                                      : "train.batch_size x data.seq_len";
+  // Which settings scale each part of the plan, and which to lower.
+  auto describe = [&](const std::string& part) -> std::pair<std::string, std::string> {
+    if (part == "parameters" || part == "gradients" || part == "AdamW m and v" ||
+        part == "allocation rounding")
+      return {table, "model.vocab_size or model.d_model"};
+    if (part == "bf16 copy of the parameters")
+      return {table, "model.vocab_size or model.d_model, or set model.matmul_precision = f32"};
+    if (part == "logits of one step")
+      return {per_forward + " x model.vocab_size",
+              "train.batch_size or data.seq_len, raise train.grad_accum_steps, or set "
+              "model.loss_chunk (the fused loss keeps model.loss_chunk x model.vocab_size floats "
+              "instead)"};
+    if (part.rfind("loss workspace", 0) == 0)
+      return {"model.loss_chunk x model.vocab_size", "model.loss_chunk"};
+    if (part == "hidden states of one step")
+      return {per_forward + " x model.d_model",
+              "train.batch_size or data.seq_len, or raise train.grad_accum_steps"};
+    if (part == "block activations of one step")
+      return {"model.n_layer x " + per_forward,
+              "model.n_layer, train.batch_size or data.seq_len, or raise train.grad_accum_steps"};
+    if (part == "bf16 copies of one step's GEMM inputs")
+      return {"model.n_layer x " + per_forward + " x model.d_model",
+              "model.n_layer, train.batch_size or data.seq_len, raise train.grad_accum_steps, or "
+              "set model.matmul_precision = f32"};
+    if (part == "wte gradient rows")
+      return {"train.batch_size x data.seq_len x model.d_model (at most model.vocab_size rows)",
+              "train.batch_size or data.seq_len"};
+    return {"train.batch_size x data.seq_len", "train.batch_size or data.seq_len"};
   };
-  if (K > 1)
-    parts.push_back({"gradient accumulator", 4 * params, table, "model.vocab_size or model.d_model"});
-  // The loss: the unfused (N, V) logits, or the fused path's block of rows x V (src/model/unembedding.h).
-  // bf16 GEMMs add a bf16 copy: of the (N, V) dlogits unfused, of one (rows, tile) tile fused.
-  const UnembeddingTiles tiles = resolve_loss_tiles(cfg.model, static_cast<size_t>(N));
-  const bool bf16 = cfg.model.matmul_precision == MatmulPrecision::bf16;
-  if (tiles.fused())
-    parts.push_back({"loss workspace (fused, " + std::to_string(tiles.rows) + " rows x vocab_size)",
-                     4 * static_cast<double>(unembedding_workspace_floats(tiles, cfg.model.vocab_size)) +
-                         (bf16 ? 2 * static_cast<double>(unembedding_workspace16_elems(tiles)) : 0),
-                     "model.loss_chunk x model.vocab_size", "model.loss_chunk"});
-  else
-    parts.push_back({"logits of one step", (bf16 ? 6 : 4) * N * V, per_forward + " x model.vocab_size",
-                     "train.batch_size or data.seq_len, raise train.grad_accum_steps, or set "
-                     "model.loss_chunk (the fused loss keeps model.loss_chunk x model.vocab_size "
-                     "floats instead)"});
-  parts.push_back({"hidden states of one step", 4 * 7 * N * C, per_forward + " x model.d_model",
-                   "train.batch_size or data.seq_len, or raise train.grad_accum_steps"});
-  // Per block, as llm.c keeps them: ln_1, qkv, attention output, c_proj, residual, ln_2,
-  // c_fc and its GELU (about 16 N C) and the (B, NH, T, T) scores and probabilities.
-  parts.push_back({"block activations of one step", 4 * L * (16 * N * C + 2 * Bq * NH * Tq * Tq),
-                   "model.n_layer x " + per_forward,
-                   "model.n_layer, train.batch_size or data.seq_len, or raise train.grad_accum_steps"});
-  if (bf16) {
-    // bf16 GEMMs read bf16 copies (2 bytes an element; src/model/model.cc, carve16): of every
-    // parameter (the weights' mirror), and of the GEMM inputs of one step: per block ln_1's and
-    // ln_2's outputs, the attention output (N C each), the GELU output (4 N C), qkv (3 N C) and the
-    // attention probabilities (B NH T^2); once for all blocks the backward's scratch (dX 4 N C,
-    // the attention output's gradient N C, the probabilities' gradient B NH T^2); and h', the
-    // unembedding's input (N C). The loss's own copies are in its part above. Counted from the
-    // config: on a CPU without a native bf16 matmul the model runs float32 and allocates none.
-    const double blocks16 = L * (10 * N * C + Bq * NH * Tq * Tq) +
-                            (L > 0 ? 5 * N * C + Bq * NH * Tq * Tq : 0);
-    parts.push_back({"bf16 copy of the parameters", 2 * params, table,
-                     "model.vocab_size or model.d_model, or set model.matmul_precision = f32"});
-    parts.push_back({"bf16 copies of one step's GEMM inputs", 2 * (N * C + blocks16),
-                     "model.n_layer x " + per_forward + " x model.d_model",
-                     "model.n_layer, train.batch_size or data.seq_len, raise "
-                     "train.grad_accum_steps, or set model.matmul_precision = f32"});
+  std::vector<MemoryPart> parts;
+  for (const auto& [part, bytes] : plan.parts()) {
+    const auto [setting, lower] = describe(part);
+    parts.push_back({part, static_cast<double>(bytes), setting, lower});
   }
   return parts;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "src/model/memory_plan.h"
 #include "wte/config.h"
 
 namespace wte {
@@ -128,16 +129,19 @@ struct MemoryPart {
   std::string lower;    // the settings to lower: "model.vocab_size or model.d_model"
 };
 
-/// The resident memory a training run of `cfg` needs, by part: parameters, gradients, AdamW's two
-/// moments (each 4 bytes per parameter: V*C (+ V*C untied) + n_ctx*C + 2C + n_layer*(12C^2 + 13C)),
-/// the gradient accumulator (4 bytes per parameter, only when train.grad_accum_steps > 1), and the
-/// activations of one forward of N = train.batch_size / train.grad_accum_steps * data.seq_len
-/// tokens: the loss (the unfused logits N*V, or the fused workspace rows*V, src/model/unembedding.h),
-/// hidden states and their gradients about 7*N*C, and per block about 16*N*C + 2*B*NH*T^2, float32.
-/// With model.matmul_precision = bf16 also the bf16 copies the GEMMs read, 2 bytes an element: of
-/// the parameters, of the loss's dlogits (in the loss part), and of one step's GEMM inputs:
-/// N*C + n_layer*(10*N*C + B*NH*T^2) + (n_layer > 0: 5*N*C + B*NH*T^2).
-/// Token streams are not counted (known only after reading).
+/// The shape of one training forward of `cfg` for the memory plan: micro-batches of
+/// train.batch_size / train.grad_accum_steps sequences of data.seq_len, grad_accum_steps of them
+/// per optimizer step, AdamW and the training loop's batch buffers.
+PlanShape training_plan_shape(const Config& cfg);
+
+/// The memory a training run of `cfg` allocates, by part: the memory plan (src/model/memory_plan.h,
+/// plan_memory(cfg.model, training_plan_shape(cfg))) added up by its parts, byte for byte what
+/// wte::Model, wte::AdamW and the training loop allocate (parameters, gradients, AdamW's two
+/// moments, the activations of one micro-batch with the loss's logits or fused workspace, an
+/// untied wte's accumulated gradient rows, the bf16 copies under bf16 GEMMs, small buffers, the
+/// allocator's rounding). Gradient accumulation adds no gradient arena (Model::backward adds into
+/// one). Not counted (known only once the process runs; `wte train` measures them at start-up):
+/// the program and its libraries, the tokenizer, the token streams, oneDNN's scratch.
 std::vector<MemoryPart> estimate_training_memory(const Config& cfg);
 
 /// Bytes this process may still allocate: MemAvailable from /proc/meminfo (the physical memory

@@ -23,11 +23,11 @@
 #include "wte/optimizer.h"
 #include "src/profile/clock.h"
 #include "src/analysis/loss_curve.h"
-#include "train/grad_accum.h"
 #include "src/io/file_checks.h"
 #include "src/io/snapshot.h"
 #include "train/distributed/grad_sync.h"
 #include "train/omp_env.h"
+#include "src/model/memory_plan.h"
 #include "train/run_directory.h"
 #include "train/start_checks.h"
 #include "train/signals.h"
@@ -382,28 +382,70 @@ std::ofstream write_run_files(const Config& cfg, const RunOptions& opts, const R
   return metrics;
 }
 
-// Sizes the activation arena for one micro-batch (B sequences of T) and prints what the run holds
-// in memory: parameters, gradients, AdamW's moments, the gradient accumulator, the activations and
-// the loss's share of them (the unfused (N, V) logits or the fused path's workspace).
-void print_memory(Model& model, const GradAccumulator& accum, size_t B, size_t T, const Say& say) {
-  model.reserve(B, T);
+// Bytes resident in this process now (VmRSS of /proc/self/status), 0 if unreadable.
+size_t resident_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      size_t kib = 0;
+      in >> kib;
+      return kib * 1024;
+    }
+    in.ignore(1 << 20, '\n');
+  }
+  return 0;
+}
+
+// Sizes the model's buffers for micro-batches of B sequences of T (the memory plan's shape), runs
+// one warm-up forward and backward on a batch of token 0 (so oneDNN creates its primitives and
+// scratch now: the first step's numbers are unchanged, since the parameters are not touched and
+// every step starts with zero_grad), and prints what the run holds in memory: the plan's parts
+// (src/model/memory_plan.h, the same bytes the start-up check estimated), what was resident
+// before the model existed (`before`, measured: the program and its libraries, the tokenizer,
+// the token streams), what the warm-up added beyond the plan (measured: oneDNN's primitives, JIT
+// code and scratch, the threads' stacks), and their total.
+void print_memory(Model& model, const Config& cfg, size_t B, size_t T, size_t before,
+                  const Say& say) {
+  const PlanShape shape = training_plan_shape(cfg);
+  model.reserve(B, T, shape.micro_batches);
+  const MemoryPlan plan = plan_memory(cfg.model, shape);
+  {
+    const std::vector<int32_t> zeros(B * T, 0);
+    model.zero_grad();
+    model.forward(zeros.data(), zeros.data(), B, T);
+    model.backward();
+    model.zero_grad();
+  }
+  const size_t after = resident_bytes();
+  const size_t beyond = after > before + plan.bytes() ? after - before - plan.bytes() : 0;
   const double mb = 1.0 / (1024.0 * 1024.0);
-  const double params = static_cast<double>(model.num_parameters() * sizeof(float)) * mb;
-  const double loss = static_cast<double>(model.loss_workspace_bytes()) * mb;
-  const double acts = static_cast<double>(model.activation_bytes()) * mb - loss;
-  const double acc = static_cast<double>(accum.bytes()) * mb;
-  char acc_text[64] = "";
-  if (accum.bytes() > 0) std::snprintf(acc_text, sizeof acc_text, ", gradient accumulator %.1f MiB", acc);
+  auto part = [&](const std::string& name) { return static_cast<double>(plan.part_bytes(name)) * mb; };
   char loss_text[128];
   const size_t V = model.config().vocab_size;
-  if (model.loss_rows() > 0)
+  double loss = 0;
+  if (model.loss_rows() > 0) {
     std::snprintf(loss_text, sizeof loss_text, "fused: %zu rows x %zu ids", model.loss_rows(), V);
-  else
+    loss = part("loss workspace (fused, " + std::to_string(model.loss_rows()) + " rows x vocab_size)");
+  } else {
     std::snprintf(loss_text, sizeof loss_text, "unfused: logits %zu x %zu", B * T, V);
-  say("memory: parameters %.1f MiB, gradients %.1f MiB, AdamW m and v %.1f MiB%s, activations "
-      "%.1f MiB (B %zu, T %zu per micro-batch), loss workspace %.1f MiB (%s); total %.1f MiB\n",
-      params, params, 2 * params, acc_text, acts, B, T, loss, loss_text,
-      4 * params + acc + acts + loss);
+    loss = part("logits of one step");
+  }
+  const double params = part("parameters") + part("bf16 copy of the parameters");
+  const double grads = part("gradients"), adamw = part("AdamW m and v");
+  const double total = static_cast<double>(plan.bytes()) * mb;
+  const double acts = part("hidden states of one step") + part("block activations of one step") +
+                      part("bf16 copies of one step's GEMM inputs");
+  const double other = total - params - grads - adamw - acts - loss;
+  const double outside = static_cast<double>(before) * mb;
+  const double onednn = static_cast<double>(beyond) * mb;
+  say("memory: parameters %.1f MiB, gradients %.1f MiB, AdamW m and v %.1f MiB, activations "
+      "%.1f MiB (B %zu, T %zu per micro-batch), loss workspace %.1f MiB (%s), other buffers "
+      "%.1f MiB; planned %.1f MiB + resident before the model %.1f MiB (program, libraries, "
+      "tokenizer, tokens) + beyond the plan after a warm-up pass %.1f MiB (oneDNN primitives "
+      "and scratch, threads) = total %.1f MiB\n",
+      params, grads, adamw, acts, B, T, loss, loss_text, other, total, outside, onednn,
+      total + outside + onednn);
 }
 
 // --- The step -----------------------------------------------------------------------------------
@@ -420,16 +462,18 @@ struct StepResult {
 // parameters are all-gathered. A diverged step stops the run before it reaches the parameters
 // (the loss and norm are the same on every rank, so every rank stops): the last checkpoint and
 // the parameters in memory stay finite.
-// With train.grad_accum_steps = K > 1 the slice runs as K micro-batches in order (src/model/
-// grad_accum.h): each gradient is divided by the slice's tokens, so they sum to the gradient of the
-// slice's mean loss, and the loss is the token-weighted mean of theirs (in double).
-StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, GradAccumulator& accum,
-                      const Config& cfg, size_t step, const int32_t* inputs,
-                      const int32_t* targets) {
+// The gradient is zeroed once per step (Model::zero_grad) and every backward adds into it. With
+// train.grad_accum_steps = K > 1 the slice runs as K micro-batches in order, forward and backward
+// into the same gradient: each micro-batch's loss gradient is divided by the slice's tokens
+// (Model::forward's loss_tokens), so they sum to the gradient of the slice's mean loss with no
+// scaling afterwards, and the loss is the token-weighted mean of theirs (in double).
+StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, const Config& cfg,
+                      size_t step, const int32_t* inputs, const int32_t* targets) {
   const size_t T = cfg.data.seq_len, K = cfg.train.grad_accum_steps;
   const BatchSlice mine = sync.slice();
   const bool parallel = sync.ranks() > 1;
   StepResult r;
+  model.zero_grad();
   if (K == 1) {
     r.loss = model.forward(inputs + mine.first * T, targets + mine.first * T, mine.count, T);
     model.backward();
@@ -446,22 +490,21 @@ StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, GradAc
       const size_t at = (mine.first + a) * T;
       const float l = model.forward(inputs + at, targets + at, b - a, T, tokens);
       model.backward();
-      accum.add(model, k == first, k == last);
       loss_sum += static_cast<double>(l) * static_cast<double>((b - a) * T);
     }
     r.loss = static_cast<float>(loss_sum / static_cast<double>(tokens));
   }
-  // The step's row-sparse wte gradient (untied): the model's own, or the micro-batches' merged.
-  const SparseRowGrad wte_rows = accum.wte_rows(model);
+  // The step's row-sparse wte gradient (untied): the micro-batches' rows, merged by the model.
+  const SparseRowGrad wte_rows = model.wte_grad_rows();
   if (parallel) r.loss = sync.reduce_scatter(model, r.loss, &wte_rows);
   // Global-norm clipping without a pass of its own: the norm's sums of squares of a tied wte's
-  // gradient come from the scatter, which summed each block as it finished it (Model::
-  // grad_norm_head; one micro-batch, one process: otherwise the gradient changed after backward),
+  // gradient come from the last backward's scatter, which summed each block of the accumulated
+  // gradient as it finished it (Model::grad_norm_head; one process: a reduce changes the gradient),
   // the rest is one vectorized read (wte::sum_of_squares; with several ranks, each rank's block,
   // combined in block order), and AdamW applies the clipping factor as it reads each gradient
   // (bit-identical to scaling them in place first, as clip_grad_norm does).
   r.grad_norm = parallel ? sync.grad_norm(model)
-                         : grad_norm(model, wte_rows, K == 1 ? model.grad_norm_head() : GradNormHead{});
+                         : grad_norm(model, wte_rows, model.grad_norm_head());
   r.lr = learning_rate(step, cfg.train.steps, cfg.optim);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     char msg[320];
@@ -626,9 +669,9 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
 
   // Model and optimizer: fresh, or everything from the checkpoint (read into temporaries first,
   // so a failure changes nothing and nothing has been written yet).
+  const size_t resident_before_model = resident_bytes();  // for the memory line (print_memory)
   Model model(cfg.model);
   AdamW optimizer(model);
-  GradAccumulator accum(model, cfg.train.grad_accum_steps);
   // Sequences per forward: a micro-batch of the batch (a rank's micro-batches are no larger);
   // evaluation runs batches of this size too, so no forward needs more memory than a micro-batch.
   const size_t B_micro = B / cfg.train.grad_accum_steps;
@@ -678,7 +721,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   // Which GEMMs run: model.matmul_precision, the kernel oneDNN picks for it on this CPU (its ISA),
   // or why bf16 fell back to float32.
   say("gemms: %s\n", model.gemm_precision_note().c_str());
-  print_memory(model, accum, B_micro, T, say);
+  print_memory(model, cfg, B_micro, T, resident_before_model, say);
 
   // The loop: a step, then (when due) evaluation, a log line, a checkpoint.
   const size_t val_windows_all = (d.val_ids.size() - 1) / T;
@@ -698,7 +741,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     loader.next_batch(inputs.data(), targets.data(), B, trace.served());
     trace.write(step + 1);
     const StepResult r =
-        train_step(model, optimizer, sync, accum, cfg, step, inputs.data(), targets.data());
+        train_step(model, optimizer, sync, cfg, step, inputs.data(), targets.data());
     step_seconds += seconds_since(t0);
     if (writer && step == start_step) will_write_snapshot(step + 1);
     if (writer) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, step + 1);  // not timed

@@ -14,14 +14,18 @@
 // `tf.matmul(h_flat, wte, transpose_b=True)`; initialisation from the same file and the GPT-2
 // paper (residual projections scaled by 1/√(2·n_layer)).
 //
+// Gradients accumulate (llm.c's convention): backward() adds every parameter gradient into the
+// gradient arena, and Model::zero_grad() zeroes it, once per optimizer step, before the first
+// micro-batch; gradient accumulation is then just several forward/backward passes.
 // wte's gradient has two paths that add into ONE buffer, grads.wte: the unembedding GEMM
-// (dlogitsᵀ · h', dense, written first with beta = 0, so no V×C zero-fill is needed) and the lookup
-// backward (a sparse-row scatter-add of dhidden into the rows whose ids are in the batch).
+// (dlogitsᵀ · h', dense, added through oneDNN's sum post-op) and the lookup backward (a sparse-row
+// scatter-add of dhidden into the rows whose ids are in the batch).
 //
 // Untied (model.tie_embeddings = false): logits = h' · lm_headᵀ with a separate lm_head (V,C) whose
 // gradient is dense (the GEMM); wte's gradient is row-sparse and never stored as (V,C): backward
-// leaves the touched rows' sums in wte_grad_rows() and the optimizer applies a lazy AdamW to those
-// rows only (include/wte/optimizer.h). grads().wte is then unused (zero).
+// leaves the touched rows' sums in wte_grad_rows() (merged over the passes since zero_grad) and
+// the optimizer applies a lazy AdamW to those rows only (include/wte/optimizer.h). grads().wte is
+// then unused (zero, never touched).
 #pragma once
 
 #include <cstddef>
@@ -156,8 +160,8 @@ class Model {
   /// gradients sum to the gradient of its mean loss).
   /// The loss (src/model/unembedding.h, chosen by model.loss_chunk): unfused, the (B·T, V) logits
   /// are computed, then overwritten by dlogits for backward(); fused, the logits are never stored
-  /// whole and the unembedding's gradients (dh', and dwte or dlm_head) are formed here, in the same
-  /// pass, so backward() starts below them.
+  /// whole and the unembedding's gradients (dh' written; dwte or dlm_head added, as backward()
+  /// adds) are formed here, in the same pass, so backward() starts below them.
   /// inputs, targets: (B,T) ids. Throws wte::Error before any compute if T > n_ctx, or if an input
   /// or target id is outside [0, vocab_size) (names the id, its position and vocab_size).
   float forward(const int32_t* inputs, const int32_t* targets, size_t B, size_t T,
@@ -168,13 +172,26 @@ class Model {
   void forward_losses(const int32_t* inputs, const int32_t* targets, size_t B, size_t T,
                       float* losses);
 
-  /// Gradients of the loss of the last forward() into grads(): every gradient is overwritten, so
-  /// no zero_grad is needed. Order: the unembedding's dh GEMM, then its dlm_head GEMM (writes
-  /// grads.wte when tied), the ln_f backward writes the residual stream's gradient and grads.ln_f,
-  /// the blocks from last to first write their gradients and update the residual gradient in
-  /// place, the scatter adds into grads.wte (tied: and sums the squares of its finished blocks for
-  /// the gradient norm, grad_norm_head()), dwpe is zeroed and accumulated.
+  /// Gradients of the loss of the last forward() ADDED into grads() (+=, every parameter
+  /// gradient; the activations' gradients are written): call zero_grad() before the step's first
+  /// forward() (the fused loss adds its part of the gradient there), once per optimizer step;
+  /// several forward/backward pairs in between accumulate (gradient accumulation: pass forward()
+  /// the step's loss_tokens so the sum is the mean's gradient).
+  /// Order: the unembedding's dh GEMM (writes the residual stream's gradient, or ln_f's input
+  /// gradient), its dlm_head GEMM (adds into grads.wte when tied; the fused loss did both in
+  /// forward()), the ln_f backward (writes the residual gradient, adds grads.ln_f), the blocks
+  /// from last to first (add their gradients, update the residual gradient in place), the scatter
+  /// adds into grads.wte (tied: and sums the squares of the finished blocks for the gradient norm,
+  /// grad_norm_head()) or forms an untied wte's rows and merges them with the earlier passes',
+  /// then dwpe is added.
   void backward();
+
+  /// Zeroes the gradient: the dense arena (an untied wte's unused slot is left untouched), an
+  /// untied wte's rows (wte_grad_rows() becomes empty) and the norm's block sums. The training
+  /// loop calls it once per optimizer step, before the step's first forward() (not between a
+  /// forward and its backward: the fused loss adds gradient in forward). A new model's gradient
+  /// is zero already.
+  void zero_grad();
 
   /// Inference forward: returns the logits (B,T,V), valid until the next call; if targets is not
   /// null, also writes the per-token losses (B·T) into `losses`. Same checks as forward(). Always
@@ -183,16 +200,22 @@ class Model {
   const float* forward_logits(const int32_t* inputs, size_t B, size_t T,
                               const int32_t* targets = nullptr, float* losses = nullptr);
 
-  /// Untied models: wte's gradient of the last backward() as touched rows (valid until the next
-  /// backward). Tied models: count 0 (wte's gradient is dense in grads().wte).
+  /// Untied models: wte's gradient since zero_grad() as touched rows, the backward passes' rows
+  /// merged (a row in several is their sum, in pass order), valid until the next backward or
+  /// zero_grad. Tied models: count 0 (wte's gradient is dense in grads().wte).
   SparseRowGrad wte_grad_rows();
 
   /// Tied models: the gradient norm's sums of squares over the gradient arena's first blocks
-  /// (kSumOfSquaresBlock floats each, every block wholly inside wte's gradient), which the last backward()'s
-  /// scatter computed as it finished each block (embedding_backward_wte): give them to
-  /// grad_norm(model, wte_rows, head) straight after backward(), and the norm reads only the rest of
-  /// the gradient. Empty (count 0) for untied models and after forward(); stale once anything else
-  /// writes the gradients (gradient accumulation, a data-parallel reduce, clip_grad_norm).
+  /// (kSumOfSquaresBlock floats each, every block wholly inside wte's gradient), which the last
+  /// backward()'s scatter computed as it finished each block (embedding_backward_wte). The
+  /// scatter is the last writer of dwte in a backward, so the sums are those of the whole
+  /// gradient accumulated since zero_grad(), however many passes ran: give them to
+  /// grad_norm(model, wte_rows, head) straight after the step's last backward(), and the norm
+  /// reads only the rest of the gradient. One rule: the model empties them (count 0) whenever it
+  /// writes the gradient otherwise (forward(), whose fused loss adds dwte, and zero_grad());
+  /// anything outside the model that changes the gradient (a data-parallel reduce,
+  /// clip_grad_norm) makes them stale, and the norm must then read the whole gradient. Empty for
+  /// untied models.
   GradNormHead grad_norm_head() const;
 
   /// The precision the GEMMs' inputs have in this model: config().matmul_precision, except f32 when
@@ -226,9 +249,18 @@ class Model {
   float* param(const std::string& name);
   const float* param(const std::string& name) const;
 
-  /// Sizes the activation arena for batches up to (B, T) now rather than at the first forward
-  /// (forward() grows it when needed). Throws wte::Error if T > n_ctx or B or T is 0.
-  void reserve(size_t B, size_t T);
+  /// Allocates the buffers of the memory plan (src/model/memory_plan.h, plan_memory with this
+  /// shape) now rather than at the first forward: the activation arena for batches up to (B, T)
+  /// (forward() grows it when needed) and, for an untied wte, the rows of `micro_batches`
+  /// backward passes per zero_grad (grown when more run). Throws wte::Error if T > n_ctx or B or
+  /// T is 0.
+  void reserve(size_t B, size_t T, size_t micro_batches = 1);
+  /// Bytes of every buffer the model holds, counted from the allocations themselves (as
+  /// allocate_aligned hands them out, and the small vectors' capacities): after reserve(B, T, K)
+  /// and any number of steps of that shape, exactly the model's share of
+  /// plan_memory(config, {B, T, K}) (forward_logits's extra (N,V) buffer under the fused loss is
+  /// not counted: training never makes it).
+  size_t allocated_bytes() const;
   /// Bytes of the activation arena (one allocation: residual stream, every block's saved values,
   /// ln_f, the loss workspace, scratch), 0 before the first reserve/forward.
   size_t activation_bytes() const;

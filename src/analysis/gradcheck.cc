@@ -450,6 +450,7 @@ std::vector<CheckLine> compare_float_model(Model& model, const TokenBatch& batch
   const size_t N = batch.B * batch.T, V = p.V;
   const float* logits_ptr = model.forward_logits(batch.inputs.data(), batch.B, batch.T);
   const std::vector<float> logits(logits_ptr, logits_ptr + N * V);
+  model.zero_grad();  // the gradient adds up (the fused loss adds in forward): this batch's alone
   const float loss = model.forward(batch.inputs.data(), batch.targets.data(), batch.B, batch.T);
   std::vector<std::vector<float>> residual;  // after each block, copied before backward runs
   for (size_t l = 1; l <= p.n_layer(); ++l)

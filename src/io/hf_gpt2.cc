@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/io/json_util.h"
+#include "src/model/memory_plan.h"
 #include "wte/config.h"
 #include "wte/error.h"
 
@@ -241,25 +242,12 @@ FileLayout check_tensors(const safetensors::View& file, const ModelConfig& c) {
       throw Error(o + ": tensor '" + t.name + "' has dtype " + safetensors::dtype_name(t.dtype) +
                   "; wte imports F32, F16 and BF16 weights");
   };
+  // Every tensor's shape, from the model's table (src/model/memory_plan.h), lm_head included.
   std::map<std::string, std::vector<size_t>> want;
   {
-    const size_t V = c.vocab_size, C = c.d_model;
-    want["wte"] = {V, C};
-    want["wpe"] = {c.n_ctx, C};
-    want["ln_f/g"] = want["ln_f/b"] = {C};
-    want["lm_head"] = {V, C};
-    for (size_t l = 0; l < c.n_layer; ++l) {
-      const std::string h = block_prefix("h", l, '/');
-      want[h + "ln_1/g"] = want[h + "ln_1/b"] = want[h + "ln_2/g"] = want[h + "ln_2/b"] = {C};
-      want[h + "attn/c_attn/w"] = {C, 3 * C};
-      want[h + "attn/c_attn/b"] = {3 * C};
-      want[h + "attn/c_proj/w"] = {C, C};
-      want[h + "attn/c_proj/b"] = {C};
-      want[h + "mlp/c_fc/w"] = {C, 4 * C};
-      want[h + "mlp/c_fc/b"] = {4 * C};
-      want[h + "mlp/c_proj/w"] = {4 * C, C};
-      want[h + "mlp/c_proj/b"] = {C};
-    }
+    ModelConfig untied = c;
+    untied.tie_embeddings = false;
+    for (const TensorSpec& t : parameter_tensors(untied)) want[t.name] = t.shape;
   }
   for (const NamePair& p : names) {
     const safetensors::TensorInfo* t = nullptr;

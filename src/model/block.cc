@@ -1,7 +1,5 @@
 #include "src/model/block.h"
 
-#include <cstring>
-
 #include "src/model/attention.h"
 #include "wte/kernels.h"
 
@@ -81,8 +79,6 @@ void block_backward(float* dx, const BlockTensors& g, const BlockScratch& s,
                   {w.c_fc_w, bf16 ? w16->c_fc_w : nullptr}, N, C, 4 * C, gemm,
                   &StepTimes::fc_gemm_bwd);
   // ln2 = ln_2(x_mid): dx += d x_mid through ln_2 (dx now holds d x_mid)
-  std::memset(g.ln_2_g, 0, C * sizeof(float));
-  std::memset(g.ln_2_b, 0, C * sizeof(float));
   layernorm_backward(dx, g.ln_2_g, g.ln_2_b, dln, a.xmid, w.ln_2_g, a.ln2_mean, a.ln2_rstd, N, C);
   gemm.mark(&StepTimes::ln_bwd);
   // x_mid = x + atty · attn/c_proj/w + b: the residual passes dx on to x unchanged
@@ -98,8 +94,6 @@ void block_backward(float* dx, const BlockTensors& g, const BlockScratch& s,
                   {a.ln1, a.ln1_16}, {w.c_attn_w, bf16 ? w16->c_attn_w : nullptr}, N, C, 3 * C,
                   gemm, &StepTimes::qkv_gemm_bwd);
   // ln1 = ln_1(x): dx += d x through ln_1 (dx now holds d x)
-  std::memset(g.ln_1_g, 0, C * sizeof(float));
-  std::memset(g.ln_1_b, 0, C * sizeof(float));
   layernorm_backward(dx, g.ln_1_g, g.ln_1_b, dln, x, w.ln_1_g, a.ln1_mean, a.ln1_rstd, N, C);
   gemm.mark(&StepTimes::ln_bwd);
 }

@@ -63,7 +63,8 @@ void block_forward(float* x_out, const BlockActivations& act, const BlockScratch
                    size_t T, size_t C, size_t NH, float eps, Gemm& gemm);
 
 /// dx (N,C): on entry d x_out, on return d x (the residual stream's gradient, updated in place).
-/// Every gradient of g is written (=). act and x as the forward left them; w16 as in the forward.
+/// Every gradient of g is added into (+=; Model::zero_grad zeroes them once per step). act and x as
+/// the forward left them; w16 as in the forward.
 void block_backward(float* dx, const BlockTensors& g, const BlockScratch& s,
                     const BlockActivations& act, const float* x, const BlockTensors& w,
                     const BlockWeights16* w16, size_t B, size_t T, size_t C, size_t NH,

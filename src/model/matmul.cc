@@ -172,13 +172,14 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, GemmInput dout, 
              oc = static_cast<int64_t>(OC);
   // dinp = dout · weightᵀ   (N,OC) x (OC,C): weight (C,OC) read transposed by strides
   gemm.run(dinp, plain(n, c), dout.operand(plain(n, oc)), weight.operand(transposed(c, oc)));
-  // dweight = inpᵀ · dout   (C,N) x (N,OC): inp (N,C) read transposed by strides
-  gemm.run(dweight, plain(c, oc), inp.operand(transposed(n, c)), dout.operand(plain(n, oc)));
+  // dweight += inpᵀ · dout   (C,N) x (N,OC): inp (N,C) read transposed by strides; added to the
+  // gradient (oneDNN's sum post-op)
+  gemm.run(dweight, plain(c, oc), inp.operand(transposed(n, c)), dout.operand(plain(n, oc)),
+           nullptr, /*accumulate=*/true);
   gemm.wait();
   if (gemm_part != nullptr) gemm.mark(gemm_part);
   if (dbias != nullptr) {
-    std::memset(dbias, 0, OC * sizeof(float));
-    bias_backward(dbias, dout.f32, N, OC);
+    bias_backward(dbias, dout.f32, N, OC);  // dbias += Σ_n dout[n,:]
     if (gemm_part != nullptr) gemm.mark(&StepTimes::bias_bwd);
   }
 }

@@ -130,8 +130,10 @@ class Gemm {
 void matmul_forward(float* out, GemmInput inp, GemmInput weight, const float* bias, size_t N,
                     size_t C, size_t OC, Gemm& gemm);
 
-/// Its backward; every output is written (=), none accumulated:
-///   dinp (N,C) = dout · weightᵀ;  dweight (C,OC) = inpᵀ · dout;  dbias (OC) = Σ_n dout[n,:]
+/// Its backward. The parameter gradients accumulate (+=, Model::zero_grad zeroes them once per
+/// step), the input gradient is written (=):
+///   dinp (N,C) = dout · weightᵀ;  dweight (C,OC) += inpᵀ · dout;  dbias (OC) += Σ_n dout[n,:]
+/// (dweight through oneDNN's sum post-op: one float add of the product to the old value).
 /// dbias may be nullptr (no bias); the bias sum is the bias_backward kernel (fixed row blocks, so
 /// its bits do not depend on the thread count) and reads the float32 dout.
 /// bf16 GEMMs: dout, inp and weight all carry bf16 copies (made by the caller), which the GEMMs

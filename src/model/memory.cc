@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -26,27 +27,45 @@ namespace wte {
 // huge pages where transparent huge pages are `madvise` or `always`; the advice is only a hint
 // (nothing changes when THP is off). Rounding up to whole 2 MiB pages costs less than half of a
 // buffer's size; smaller buffers pay no rounding.
-void* allocate_aligned(size_t bytes, bool touch) {
-  constexpr size_t kHugePage = size_t{2} << 20, kHugeMin = size_t{4} << 20;
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20, kHugeMin = size_t{4} << 20;
+
+std::atomic<size_t> g_in_use{0};  // aligned_bytes_in_use()
+
+}  // namespace
+
+size_t aligned_allocation_bytes(size_t bytes) {
   bytes = bytes < 64 ? 64 : (bytes + 63) / 64 * 64;
+  if (bytes >= kHugeMin) bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  return bytes;
+}
+
+size_t aligned_bytes_in_use() { return g_in_use.load(); }
+
+void* allocate_aligned(size_t bytes, bool touch) {
+  bytes = aligned_allocation_bytes(bytes);
   const bool huge = bytes >= kHugeMin;
   const size_t align = huge ? kHugePage : 64;
-  if (huge) bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* raw = std::calloc(1, bytes + align);
   if (raw == nullptr) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
-  // calloc aligns to 16: raw + 8 rounded up to `align` is at most raw + align - 8, inside the
-  // extra `align` bytes, and leaves room for the block's address just before it.
+  // calloc aligns to 16: raw + 16 rounded up to `align` is at most raw + align, inside the extra
+  // `align` bytes, and leaves room for the block's address and size just before it.
   const uintptr_t aligned =
-      (reinterpret_cast<uintptr_t>(raw) + sizeof(void*) + align - 1) & ~uintptr_t{align - 1};
+      (reinterpret_cast<uintptr_t>(raw) + 2 * sizeof(void*) + align - 1) & ~uintptr_t{align - 1};
   if (huge) madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);  // a hint
   reinterpret_cast<void**>(aligned)[-1] = raw;
+  reinterpret_cast<size_t*>(aligned)[-2] = bytes;
+  g_in_use += bytes;
   void* p = reinterpret_cast<void*>(aligned);
   if (touch) std::memset(p, 0, bytes);
   return p;
 }
 
 void free_aligned(void* p) {
-  if (p != nullptr) std::free(reinterpret_cast<void**>(p)[-1]);
+  if (p == nullptr) return;
+  g_in_use -= reinterpret_cast<size_t*>(p)[-2];
+  std::free(reinterpret_cast<void**>(p)[-1]);
 }
 
 }  // namespace wte

@@ -13,6 +13,15 @@ namespace wte {
 /// the memory cannot be allocated.
 void* allocate_aligned(size_t bytes, bool touch);
 
+/// The bytes allocate_aligned(bytes, ·) hands out: `bytes` rounded up to a multiple of 64 (at least
+/// 64), and from 4 MiB up to whole 2 MiB pages. (The heap block behind it is larger by the
+/// alignment, up to 64 bytes or 2 MiB in front of the buffer, never touched.) The memory plan
+/// (src/model/memory_plan.h) counts buffers with it.
+size_t aligned_allocation_bytes(size_t bytes);
+
+/// The aligned_allocation_bytes of every allocate_aligned buffer not yet freed, process-wide.
+size_t aligned_bytes_in_use();
+
 /// Frees what allocate_aligned returned (nullptr: nothing).
 void free_aligned(void* p);
 

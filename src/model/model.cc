@@ -16,6 +16,7 @@
 #include "src/model/block.h"
 #include "src/model/matmul.h"
 #include "src/model/memory.h"
+#include "src/model/memory_plan.h"
 #include "src/model/unembedding.h"
 #include "wte/data.h"
 #include "wte/error.h"
@@ -42,60 +43,36 @@ namespace {
 // GPT-2's initializer_range for every block weight (model.py / Hugging Face's GPT2Config).
 constexpr double kBlockInitStd = 0.02;
 
-// Carves 64-byte-aligned views out of one allocation of T (float or bf16 bits): a first pass
-// (base == nullptr) only counts.
-template <typename T>
-class ArenaCarver {
- public:
-  explicit ArenaCarver(T* base) : base_(base) {}
-  T* take(size_t n) {
-    constexpr size_t kAlign = 64 / sizeof(T);
-    T* p = base_ == nullptr ? nullptr : base_ + used_;
-    used_ += (n + kAlign - 1) / kAlign * kAlign;
-    return p;
-  }
-  size_t used() const { return used_; }
-
- private:
-  T* base_;
-  size_t used_ = 0;
-};
-
 }  // namespace
 
-struct Model::Impl {
+// Activations and oneDNN objects. The activation views (ActivationViews) and their sizes come from
+// the memory plan (src/model/memory_plan.h): lay_out_activations is the layout.
+struct Model::Impl : ActivationViews {
   Gemm gemm;
   dnnl::stream& stream = gemm.stream();
   size_t cap_rows = 0, cap_btt = 0;  // the arena holds N <= cap_rows and B·T·T <= cap_btt
-  Buffer arena;                      // every activation below, one allocation
+  size_t micro_batches = 1;          // backward passes per zero_grad the buffers are sized for
+  Buffer arena;                      // every activation view, one allocation
   size_t arena_floats = 0;
-  std::vector<float*> residual;      // (n_layer+1) x (N,C): residual(l); residual(0) = hidden_states[0]
-  std::vector<BlockActivations> blocks;  // (n_layer)
-  BlockScratch scratch{};
-  float* ln_out = nullptr;           // (N,C) ln_f output (unused when ln_f is off)
-  float* ln_mean = nullptr;          // (N)   ln_f statistics: mean and 1/sqrt(var + eps), as the
-  float* ln_rstd = nullptr;          //       blocks' ln_1 and ln_2 keep them (layernorm_forward)
-  float* dln_out = nullptr;          // (N,C) gradient w.r.t. h'
-  float* dresidual = nullptr;        // (N,C) gradient w.r.t. the residual stream (in place)
-  float* logits = nullptr;           // (N,V) logits, or dlogits after a training forward
-                                     //       (unfused loss only; nullptr when fused)
-  UnembeddingTiles loss_tiles;       // fused loss: rows per block, ids per tile (rows 0: unfused)
-  float* loss_ws = nullptr;          // fused loss: its workspace (src/model/unembedding.h)
-  size_t loss_floats = 0;            // floats of the arena used by the loss (logits or workspace)
   Buffer logits_extra;               // fused loss: forward_logits's (N,V) buffer, made on demand
   size_t logits_extra_rows = 0;
   bool fused_grads = false;          // the last training forward was fused: the unembedding's
-                                     // gradients are written already
-  float* losses = nullptr;           // (N)
-  float* wte_rows = nullptr;         // (N,C) untied: wte's gradient rows (only the first count used)
+                                     // gradients are added already
   std::vector<int32_t> inputs;       // (N) ids of the last forward, for the lookup backward
   size_t B = 0, T = 0;
   bool has_dlogits = false;
   ScatterWorkspace scatter;
   std::vector<double> wte_sumsq;     // tied: dwte's norm block sums from the scatter (grad_norm_head)
-  size_t wte_sumsq_count = 0;        // valid sums (0 after forward)
-  std::vector<int32_t> wte_touched;  // (N) untied: their ids
+  size_t wte_sumsq_count = 0;        // valid sums (0 after forward and zero_grad)
+  // Untied wte: the row-sparse gradient since zero_grad. One backward's rows are formed in the
+  // arena's wte_rows with their ids in wte_touched; from the second backward on, they are merged
+  // into wte_acc / wte_acc_ids (sized for micro_batches passes by the plan; grown if more run).
+  std::vector<int32_t> wte_touched;  // (N) ids of one backward's rows
   size_t wte_touched_count = 0;
+  enum class RowsAt { kNone, kArena, kAccumulated } rows_at = RowsAt::kNone;
+  Buffer wte_acc;                    // (wte_acc_cap, C)
+  size_t wte_acc_cap = 0;
+  std::vector<int32_t> wte_acc_ids;  // (count) increasing
 
   // bf16 GEMMs only: bf16 copies of the GEMM inputs. The parameter mirror (same offsets as the
   // parameter arena) is refreshed at every forward; the activation copies live in arena16.
@@ -105,10 +82,6 @@ struct Model::Impl {
   const uint16_t* lm_head16 = nullptr;
   Bf16Buffer arena16;
   size_t arena16_elems = 0;
-  uint16_t* h16 = nullptr;           // (N,C) h', the unembedding's input
-  uint16_t* dlogits16 = nullptr;     // (N,V) unfused loss only
-  uint16_t* loss_ws16 = nullptr;     // fused loss only: one dlogits tile (rows, tile)
-  size_t loss16_elems = 0;           // bf16 elements of arena16 used by the loss (either of those)
 
   // Per-part timing (Model::set_step_times), kept by the Gemm so the blocks' layers mark their
   // parts too: each mark waits for the stream, then adds the time since the previous mark.
@@ -116,88 +89,111 @@ struct Model::Impl {
   // Detached (t == nullptr), a mark costs nothing but attributes new GEMM primitives to `field`.
   void mark(StepTimes* /*t*/, double StepTimes::*field) { gemm.mark(field); }
 
-  // Lays out every activation for N rows and B·T·T attention entries per head; with base ==
-  // nullptr only counts. Returns the floats needed.
-  size_t carve(float* base, size_t N, size_t BTT, const ModelConfig& c) {
-    const size_t C = c.d_model, V = c.vocab_size, L = c.n_layer, NH = c.n_head;
-    ArenaCarver<float> a(base);
-    residual.assign(L + 1, nullptr);
-    for (size_t l = 0; l <= L; ++l) residual[l] = a.take(N * C);
-    blocks.assign(L, BlockActivations{});
-    for (BlockActivations& b : blocks) {
-      b.ln1 = a.take(N * C);
-      b.ln1_mean = a.take(N);
-      b.ln1_rstd = a.take(N);
-      b.qkv = a.take(N * 3 * C);
-      b.att = a.take(BTT * NH);
-      b.atty = a.take(N * C);
-      b.xmid = a.take(N * C);
-      b.ln2 = a.take(N * C);
-      b.ln2_mean = a.take(N);
-      b.ln2_rstd = a.take(N);
-      b.fch = a.take(N * 4 * C);
-      b.fch_gelu = a.take(N * 4 * C);
-    }
-    if (L > 0) {
-      scratch.proj = a.take(N * C);
-      scratch.datty = a.take(N * C);
-      scratch.d4c = a.take(N * 4 * C);
-      scratch.datt = a.take(BTT * NH);
-    }
-    ln_out = a.take(N * C);
-    ln_mean = a.take(N);
-    ln_rstd = a.take(N);
-    dln_out = a.take(N * C);
-    dresidual = a.take(N * C);
-    loss_tiles = resolve_loss_tiles(c, N);
-    loss_floats = loss_tiles.fused() ? unembedding_workspace_floats(loss_tiles, V) : N * V;
-    logits = loss_tiles.fused() ? nullptr : a.take(loss_floats);
-    loss_ws = loss_tiles.fused() ? a.take(loss_floats) : nullptr;
-    losses = a.take(N);
-    wte_rows = c.tie_embeddings ? nullptr : a.take(N * C);
-    return a.used();
-  }
 
-  // The bf16 copies (bf16 GEMMs only), laid out as carve() does; call after carve(), which resets
-  // the blocks' views. Returns the bf16 elements needed.
-  size_t carve16(uint16_t* base, size_t N, size_t BTT, const ModelConfig& c) {
-    const size_t C = c.d_model, V = c.vocab_size, NH = c.n_head;
-    ArenaCarver<uint16_t> a(base);
-    for (BlockActivations& b : blocks) {
-      b.ln1_16 = a.take(N * C);
-      b.atty16 = a.take(N * C);
-      b.ln2_16 = a.take(N * C);
-      b.fch_gelu16 = a.take(N * 4 * C);
-      b.qkv16 = a.take(N * 3 * C);  // attention's QKᵀ and ·V GEMMs read bf16 too (softmax: f32)
-      b.att16 = a.take(BTT * NH);
-    }
-    if (!blocks.empty()) {
-      scratch.d16 = a.take(N * 4 * C);
-      scratch.datty16 = a.take(N * C);
-      scratch.datt16 = a.take(BTT * NH);
-    }
-    h16 = a.take(N * C);
-    loss16_elems = loss_tiles.fused() ? unembedding_workspace16_elems(loss_tiles) : N * V;
-    dlogits16 = loss_tiles.fused() ? nullptr : a.take(loss16_elems);
-    loss_ws16 = loss_tiles.fused() ? a.take(loss16_elems) : nullptr;
-    return a.used();
-  }
-
-  void reserve(size_t B_, size_t T_, const ModelConfig& c) {
+  // Sizes the arenas for N = B·T rows and `k` backward passes per zero_grad, as plan_memory does.
+  void reserve(size_t B_, size_t T_, size_t k, const ModelConfig& c) {
     const size_t N = B_ * T_, BTT = B_ * T_ * T_;
-    if (N <= cap_rows && BTT <= cap_btt) return;
-    cap_rows = std::max(cap_rows, N);
-    cap_btt = std::max(cap_btt, BTT);
-    arena_floats = carve(nullptr, cap_rows, cap_btt, c);
-    arena = allocate_floats(arena_floats);
-    carve(arena.get(), cap_rows, cap_btt, c);
-    if (bf16) {
-      arena16_elems = carve16(nullptr, cap_rows, cap_btt, c);
-      arena16 = allocate_bf16(arena16_elems);
-      carve16(arena16.get(), cap_rows, cap_btt, c);
+    if (N > cap_rows || BTT > cap_btt) {
+      cap_rows = std::max(cap_rows, N);
+      cap_btt = std::max(cap_btt, BTT);
+      arena.reset();
+      arena_floats = lay_out_activations(nullptr, cap_rows, cap_btt, c, this);
+      arena = allocate_floats(arena_floats);
+      lay_out_activations(arena.get(), cap_rows, cap_btt, c, this);
+      if (bf16) {
+        arena16.reset();
+        arena16_elems = lay_out_activations16(nullptr, cap_rows, cap_btt, c, this);
+        arena16 = allocate_bf16(arena16_elems);
+        lay_out_activations16(arena16.get(), cap_rows, cap_btt, c, this);
+      }
+      // The lookup backward's ids and sort buffers, reserved once at their largest (the plan's
+      // "lookup sort buffers"): no step allocates.
+      const size_t V = c.vocab_size, touched = std::min(cap_rows, V);
+      exact_capacity(&inputs, cap_rows, true);
+      exact_capacity(&wte_touched, cap_rows, true);
+      exact_capacity(&scatter.row_start, V + 1, false);
+      exact_capacity(&scatter.order, cap_rows, false);
+      exact_capacity(&scatter.touched, touched, false);
+      exact_capacity(&scatter.hot, std::min(cap_rows / kScatterHotCount, V), false);
+      exact_capacity(&scatter.multi, std::min(cap_rows / 2, V), false);
     }
-    inputs.resize(cap_rows);
-    wte_touched.resize(cap_rows);
+    micro_batches = std::max(micro_batches, k);
+    const size_t acc = accumulated_wte_rows(c, cap_rows, micro_batches);
+    if (acc > wte_acc_cap) grow_wte_acc(acc, c.d_model);
+  }
+
+  // v's capacity exactly n (sized to n when `fill`), unless it is that large already.
+  template <typename X>
+  static void exact_capacity(std::vector<X>* v, size_t n, bool fill) {
+    if (v->capacity() >= n) {
+      if (fill && v->size() < n) v->resize(n);
+      return;
+    }
+    std::vector<X> fresh;
+    fresh.reserve(n);
+    fresh.assign(v->begin(), v->end());
+    if (fill) fresh.resize(n);
+    v->swap(fresh);
+  }
+
+  // The untied wte's merged rows for `rows` rows, keeping what they hold.
+  void grow_wte_acc(size_t rows, size_t C) {
+    Buffer grown = allocate_floats(rows * C);
+    if (wte_acc) std::memcpy(grown.get(), wte_acc.get(), wte_acc_ids.size() * C * sizeof(float));
+    wte_acc = std::move(grown);
+    wte_acc_cap = rows;
+    exact_capacity(&wte_acc_ids, rows, false);
+  }
+
+  // Untied wte: the gradient since zero_grad. The first backward's rows stay in the arena
+  // (wte_rows, wte_touched); before a later backward overwrites them they move to wte_acc
+  // (keep_wte_rows), and that backward's rows are merged in (merge_wte_rows): a row in both
+  // becomes old + new, in that order, so micro-batches add up in their order (one float add per
+  // element: bit-identical for any thread count).
+  void keep_wte_rows(size_t C) {
+    if (rows_at != RowsAt::kArena) return;
+    const size_t count = wte_touched_count;
+    if (count > wte_acc_cap) grow_wte_acc(count, C);
+    std::memcpy(wte_acc.get(), wte_rows, count * C * sizeof(float));
+    wte_acc_ids.assign(wte_touched.begin(), wte_touched.begin() + static_cast<ptrdiff_t>(count));
+    rows_at = RowsAt::kAccumulated;
+  }
+  void merge_wte_rows(size_t C) {
+    if (rows_at == RowsAt::kNone) {
+      rows_at = RowsAt::kArena;
+      return;
+    }
+    const int32_t* nid = wte_touched.data();
+    const size_t a = wte_acc_ids.size(), b = wte_touched_count;
+    size_t u = a + b;  // rows of the union: ids in both count once
+    for (size_t i = 0, j = 0; i < a && j < b;) {
+      if (wte_acc_ids[i] == nid[j]) --u, ++i, ++j;
+      else if (wte_acc_ids[i] < nid[j]) ++i;
+      else ++j;
+    }
+    if (u > wte_acc_cap) grow_wte_acc(u, C);
+    wte_acc_ids.resize(u);
+    // From the back, so the union overwrites only rows already read (k >= i throughout).
+    float* acc = wte_acc.get();
+    int32_t* ids = wte_acc_ids.data();
+    ptrdiff_t i = static_cast<ptrdiff_t>(a) - 1, j = static_cast<ptrdiff_t>(b) - 1,
+              k = static_cast<ptrdiff_t>(u) - 1;
+    for (; j >= 0; --k) {
+      float* dst = acc + k * static_cast<ptrdiff_t>(C);
+      const float* cur = wte_rows + j * static_cast<ptrdiff_t>(C);
+      if (i >= 0 && ids[i] > nid[j]) {
+        std::memmove(dst, acc + i * static_cast<ptrdiff_t>(C), C * sizeof(float));
+        ids[k] = ids[i--];
+      } else if (i >= 0 && ids[i] == nid[j]) {
+        const float* old = acc + i * static_cast<ptrdiff_t>(C);
+        for (size_t c = 0; c < C; ++c) dst[c] = old[c] + cur[c];
+        ids[k] = nid[j--];
+        --i;
+      } else {
+        std::memcpy(dst, cur, C * sizeof(float));
+        ids[k] = nid[j--];
+      }
+    }
   }
 
   // Where forward_logits writes (N,V): the arena's logits (unfused), else a buffer made on demand.
@@ -221,39 +217,11 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
     throw Error("model.n_head = " + std::to_string(config.n_head) +
                 " does not divide model.d_model = " + std::to_string(C) + " (model.n_layer = " +
                 std::to_string(config.n_layer) + "); every head has d_model / n_head channels");
-  auto add = [&](std::string name, std::vector<size_t> shape, bool decay) {
-    size_t size = 1;
-    for (size_t d : shape) size *= d;
-    tensors_.push_back({std::move(name), std::move(shape), num_parameters_, size, decay});
-    num_parameters_ += size;
-  };
-  // GPT-2's order (its checkpoint and Hugging Face's state dict): wte, wpe, the blocks, ln_f, then
-  // an untied lm_head. Checkpoints are read by name, so files written in another order still load.
-  add("wte", {V, C}, true);
-  add("wpe", {P, C}, true);
-  const size_t first_block_tensor = tensors_.size();
-  for (size_t l = 0; l < config.n_layer; ++l) {
-    const std::string h = "h" + std::to_string(l) + "/";
-    add(h + "ln_1/g", {C}, false);
-    add(h + "ln_1/b", {C}, false);
-    add(h + "attn/c_attn/w", {C, 3 * C}, true);
-    add(h + "attn/c_attn/b", {3 * C}, false);
-    add(h + "attn/c_proj/w", {C, C}, true);
-    add(h + "attn/c_proj/b", {C}, false);
-    add(h + "ln_2/g", {C}, false);
-    add(h + "ln_2/b", {C}, false);
-    add(h + "mlp/c_fc/w", {C, 4 * C}, true);
-    add(h + "mlp/c_fc/b", {4 * C}, false);
-    add(h + "mlp/c_proj/w", {4 * C, C}, true);
-    add(h + "mlp/c_proj/b", {C}, false);
-  }
-  const size_t ln_f_tensor = tensors_.size();
-  add("ln_f/g", {C}, false);
-  add("ln_f/b", {C}, false);
-  if (!config.tie_embeddings) {
-    tensors_[0].sparse_grad = true;  // wte: lazy row-sparse gradient (wte_grad_rows)
-    add("lm_head", {V, C}, true);
-  }
+  // The tensors in arena order, from the one table (src/model/memory_plan.h).
+  tensors_ = parameter_tensors(config);
+  num_parameters_ = tensors_.back().offset + tensors_.back().size;
+  const size_t first_block_tensor = 2;  // after wte and wpe
+  const size_t ln_f_tensor = first_block_tensor + 12 * config.n_layer;
   // Not touched here: init_weights or a checkpoint fills the parameters, the first backward the
   // gradients; a model that is only loaded and saved (wte import) never faults in its gradients.
   params_memory_ = allocate_zeroed(num_parameters_, /*touch=*/false);
@@ -284,6 +252,8 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
                                      at16(b.mlp_c_proj_w)});
     m.lm_head16 = at16(lm_head());
   }
+  // Tied: the scatter's norm block sums of dwte (wte is the arena's first tensor, at offset 0).
+  if (config.tie_embeddings) impl_->wte_sumsq.assign(V * C / kSumOfSquaresBlock, 0.0);
   for (size_t c = 0; c < C; ++c) params_.ln_f_g[c] = 1.0f;
   for (BlockTensors& b : params_.h)
     for (size_t c = 0; c < C; ++c) b.ln_1_g[c] = b.ln_2_g[c] = 1.0f;
@@ -328,9 +298,30 @@ GradNormHead Model::grad_norm_head() const {
 }
 
 SparseRowGrad Model::wte_grad_rows() {
-  if (config_.tie_embeddings) return {};
-  return SparseRowGrad{impl_->wte_rows, impl_->wte_touched.data(), impl_->wte_touched_count,
+  const Impl& m = *impl_;
+  if (config_.tie_embeddings || m.rows_at == Impl::RowsAt::kNone) return {};
+  if (m.rows_at == Impl::RowsAt::kArena)
+    return SparseRowGrad{m.wte_rows, m.wte_touched.data(), m.wte_touched_count, config_.d_model};
+  return SparseRowGrad{m.wte_acc.get(), m.wte_acc_ids.data(), m.wte_acc_ids.size(),
                        config_.d_model};
+}
+
+void Model::zero_grad() {
+  // The dense gradient; an untied wte's slot is never written (its gradient is row-sparse), so it
+  // is skipped and its pages stay untouched.
+  const TensorSpec& first = tensors_.front();
+  const size_t begin = first.sparse_grad ? first.offset + first.size : 0;
+  float* g = grads_memory_.get();
+  const long n = static_cast<long>(num_parameters_ - begin);
+  constexpr long kChunk = 1 << 16;
+#pragma omp parallel for schedule(static)
+  for (long c = 0; c < n; c += kChunk)
+    std::memset(g + begin + c, 0, static_cast<size_t>(std::min(kChunk, n - c)) * sizeof(float));
+  Impl& m = *impl_;
+  m.rows_at = Impl::RowsAt::kNone;
+  m.wte_acc_ids.clear();
+  m.wte_touched_count = 0;
+  m.wte_sumsq_count = 0;
 }
 
 float* Model::param(const std::string& name) {
@@ -353,9 +344,23 @@ void Model::check_batch(const int32_t* inputs, const int32_t* targets, size_t B,
   if (targets != nullptr) check_token_ids(targets, B * T, config_.vocab_size, "the batch's targets");
 }
 
-void Model::reserve(size_t B, size_t T) {
+void Model::reserve(size_t B, size_t T, size_t micro_batches) {
   check_batch(nullptr, nullptr, B, T);
-  impl_->reserve(B, T, config_);
+  impl_->reserve(B, T, micro_batches, config_);
+}
+
+size_t Model::allocated_bytes() const {
+  const Impl& m = *impl_;
+  size_t bytes = 2 * aligned_allocation_bytes(num_parameters_ * sizeof(float));
+  if (m.bf16) bytes += aligned_allocation_bytes(num_parameters_ * sizeof(uint16_t));
+  if (m.arena) bytes += aligned_allocation_bytes(m.arena_floats * sizeof(float));
+  if (m.arena16) bytes += aligned_allocation_bytes(m.arena16_elems * sizeof(uint16_t));
+  if (m.wte_acc) bytes += aligned_allocation_bytes(m.wte_acc_cap * config_.d_model * sizeof(float));
+  auto vec = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
+  bytes += vec(m.wte_sumsq) + vec(m.inputs) + vec(m.wte_touched) + vec(m.wte_acc_ids) +
+           vec(m.scatter.row_start) + vec(m.scatter.order) + vec(m.scatter.touched) +
+           vec(m.scatter.hot) + vec(m.scatter.multi) + vec(m.scatter.scratch);
+  return bytes;
 }
 
 size_t Model::activation_bytes() const {
@@ -388,7 +393,7 @@ size_t Model::loss_rows() const { return impl_->loss_tiles.rows; }
 const float* Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
   const size_t N = B * T, C = config_.d_model, L = config_.n_layer;
   Impl& m = *impl_;
-  m.reserve(B, T, config_);
+  m.reserve(B, T, 1, config_);
   std::memcpy(m.inputs.data(), inputs, N * sizeof(int32_t));
   m.B = B;
   m.T = T;
@@ -443,13 +448,14 @@ float Model::forward(const int32_t* inputs, const int32_t* targets, size_t B, si
   Impl& m = *impl_;
   const float grad_scale = 1.0f / static_cast<float>(loss_tokens == 0 ? N : loss_tokens);
   if (m.loss_tiles.fused()) {
-    // loss, dh' and dlm_head (tied: dwte, its first writer) in one pass, no (N,V) buffer; under
-    // bf16 GEMMs the tiles' GEMMs read h16, lm_head16 and a bf16 copy of each dlogits tile
+    // loss, dh' and dlm_head (tied: dwte) in one pass, no (N,V) buffer; dlm_head is added to
+    // (the gradient accumulates, backward()); under bf16 GEMMs the tiles' GEMMs read h16,
+    // lm_head16 and a bf16 copy of each dlogits tile
     unembedding_loss_forward_backward(
         m.losses, config_.ln_f ? m.dln_out : m.dresidual,
         config_.tie_embeddings ? grads_.wte : grads_.lm_head, GemmInput(h, m.h16),
         GemmInput(lm_head(), m.lm_head16), targets, N, V, C, grad_scale, m.loss_tiles, m.loss_ws,
-        m.loss_ws16, m.gemm);
+        m.loss_ws16, m.gemm, /*accumulate_dW=*/true);
     m.fused_grads = true;
     m.mark(times_, &StepTimes::fused_loss);
   } else {
@@ -527,10 +533,10 @@ void Model::backward() {
   const GemmInput head(lm_head(), m.bf16 ? m.lm_head16 : nullptr);
 
   if (!m.fused_grads) {
-    // logits = h' · lm_headᵀ  =>  dh' = dlogits · lm_head  (N,V)x(V,C)
-    //                         =>  dlm_head = dlogitsᵀ · h'  (V,N)x(N,C), written (beta 0). Tied:
-    // lm_head is wte and this is the first writer of grads.wte, so no V×C zero-fill is needed.
-    // (The fused loss wrote dlm_head and dh' in forward(), tile by tile, the same way.)
+    // logits = h' · lm_headᵀ  =>  dh' = dlogits · lm_head  (N,V)x(V,C), written
+    //                         =>  dlm_head += dlogitsᵀ · h'  (V,N)x(N,C), added (oneDNN's sum
+    // post-op). Tied: lm_head is wte. (The fused loss formed dlm_head and dh' in forward(), tile
+    // by tile, the same way.)
     // dlm_head second: the two are independent (same bits in either order), and the last GEMM's
     // output is what stays in the cache for the scatter, the gradient norm and AdamW; dh' is only
     // N×C, dlm_head V×C (at V 8192, C 256 this took AdamW from 0.85-0.90 to 0.59-0.62 ms at 2
@@ -539,14 +545,14 @@ void Model::backward() {
                head.operand(plain(v, c)));
     m.mark(times_, &StepTimes::dh_gemm);
     m.gemm.run(config_.tie_embeddings ? grads_.wte : grads_.lm_head, plain(v, c),
-               dlogits.operand(transposed(n, v)), h.operand(plain(n, c)));
+               dlogits.operand(transposed(n, v)), h.operand(plain(n, c)), nullptr,
+               /*accumulate=*/true);
     m.mark(times_, &StepTimes::dlm_head_gemm);
   }
-  // h' = ln_f(residual(n_layer))  =>  dres, dg, db. The kernel adds (+=) into all three, so they
-  // are zeroed first; it reads dh', which the GEMMs above may still be writing: wait for them.
+  // h' = ln_f(residual(n_layer))  =>  dres, dg, db. The kernel adds (+=) into all three: dg and
+  // db into the gradient (zeroed once per step by zero_grad), dres after zeroing it (it holds
+  // nothing yet: dh' went to dln_out). It reads dh', which the GEMMs above may still be writing.
   m.stream.wait();
-  std::memset(grads_.ln_f_g, 0, C * sizeof(float));
-  std::memset(grads_.ln_f_b, 0, C * sizeof(float));
   if (config_.ln_f) {
     std::memset(dres, 0, N * C * sizeof(float));
     layernorm_backward(dres, grads_.ln_f_g, grads_.ln_f_b, m.dln_out, m.residual[L],
@@ -557,20 +563,22 @@ void Model::backward() {
   for (size_t l = L; l-- > 0;)
     block_backward(dres, grads_.h[l], m.scratch, m.blocks[l], m.residual[l], params_.h[l],
                    m.bf16 ? &m.w16[l] : nullptr, B, T, C, config_.n_head, m.gemm);
-  // residual(0) = wte[x] + wpe[t]  =>  dwte[x] += dres (scatter), dwpe[t] = sum_b dres
+  // residual(0) = wte[x] + wpe[t]  =>  dwte[x] += dres (scatter), dwpe[t] += sum_b dres
   if (config_.tie_embeddings) {
-    // The norm's blocks are counted from the arena's start: dwte's own blocks only if wte is first.
-    const bool sums = tensors_.front().offset == 0 && grads_.wte == grad_data();
-    if (sums) m.wte_sumsq.resize(V * C / kSumOfSquaresBlock);
+    // The scatter is the last writer of dwte in this backward, so its block sums are those of
+    // the whole gradient since zero_grad (wte is the arena's first tensor: its blocks are the
+    // norm's first).
     m.wte_sumsq_count = embedding_backward_wte(grads_.wte, dres, m.inputs.data(), N, C, V,
-                                               &m.scatter, sums ? m.wte_sumsq.data() : nullptr);
+                                               &m.scatter, m.wte_sumsq.data());
   } else {
-    // Untied: only the touched rows' sums, for the optimizer's lazy row update.
+    // Untied: only the touched rows' sums, for the optimizer's lazy row update, merged with the
+    // rows of the earlier backward passes since zero_grad.
+    m.keep_wte_rows(C);
     embedding_backward_rows(m.wte_rows, m.wte_touched.data(), &m.wte_touched_count, dres,
                             m.inputs.data(), N, C, V, &m.scatter);
+    m.merge_wte_rows(C);
   }
   m.mark(times_, &StepTimes::scatter);
-  std::memset(grads_.wpe, 0, config_.n_ctx * C * sizeof(float));
   embedding_backward_wpe(grads_.wpe, dres, B, T, C);
   m.mark(times_, &StepTimes::dwpe);
   m.has_dlogits = false;

@@ -116,7 +116,8 @@ void unembedding_loss_forward(float* losses, GemmInput h, GemmInput W, const int
 void unembedding_loss_forward_backward(float* losses, float* dh, float* dW, GemmInput h,
                                        GemmInput W, const int32_t* targets, size_t N, size_t V,
                                        size_t C, float grad_scale, const UnembeddingTiles& tiles,
-                                       float* workspace, uint16_t* workspace16, Gemm& gemm) {
+                                       float* workspace, uint16_t* workspace16, Gemm& gemm,
+                                       bool accumulate_dW) {
   check_tiles(tiles);
   const bool bf16 = check_operands(h, W);
   if (bf16 && workspace16 == nullptr)
@@ -156,9 +157,10 @@ void unembedding_loss_forward_backward(float* losses, float* dh, float* dW, Gemm
       //   dh_block (R, C) (+)= dlogits_tile (R, w) · W_tile (w, C)      first tile writes
       gemm.run(dh + n0 * C, plain(r, c), dl.operand(plain(r, wi)), Wt.operand(plain(wi, c)),
                nullptr, /*accumulate=*/v0 > 0);
-      //   dW_tile (w, C) (+)= dlogits_tileᵀ (w, R) · h_block (R, C)     first block writes
+      //   dW_tile (w, C) (+)= dlogits_tileᵀ (w, R) · h_block (R, C)     first block writes,
+      //   unless accumulate_dW
       gemm.run(dW + v0 * C, plain(wi, c), dl.operand(transposed(r, wi)), hb.operand(plain(r, c)),
-               nullptr, /*accumulate=*/n0 > 0);
+               nullptr, /*accumulate=*/accumulate_dW || n0 > 0);
       gemm.wait();
     }
   }

@@ -12,7 +12,8 @@
 //   2. the row's loss from the final statistics;
 //   3. for each tile: its softmax gradient in place (cross_entropy_tile_grad), then
 //      dh_block += dlogits_tile · W_tile and dW_tile += dlogits_tileᵀ · h'_block (oneDNN matmuls; the
-//      first tile writes dh_block, the first row block writes dW_tile: no zero-fill).
+//      first tile writes dh_block; the first row block writes dW_tile, or adds to it when the
+//      caller accumulates gradients, as wte::Model does).
 // The workspace holds one row block's logits (rows × V floats, tile-major, so each tile is one
 // contiguous (rows, width) matrix) and three floats per row: memory grows with `rows`, not with N.
 //
@@ -82,7 +83,8 @@ void unembedding_loss_forward(float* losses, GemmInput h, GemmInput W, const int
                               size_t N, size_t V, size_t C, const UnembeddingTiles& tiles,
                               float* workspace, Gemm& gemm);
 
-/// Forward and backward in one pass: losses (N), dh (N, C) and dW (V, C) written (=), all float32.
+/// Forward and backward in one pass: losses (N) and dh (N, C) written (=), dW (V, C) written, or
+/// added to (+=) with accumulate_dW (the model's accumulating gradient), all float32.
 /// grad_scale multiplies the softmax gradient (1/N for a mean over these rows; 1/(tokens of the
 /// whole batch) under gradient accumulation). dh may not overlap h, W or dW.
 /// bf16 GEMMs (h and W with bf16 copies): the logits tiles are h16 · W16ᵀ; each dlogits tile, formed
@@ -94,6 +96,7 @@ void unembedding_loss_forward(float* losses, GemmInput h, GemmInput W, const int
 void unembedding_loss_forward_backward(float* losses, float* dh, float* dW, GemmInput h,
                                        GemmInput W, const int32_t* targets, size_t N, size_t V,
                                        size_t C, float grad_scale, const UnembeddingTiles& tiles,
-                                       float* workspace, uint16_t* workspace16, Gemm& gemm);
+                                       float* workspace, uint16_t* workspace16, Gemm& gemm,
+                                       bool accumulate_dW = false);
 
 }  // namespace wte

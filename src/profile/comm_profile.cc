@@ -39,6 +39,7 @@ void time_compute(CommProfile& p, Model& model, const Config& cfg, const GlobalB
     std::vector<double> fb, opt;
     for (size_t i = 0; i < repeat + 1; ++i) {
       auto t0 = Clock::now();
+      model.zero_grad();  // as train_step: backward adds
       model.forward(g.inputs.data(), g.targets.data(), B, T);
       model.backward();
       const double a = seconds_since(t0);
@@ -92,6 +93,7 @@ CommProfile profile_comm(const Config& cfg, size_t repeat, RankExchange& ranks,
   // reduce-scatter (with the rank-order sum) and the parameters' all-gather, without the clip and
   // AdamW between them (measured above).
   const auto [first, count] = ranks.start_exchange(B);
+  model.zero_grad();
   model.forward(g.inputs.data() + first * T, g.targets.data() + first * T, count, T);
   model.backward();
   p.exchange_s = median_after_barrier(repeat, ranks, [&] { ranks.exchange_step(model); });

@@ -133,6 +133,7 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   for (size_t k = 0; k < steps + 1; ++k) {
     times = StepTimes{};
     const auto t0 = Clock::now();
+    model.zero_grad();  // as train_step: once per step, backward adds
     model.forward(inputs.data(), targets.data(), B, T);
     model.backward();
     const auto t1 = Clock::now();

@@ -301,12 +301,14 @@ TEST(Bf16Model, LossAndEveryGradientWithinBoundOfFloat32) {
   std::vector<int32_t> in, tg;
   for (size_t s = 0; s < 20; ++s) {
     batch(&in, &tg, 100 + s, 300);
+    f32.zero_grad();
     f32.forward(in.data(), tg.data(), kB, kT);
     f32.backward();
     opt.update(f32, hp.lr, hp);
   }
   std::memcpy(b16.param_data(), f32.param_data(), f32.num_parameters() * sizeof(float));
   batch(&in, &tg, 7, 300);
+  f32.zero_grad();
   const float loss_f32 = f32.forward(in.data(), tg.data(), kB, kT);
   f32.backward();
   const float loss_b16 = b16.forward(in.data(), tg.data(), kB, kT);
@@ -355,6 +357,7 @@ TEST(Bf16Model, TwoRunsAreBitIdentical) {
     std::vector<int32_t> in, tg;
     for (size_t s = 0; s < 3; ++s) {
       batch(&in, &tg, 50 + s, 300);
+      m.zero_grad();
       losses.push_back(std::bit_cast<uint32_t>(m.forward(in.data(), tg.data(), kB, kT)));
       m.backward();
       clip_grad_norm(m, 1.0);

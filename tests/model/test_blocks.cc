@@ -62,6 +62,7 @@ std::vector<uint32_t> train_losses(const ModelConfig& config, size_t steps = 6) 
       inputs[i] = static_cast<int32_t>(rng.below(config.vocab_size));
       targets[i] = static_cast<int32_t>((inputs[i] * 7 + 3) % config.vocab_size);
     }
+    model.zero_grad();
     out.push_back(bits(model.forward(inputs.data(), targets.data(), B, T)));
     model.backward();
     clip_grad_norm(model, 1.0);
@@ -426,6 +427,7 @@ TEST(Blocks, TrainingLowersTheLossOnAContextRule) {
         const int32_t prev = t > 0 ? x[b * T + t - 1] : 0;
         y[b * T + t] = prev;
       }
+    model.zero_grad();
     const float loss = model.forward(x.data(), y.data(), B, T);
     if (step == 0) first = loss;
     last = loss;

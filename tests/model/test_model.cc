@@ -332,6 +332,7 @@ TEST_P(ModelVsReference, LossLogitsAndEveryGradientAgree) {
     ref::ModelActivations<double> act;
     const double ref_loss = ref::model_forward_backward(params, inputs.data(), targets.data(), B,
                                                         T, &g, &act);
+    model.zero_grad();  // backward adds: each shape's gradient on its own
 
     // Inference path first: logits and per-token losses.
     std::vector<float> losses(N);
@@ -390,6 +391,7 @@ struct RunResult {
 RunResult run_once(Model* model, const std::vector<int32_t>& inputs,
                    const std::vector<int32_t>& targets, size_t B, size_t T) {
   RunResult r;
+  model->zero_grad();
   r.loss = model->forward(inputs.data(), targets.data(), B, T);
   r.hidden.assign(model->hidden_states(), model->hidden_states() + B * T * model->config().d_model);
   model->backward();
@@ -540,6 +542,7 @@ TEST(Model, BadIdsThrowAndWriteNothing) {
   EXPECT_TRUE(bit_identical(snapshot(model.grad_data(), model.num_parameters()), grads_before))
       << "a rejected batch changed the gradients";
   // The model still works, with the same result as before the rejected calls.
+  model.zero_grad();
   const float again = model.forward(good_inputs.data(), good_targets.data(), B, T);
   EXPECT_EQ(std::memcmp(&again, &good_loss, sizeof(float)), 0);
   model.backward();

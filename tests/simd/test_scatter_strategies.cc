@@ -313,6 +313,7 @@ TEST(TiedModelNorm, ScatterBlockSumsGiveTheSameNorm) {
       targets[i] = static_cast<int32_t>((i * 97) % 1100);
     for (int threads : {1, 2}) {
       omp_set_num_threads(threads);
+      model.zero_grad();
       model.forward(inputs.data(), targets.data(), B, T);
       EXPECT_EQ(model.grad_norm_head().count, 0u) << "after forward()";
       model.backward();
@@ -326,6 +327,17 @@ TEST(TiedModelNorm, ScatterBlockSumsGiveTheSameNorm) {
         const GradNormHead too_many{head.sums, model.num_parameters() / kSumOfSquaresBlock + 1};
         EXPECT_THROW(grad_norm(model, rows, too_many), Error);
       }
+      // Gradient accumulation: a second batch's backward adds; the last scatter's sums are still
+      // those of the whole gradient (it is dwte's last writer).
+      std::vector<int32_t> shifted(inputs.size());
+      for (size_t i = 0; i < shifted.size(); ++i) shifted[i] = (inputs[i] + 13) % 1100;
+      model.forward(shifted.data(), targets.data(), B, T);
+      model.backward();
+      const SparseRowGrad rows2 = model.wte_grad_rows();
+      const double full2 = grad_norm(model, rows2);
+      EXPECT_NE(full2, full);
+      EXPECT_EQ(grad_norm(model, rows2, model.grad_norm_head()), full2)
+          << "accumulated, tied=" << tied << " threads=" << threads;
     }
     omp_set_num_threads(omp_get_num_procs());
   }

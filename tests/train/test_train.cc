@@ -375,10 +375,12 @@ TEST(Optimizer, ClipFactorInsideAdamWEqualsClippingInPlace) {
           targets[i] = static_cast<int32_t>((i * 11) % 300);
         }
         for (int step = 0; step < 3; ++step) {
+          a.zero_grad();
           a.forward(inputs.data(), targets.data(), B, T);
           a.backward();
           const double norm_a = wte::clip_grad_norm(a, max_norm);
           opt_a.update(a, 1e-2f, oc);
+          b.zero_grad();
           b.forward(inputs.data(), targets.data(), B, T);
           b.backward();
           const double norm_b = wte::grad_norm(b, b.wte_grad_rows());

@@ -52,8 +52,8 @@ class GradientSync {
   /// the dense gradient becomes the whole batch's (the rest of the gradient arena is stale) and
   /// the whole batch's sparse wte rows are kept (wte_rows); returns the whole batch's mean loss
   /// Σ_r w_r·L_r (rank order, in double, rounded once).
-  /// `local_rows`: this rank's row-sparse wte gradient when it is not the model's own (gradient
-  /// accumulation's merged rows, train/grad_accum.h); nullptr: model.wte_grad_rows().
+  /// `local_rows`: this rank's row-sparse wte gradient when it is not the model's own;
+  /// nullptr: model.wte_grad_rows() (with gradient accumulation, the micro-batches' rows merged).
   float reduce_scatter(Model& model, float local_loss, const SparseRowGrad* local_rows = nullptr);
   /// Step 2: the whole batch's gradient norm (before clipping; the same on every rank, and bit for
   /// bit wte::grad_norm of the whole reduced gradient in one process). Reads this rank's block

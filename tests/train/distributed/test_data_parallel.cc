@@ -172,8 +172,10 @@ TEST(DataParallel, ZeroOneBlocksGiveTheReplicatedOptimizerBits) {
     wte::split_blocks(n - dense_begin, static_cast<int>(R), wte::kSumOfSquaresBlock, &counts, &displs);
     ASSERT_GT(counts[1], 0u) << "the test model must span several ranks' blocks";
     for (int step = 0; step < 2; ++step) {
+      one.zero_grad();
       one.forward(x.data(), y.data(), B, T);
       one.backward();
+      zero.zero_grad();
       zero.forward(x.data(), y.data(), B, T);
       zero.backward();
       const double norm_one = wte::clip_grad_norm(one, max_norm);
