@@ -93,8 +93,8 @@ double expect_agrees(const float* got, const std::vector<double>& want, double K
 
 // A block's float tensors (owned) with their views, and the same values in double.
 struct Params {
-  ref::BlockTensors<float> f;
-  ref::BlockTensors<double> d;
+  ref::BlockParams<float> f;
+  ref::BlockParams<double> d;
   BlockTensors views() {
     return {f.ln_1_g.data(),   f.ln_1_b.data(), f.c_attn_w.data(), f.c_attn_b.data(),
             f.attn_c_proj_w.data(), f.attn_c_proj_b.data(), f.ln_2_g.data(), f.ln_2_b.data(),
@@ -104,9 +104,9 @@ struct Params {
 
 // Weights ~ U(±1.5/√fan_in), biases U(±0.5), gains 1 + U(±0.3): every term of every op matters.
 Params random_params(size_t C, Rng* rng) {
-  Params p{ref::BlockTensors<float>(C, 1.0f), ref::BlockTensors<double>(C, 1.0)};
-  auto f = ref::BlockTensors<float>::list(p.f);
-  auto d = ref::BlockTensors<double>::list(p.d);
+  Params p{ref::BlockParams<float>(C, 1.0f), ref::BlockParams<double>(C, 1.0)};
+  auto f = ref::BlockParams<float>::list(p.f);
+  auto d = ref::BlockParams<double>::list(p.d);
   for (size_t k = 0; k < f.size(); ++k) {
     const std::string name = f[k].first;
     const bool gain = name.back() == 'g', weight = name.back() == 'w';
@@ -180,7 +180,7 @@ TEST(Block, ForwardAndBackwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
 
     // Backward: dx starts as d out; gradients zeroed (the result is the gradient whether the
     // block writes or adds).
-    ref::BlockTensors<float> grads(C, 0.0f);
+    ref::BlockParams<float> grads(C, 0.0f);
     const BlockTensors g{grads.ln_1_g.data(),   grads.ln_1_b.data(), grads.c_attn_w.data(),
                          grads.c_attn_b.data(), grads.attn_c_proj_w.data(),
                          grads.attn_c_proj_b.data(), grads.ln_2_g.data(), grads.ln_2_b.data(),
@@ -189,13 +189,13 @@ TEST(Block, ForwardAndBackwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
     std::vector<float> dx = dout;
     block_backward(dx.data(), g, arena.scratch, arena.act, x.data(), w, nullptr, B, T, C, NH,
                    gemm);
-    ref::BlockTensors<double> want_g(C, 0.0);
+    ref::BlockParams<double> want_g(C, 0.0);
     std::vector<double> want_dx(N * C);
     ref::block_backward(want_dx.data(), &want_g, doutd.data(), ra, xd.data(), p.d, B, T, C, NH);
     const double K = chain_terms(s, true);
     worst_bwd = std::max(worst_bwd, expect_agrees(dx.data(), want_dx, K, where + " dx"));
-    const auto got_list = ref::BlockTensors<float>::list(grads);
-    const auto want_list = ref::BlockTensors<double>::list(want_g);
+    const auto got_list = ref::BlockParams<float>::list(grads);
+    const auto want_list = ref::BlockParams<double>::list(want_g);
     for (size_t k = 0; k < got_list.size(); ++k)
       worst_bwd = std::max(worst_bwd, expect_agrees(got_list[k].second->data(), *want_list[k].second,
                                                     K, where + " d" + got_list[k].first));
