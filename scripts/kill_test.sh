@@ -6,4 +6,4 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 KILL_TRIALS="${1:-100}" WTE_CLI="$build/wte" WTE_BINARY_DIR="$build" WTE_SOURCE_DIR="$root" \
-  exec bash "$root/tests/test_kill_resume.sh"
+  exec bash "$root/tests/train/test_kill_resume.sh"

@@ -13,6 +13,7 @@
 
 #include "wte/data.h"
 #include "wte/error.h"
+#include "wte/tokenizer.h"
 #include "src/io/checkpoint_checks.h"
 #include "src/io/file_checks.h"
 #include "src/io/hdf5_util.h"
@@ -53,7 +54,7 @@ TokenBatch read_token_batch(const std::string& path, size_t vocab_size, size_t n
       }
       if (used != word.size())
         throw Error("token file '" + path + "', line " + std::to_string(line_no) + ", position " +
-                    std::to_string(ids.size() + 1) + ": '" + word +
+                    std::to_string(ids.size() + 1) + ": '" + escape_piece(word) +
                     "' is not an integer token id; allowed: ids in [0, vocab_size=" +
                     std::to_string(vocab_size) + ") separated by spaces");
       if (v < 0 || static_cast<unsigned long long>(v) >= vocab_size)

@@ -531,6 +531,12 @@ Config load_config(const std::string& ini_path, const std::vector<std::string>& 
   // A UTF-8 byte order mark (Windows editors write one) is not part of the first line: skip it
   // (it read as an invalid line "[model]" whose invisible first bytes the error printed raw).
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  // A NUL byte: a binary file (a token file given as the config). Named here, because the INI
+  // parser's message would end at the NUL and say nothing of why.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    throw Error("config file '" + ini_path + "' holds a NUL byte at offset " + std::to_string(nul) +
+                " (line " + std::to_string(1 + std::count(text.begin(), text.begin() + nul, '\n')) +
+                "): it is not a text file; give an INI file such as configs/default.ini");
   std::istringstream in(text);
   return parse_impl(in, "config file '" + ini_path + "'", fs::path(ini_path).parent_path(),
                     overrides, true);

@@ -253,6 +253,12 @@ expect 2 "wte train: error: unknown option '--foo.bar' on the command line (opti
   -- train -o "$dir/r" --foo.bar=
 [ -e "$dir/r" ] && fail "train left the run directory it created behind"
 
+# A binary file given where a text file is read: named as such, its bytes never printed raw.
+printf '[model]\nvocab_size = 4\000\004x\n' > "$dir/binary.ini"
+expect 1 "holds a NUL byte at offset 22 (line 2): it is not a text file" -- train -c "$dir/binary.ini" -o "$dir/r_bin"
+printf '1 2\n3 \004\000x 4\n' > "$dir/binary_batch.txt"
+expect 1 "position 2: '\\x04\\x00x' is not an integer token id" -- gradcheck --batch "$dir/binary_batch.txt"
+
 # wte help CMD prints exactly CMD --help, exit 0.
 for c in $commands; do
   "$WTE_CLI" help "$c" > "$dir/h1" 2>&1; rc1=$?

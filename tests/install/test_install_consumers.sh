@@ -35,7 +35,7 @@ fi
 # Configure + build a consumer (own build dir, only the prefix on CMAKE_PREFIX_PATH).
 build_consumer() {
   local name="$1"
-  cmake -S "$src/tests/consumers/$name" -B "$tmp/$name" -DCMAKE_BUILD_TYPE=Release \
+  cmake -S "$src/tests/install/consumers/$name" -B "$tmp/$name" -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/$name.log" 2>&1 \
     && cmake --build "$tmp/$name" >>"$tmp/$name.log" 2>&1 \
     || { cat "$tmp/$name.log"; fail "consumer $name did not build"; }
@@ -70,15 +70,15 @@ build_consumer own_config
 log "4. pkg-config"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 pkg-config --cflags --libs wte
-g++ -std=c++17 -O1 "$src/tests/consumers/kernels/main.cc" -o "$tmp/pc_kernels" \
+g++ -std=c++17 -O1 "$src/tests/install/consumers/kernels/main.cc" -o "$tmp/pc_kernels" \
   $(pkg-config --cflags --libs wte-kernels) || fail "pkg-config wte-kernels: compile/link"
 "$tmp/pc_kernels" || fail "pkg-config wte-kernels: run"
-g++ -std=c++17 -O1 "$src/tests/consumers/model/main.cc" -o "$tmp/pc_model" \
+g++ -std=c++17 -O1 "$src/tests/install/consumers/model/main.cc" -o "$tmp/pc_model" \
   $(pkg-config --cflags --libs wte) || fail "pkg-config wte: compile/link"
 "$tmp/pc_model" "$ckpt" >/dev/null || fail "pkg-config wte: run"
 
 log "5. wte as a subproject"
-cmake -S "$src/tests/consumers/subproject" -B "$tmp/sub" -DDEP_SOURCE_DIR="$src" \
+cmake -S "$src/tests/install/consumers/subproject" -B "$tmp/sub" -DDEP_SOURCE_DIR="$src" \
       >"$tmp/sub.log" 2>&1 || { cat "$tmp/sub.log"; fail "subproject configure"; }
 targets="$(cmake --build "$tmp/sub" --target help)"
 for t in test_model test_train wte_faulty; do

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "src/io/hdf5_util.h"
+#include "wte/data.h"
 #include "src/io/hf_gpt2.h"
 #include "src/io/safetensors.h"
 #include "tests/test_util.h"
@@ -58,6 +59,14 @@ void replace_encoder_json(const fs::path& ckpt, const std::string& text) {
   H5::Group tok = f.openGroup("tokenizer");
   tok.unlink("encoder_json");
   wte::hdf5::write_string(tok, "encoder_json", text);
+  // The checkpoint's hash of the text, kept right: the reader's JSON checks are reached, not its
+  // hash check.
+  if (tok.attrExists("encoder_json_fnv1a64")) {
+    tok.removeAttr("encoder_json_fnv1a64");
+    const uint64_t hash = wte::fnv1a64(text.data(), text.size());
+    tok.createAttribute("encoder_json_fnv1a64", H5::PredType::STD_U64LE, H5::DataSpace(H5S_SCALAR))
+        .write(H5::PredType::NATIVE_UINT64, &hash);
+  }
 }
 
 // `cmd` exits 1 (not a crash) and says why, naming `file`.
