@@ -218,7 +218,10 @@ TEST(Config, GarbageFileErrorsEscapeBytesAndAreShort) {
     auto b = static_cast<unsigned char>(rng.next() & 0xff);
     if (b >= 0xC0 && b <= 0xF7) b -= 0x40;  // no UTF-8 lead bytes: every byte >= 0x80 is escaped
     const char c = static_cast<char>(b);
-    junk += (c == '\n' || c == '\r' || c == '=' || c == '[' || c == '#' || c == ';') ? 'x' : c;
+    // No NUL either: a file holding one is refused as not text before it is parsed (below).
+    junk += (c == '\n' || c == '\r' || c == '=' || c == '[' || c == '#' || c == ';' || c == '\0')
+                ? 'x'
+                : c;
   }
   for (const std::string& text : {junk,                                   // one invalid line
                                   "[model]\n" + junk.substr(0, 3000) + " = 1\n",  // unknown key
@@ -230,6 +233,12 @@ TEST(Config, GarbageFileErrorsEscapeBytesAndAreShort) {
     EXPECT_NE(msg.find("bytes in all)"), std::string::npos) << msg;
     for (unsigned char c : msg)
       ASSERT_TRUE(c >= 0x20 && c < 0x7f) << "byte " << int(c) << " in: " << msg;
+  }
+  {
+    write(dir / "nul.ini", std::string("[model]\nvocab_size = 4\0\x04x\n", 26));
+    const std::string msg = error_of([&] { wte::load_config((dir / "nul.ini").string(), {}); });
+    EXPECT_NE(msg.find("holds a NUL byte at offset 22 (line 2): it is not a text file"),
+              std::string::npos) << msg;
   }
   write(dir / "u.ini", "[model]\nln_f = ja\xc3\xa4\xc2\x9b\xed\xa0\x80\n");
   const std::string msg = error_of([&] { wte::load_config((dir / "u.ini").string(), {}); });
