@@ -9,7 +9,7 @@
 #                      loaders, and the kernels on every SIMD target run under ASan+UBSan in the
 #                      WTE_SANITIZE build's tests.
 # OpenMP under clang: clang's -fopenmp would load LLVM's libomp beside oneDNN's GNU libgomp (two
-# OpenMP runtimes in one process, PLATFORM.md). The fuzz build therefore compiles without
+# OpenMP runtimes in one process). The fuzz build therefore compiles without
 # -fopenmp (wte's own `#pragma omp` loops run on one thread, which is all a parser fuzzer needs)
 # and links GNU libgomp explicitly for oneDNN and the omp_* calls: one runtime, libgomp.
 # Top-level builds only: as a subproject wte writes nothing into the parent's cache.

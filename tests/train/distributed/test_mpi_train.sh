@@ -45,7 +45,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-# Loopback only: no traffic to any other address (PLATFORM.md, Open MPI).
+# Loopback only: no traffic to any other address (Open MPI on the loopback interface).
 MPI=(mpirun --allow-run-as-root --oversubscribe --mca oob_tcp_if_include lo
      --mca btl_tcp_if_include lo)
 
