@@ -96,4 +96,20 @@ inline std::string tiny_corpus(uint64_t seed = 7) {
   return text;
 }
 
+// A tiny trained run of the built `wte` (WTE_CLI) in `dir`/run: a 1-block model on tiny_corpus()
+// written to `dir`/corpus.txt, config `dir`/tiny.ini, checkpoints at steps 2 and 4. Returns the
+// exit status; `output` gets what it printed.
+inline int train_tiny_run(const std::string& cli, const std::filesystem::path& dir,
+                          std::string* output) {
+  write(dir / "corpus.txt", tiny_corpus());
+  write(dir / "tiny.ini", "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\nn_layer = 1\n"
+                          "n_head = 2\n[data]\ntext = " + (dir / "corpus.txt").string() +
+                              "\nseq_len = 16\n[train]\nbatch_size = 4\nsteps = 4\n"
+                              "eval_interval = 0\nthreads = 1\n[checkpoint]\ninterval = 2\n"
+                              "keep_last = 0\n");
+  return run(cli + " train --quiet --config " + (dir / "tiny.ini").string() + " --out " +
+                 (dir / "run").string(),
+             output);
+}
+
 }  // namespace wte::test

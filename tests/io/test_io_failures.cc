@@ -32,18 +32,8 @@ std::string cli() { return WTE_CLI; }
 
 // A tiny trained run in `dir`/run (checkpoints at steps 2 and 4), exported to `dir`/hf.
 void train_tiny(const fs::path& dir) {
-  write(dir / "corpus.txt", wte::test::tiny_corpus());
-  write(dir / "tiny.ini", "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\nn_layer = 1\n"
-                          "n_head = 2\n[data]\ntext = " + (dir / "corpus.txt").string() +
-                              "\nseq_len = 16\n[train]\nbatch_size = 4\nsteps = 4\n"
-                              "eval_interval = 0\nthreads = 1\n[checkpoint]\ninterval = 2\n"
-                              "keep_last = 0\n");
   std::string out;
-  ASSERT_EQ(run(cli() + " train --quiet --config " + (dir / "tiny.ini").string() + " --out " +
-                    (dir / "run").string(),
-                &out),
-            0)
-      << out;
+  ASSERT_EQ(wte::test::train_tiny_run(cli(), dir, &out), 0) << out;
   ASSERT_EQ(run(cli() + " export --checkpoint " + (dir / "run/checkpoint_00000004.h5").string() +
                     " --out " + (dir / "hf").string(),
                 &out),
