@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -421,6 +422,15 @@ std::string inline_svg(const fs::path& path) {
   return at == std::string::npos ? "" : text.substr(at);
 }
 
+// A wide figure spans both columns but is drawn no larger than its SVG's own width (a chart of
+// 640 px scaled to 1400 px would have 30 px labels): style="max-width:Wpx", or "" if unknown.
+std::string natural_width_style(const std::string& svg_text, bool wide) {
+  const size_t at = svg_text.find("width=\"");
+  if (!wide || at == std::string::npos || at > svg_text.find('>')) return "";
+  const double w = std::atof(svg_text.c_str() + at + 7);
+  return w > 0 ? " style=\"max-width:" + format_double("%.0f", w) + "px\"" : "";
+}
+
 }  // namespace
 
 void write_geometry_page(const std::string& out, const std::string& top_html,
@@ -450,7 +460,7 @@ void write_geometry_page(const std::string& out, const std::string& top_html,
     for (const Figure& fig : s.figures) {
       const std::string svg_text = inline_svg(fs::path(out) / fig.file);
       html << "<figure" << (fig.wide ? " class=\"wide\"" : "") << " data-file=\""
-           << html_escape(fig.file) << "\">";
+           << html_escape(fig.file) << "\"" << natural_width_style(svg_text, fig.wide) << ">";
       if (svg_text.empty())  // not readable here: link it instead
         html << "<img src=\"" << html_escape(fig.file) << "\" alt=\"" << html_escape(fig.file)
              << "\" style=\"width:100%\">";
