@@ -259,11 +259,11 @@ int cmd_hidden_states(int argc, char** argv) {
   if (opt.help) return 0;
   const std::string& path = opt.checkpoint;
   const std::string& out = opt.out;
-  const CheckpointModel ck = load_checkpoint_model(path);
+  const LoadedModel ck = load_model(path, "--checkpoint ");
   const CheckpointInfo& info = ck.info;
   const Config& cfg = ck.config;
   const Model& model = *ck.model;
-  const Tokenizer tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe, path + " /tokenizer");
+  const Tokenizer& tok = ck.tokenizer;
   const size_t C = cfg.model.d_model;
   const size_t dims = opt.dims == 0 ? C : std::min(C, opt.dims);
   std::string data_path;

@@ -8,13 +8,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
-#include "src/io/snapshot.h"
 #include "src/model/decoder.h"
+#include "src/model/generate.h"
 #include "cli/options.h"
 #include "cli/commands.h"
 #include "wte/checkpoint.h"
@@ -26,22 +25,9 @@
 #include "wte/tokenizer.h"
 
 namespace po = boost::program_options;
-namespace fs = std::filesystem;
 
 namespace wte::cli {
 namespace {
-
-// A checkpoint file, or a run directory's newest checkpoint_<step>.h5.
-std::string resolve_checkpoint(const std::string& arg) {
-  if (fs::is_directory(arg)) {
-    const auto list = list_snapshots(arg, "checkpoint_");
-    if (list.empty())
-      throw Error("--checkpoint " + arg + ": the directory has no checkpoint_<step>.h5 files");
-    return list.back().second;
-  }
-  io::require_input_file("--checkpoint ", arg, " (give a checkpoint .h5 or a run directory)");
-  return arg;
-}
 
 // A decimal number typed for an option, or NaN if `text` is not one (empty, leading space, junk
 // after it). Read with strtod, which (unlike std::stod) keeps a value below the smallest normal
@@ -74,54 +60,6 @@ double parse_top_p(const std::string& text) {
   return p;
 }
 
-// The generated text (the continuation, not the prompt) and what of it is on stdout. With stop
-// strings, the text is printed up to the end of the first stop string it contains and nothing
-// after it; until then, a tail that could be the start of a stop string is held back (printed
-// once it cannot be, or at the end).
-class Continuation {
- public:
-  explicit Continuation(const std::vector<std::string>& stops) : stops_(stops) {}
-
-  // Appends a token's bytes and prints what is safe to print. Returns true if the text now
-  // contains a stop string (printed up to its end, not further).
-  bool add(const std::string& bytes) {
-    const size_t before = text_.size();
-    text_ += bytes;
-    size_t end = std::string::npos;  // where the first stop string to end, ends
-    for (const std::string& s : stops_) {
-      // Only a match that includes new bytes is new: start up to s.size() - 1 bytes earlier.
-      const size_t from = before >= s.size() - 1 ? before - (s.size() - 1) : 0;
-      const size_t at = text_.find(s, from);
-      if (at != std::string::npos) end = std::min(end, at + s.size());
-    }
-    if (end != std::string::npos) {
-      print_to(end);
-      return true;
-    }
-    size_t hold = 0;  // the longest tail that is a proper prefix of a stop string
-    for (const std::string& s : stops_)
-      for (size_t n = std::min(s.size() - 1, text_.size() - printed_); n > hold; --n)
-        if (text_.compare(text_.size() - n, n, s, 0, n) == 0) {
-          hold = n;
-          break;
-        }
-    print_to(text_.size() - hold);
-    return false;
-  }
-  // Prints what was held back (generation ended without a stop string).
-  void flush() { print_to(text_.size()); }
-
- private:
-  void print_to(size_t end) {
-    if (end > printed_) std::fwrite(text_.data() + printed_, 1, end - printed_, stdout);
-    std::fflush(stdout);
-    printed_ = std::max(printed_, end);
-  }
-  const std::vector<std::string>& stops_;
-  std::string text_;
-  size_t printed_ = 0;
-};
-
 }  // namespace
 
 // wte sample --help: what the command does.
@@ -139,46 +77,29 @@ constexpr const char* kSampleUsage =
       "recent tokens, a window that slides by D tokens whenever it is full (wpe has n_ctx rows, so\n"
       "the kept tokens are re-run at their new positions).\n\n";
 
-// One sample: prefill the prompt's ids, print the prompt and up to n_new drawn tokens on stdout as
-// they are drawn (stopping at <|endoftext|> unless ignore_eos, eot < 0: none, or at a stop
-// string), then a line on stderr with why it ended and how fast.
+// One sample: print the prompt, prefill its ids, print up to opt.max_new_tokens drawn tokens on
+// stdout as they are drawn (src/model/generate.h: stopping at <|endoftext|> or a stop string),
+// then a line on stderr with why it ended and how fast.
 static void print_sample(SlidingDecoder& dec, const std::vector<int32_t>& ids,
-                         const std::string& prompt, size_t n_new, const SamplingParams& sp,
-                         Rng& rng, const Tokenizer& tok,
-                         const std::vector<std::string>& stops, int32_t eot, bool ignore_eos,
-                         size_t vocab_size) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const float* logits = dec.start(ids.data(), ids.size());
-  const auto t1 = std::chrono::steady_clock::now();
+                         const std::string& prompt, const GenerateOptions& opt, Rng& rng,
+                         const Tokenizer& tok) {
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-  Continuation text(stops);
-  size_t drawn = 0;
-  std::string ended;  // why generation ended before n_new tokens ("": it did not)
-  while (drawn < n_new) {
-    const int32_t next = sample_token(logits, vocab_size, sp, rng);
-    ++drawn;
-    if (next == eot && !ignore_eos) {
-      ended = "at <|endoftext|> (new token " + std::to_string(drawn) + ", not printed)";
-      break;
-    }
-    if (text.add(tok.piece(next))) {
-      ended = "at a --stop string (new token " + std::to_string(drawn) +
-              "; nothing after the string is printed)";
-      break;
-    }
-    if (drawn == n_new) break;
-    logits = dec.push(next);
-  }
-  text.flush();
-  const auto t2 = std::chrono::steady_clock::now();
+  const Generation g = generate(dec, ids, tok, opt, rng, [](const char* data, size_t size) {
+    std::fwrite(data, 1, size, stdout);
+    std::fflush(stdout);
+  });
   std::printf("\n");
   std::fflush(stdout);
-  const double prefill = std::chrono::duration<double>(t1 - t0).count();
-  const double gen = std::chrono::duration<double>(t2 - t1).count();
-  if (!ended.empty()) std::fprintf(stderr, "wte sample: stopped %s\n", ended.c_str());
+  if (g.end == GenerationEnd::kEndOfText)
+    std::fprintf(stderr, "wte sample: stopped at <|endoftext|> (new token %zu, not printed)\n",
+                 g.drawn);
+  else if (g.end == GenerationEnd::kStop)
+    std::fprintf(stderr, "wte sample: stopped at a --stop string (new token %zu; nothing after the "
+                 "string is printed)\n", g.drawn);
+  const double gen = g.generate_seconds;
   std::fprintf(stderr, "wte sample: prompt %zu tokens in %.3f s; %zu new tokens in %.3f s (%.1f "
-               "tokens/s); the context window slid %zu times\n", ids.size(), prefill, drawn, gen,
-               gen > 0 ? double(drawn) / gen : 0.0, dec.slides());
+               "tokens/s); the context window slid %zu times\n", ids.size(), g.prefill_seconds,
+               g.drawn, gen, gen > 0 ? double(g.drawn) / gen : 0.0, dec.slides());
 }
 
 int cmd_sample(int argc, char** argv) {
@@ -246,8 +167,8 @@ int cmd_sample(int argc, char** argv) {
   const uint64_t seed = whole_number_option(vm, "seed", 0, UINT64_MAX);
   const size_t n_samples = whole_number_option(vm, "samples", 1, 1000);
 
-  const std::string path = resolve_checkpoint(vm["checkpoint"].as<std::string>());
-  const CheckpointModel ck = load_checkpoint_model(path);
+  const LoadedModel ck = load_model(vm["checkpoint"].as<std::string>(), "--checkpoint ");
+  const std::string& path = ck.path;
   const CheckpointInfo& info = ck.info;
   const Config& cfg = ck.config;
   const size_t n_ctx = cfg.model.n_ctx;
@@ -257,10 +178,9 @@ int cmd_sample(int argc, char** argv) {
                      "n_ctx = " + std::to_string(n_ctx) + "; allowed: a whole number in [0, " +
                      std::to_string(n_ctx) + "] (0: n_ctx/4)");
   const size_t drop = slide_arg == 0 ? SlidingDecoder::default_drop(n_ctx) : slide_arg;
-  const Tokenizer tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe, path + " /tokenizer");
+  const Tokenizer& tok = ck.tokenizer;
   // GPT-2's end-of-text token, when this vocabulary has it (a vocabulary trained by wte has not).
-  int32_t eot = tok.id_of("<|endoftext|>");
-  if (eot >= 0 && static_cast<size_t>(eot) >= cfg.model.vocab_size) eot = -1;
+  const int32_t eot = end_of_text_id(tok, cfg.model.vocab_size);
   const std::string prompt = vm["prompt"].as<std::string>();
   std::vector<int32_t> ids = tok.encode(prompt);
   if (ids.empty()) {
@@ -288,11 +208,16 @@ int cmd_sample(int argc, char** argv) {
                static_cast<unsigned long long>(seed), eos_note.c_str(), stops.size(), drop,
                drop == 1 ? "" : "s");
 
+  GenerateOptions gen;
+  gen.max_new_tokens = n_new;
+  gen.sampling = sp;
+  gen.eot = eot;
+  gen.ignore_eos = ignore_eos;
+  gen.stops = stops;
   Rng rng(seed);
   for (size_t s = 0; s < n_samples; ++s) {
     if (s > 0) std::printf("\n----------------\n");
-    print_sample(dec, ids, prompt, n_new, sp, rng, tok, stops, eot, ignore_eos,
-                 cfg.model.vocab_size);
+    print_sample(dec, ids, prompt, gen, rng, tok);
   }
   return 0;
 }

@@ -30,9 +30,21 @@ install(FILES ${PROJECT_BINARY_DIR}/wteConfig.cmake ${PROJECT_BINARY_DIR}/wteCon
 get_target_property(WTE_DNNL_CONFIGS DNNL::dnnl IMPORTED_CONFIGURATIONS)
 list(GET WTE_DNNL_CONFIGS 0 WTE_DNNL_CONFIG)  # Debian's: RELWITHDEBINFO
 get_target_property(WTE_DNNL_LOCATION DNNL::dnnl IMPORTED_LOCATION_${WTE_DNNL_CONFIG})
+# By name (-ldnnl), not by the versioned file CMake found (libdnnl.so.2.6), so the file keeps
+# working when a package update changes the version; -L only for directories the linker does not
+# search by itself (Debian's HDF5 lives in hdf5/serial/).
 set(WTE_PC_PRIVATE_LIBS "")
+set(wte_pc_dirs "")
 foreach(lib ${WTE_DNNL_LOCATION} ${Boost_PROGRAM_OPTIONS_LIBRARY_RELEASE} ${WTE_HDF5_LIBRARIES})
-  string(APPEND WTE_PC_PRIVATE_LIBS " ${lib}")
+  get_filename_component(dir ${lib} DIRECTORY)
+  get_filename_component(file ${lib} NAME)
+  string(REGEX REPLACE "^lib" "" name ${file})
+  string(REGEX REPLACE "\\.(so|a)(\\..*)?$" "" name ${name})
+  if(NOT dir IN_LIST CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES AND NOT dir IN_LIST wte_pc_dirs)
+    list(APPEND wte_pc_dirs ${dir})
+    string(APPEND WTE_PC_PRIVATE_LIBS " -L${dir}")
+  endif()
+  string(APPEND WTE_PC_PRIVATE_LIBS " -l${name}")
 endforeach()
 # prefix is found from the .pc file's own place (${pcfiledir}), so `cmake --install --prefix P`
 # gives a working file wherever P is.

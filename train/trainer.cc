@@ -772,6 +772,10 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
                                      step_seconds / static_cast<double>(done - start_step) /
                                          static_cast<double>(B)));
     if (writer && !metrics) throw Error(write_failed(metrics_path));  // disk full: fatal, named
+    if (opts.on_step && comm.size() == 1 &&
+        !opts.on_step(StepProgress{done, cfg.train.steps, r.loss, val_loss, r.lr, r.grad_norm,
+                                   tok_s, seconds_since(t_start)}))
+      stop_now = true;
     const bool checkpoint_now =
         last || stop_now || (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0);
     // Every rank: AdamW's m and v are complete only in each rank's block until gathered.
@@ -815,11 +819,13 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     return summary;
   }
   if (summary.stopped) {
-    std::printf("stopped at step %zu of %zu (--stop-at) after %s; checkpoint %s; continue with: "
+    std::printf("stopped at step %zu of %zu (%s) after %s; checkpoint %s; continue with: "
                 "wte train --resume %s\n",
-                opts.stop_at, cfg.train.steps, format_duration(step_seconds).c_str(),
-                summary.last_checkpoint.c_str(), summary.last_checkpoint.c_str());
-    sync.print_share(step_seconds, opts.stop_at - start_step);
+                finished_step, cfg.train.steps,
+                finished_step == opts.stop_at ? "--stop-at" : "the progress callback asked",
+                format_duration(step_seconds).c_str(), summary.last_checkpoint.c_str(),
+                summary.last_checkpoint.c_str());
+    sync.print_share(step_seconds, finished_step - start_step);
     return summary;
   }
   if (writer)

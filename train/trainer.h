@@ -9,6 +9,18 @@
 
 namespace wte {
 
+/// One finished optimizer step, as RunOptions::on_step sees it (the values of metrics.csv's row).
+struct StepProgress {
+  size_t step = 0;                 // steps done (1-based), of `steps` (train.steps)
+  size_t steps = 0;
+  double loss = 0;                 // the step's training loss, nats/token
+  double val_loss = -1;            // the evaluation after this step, nats/token (< 0: none)
+  double lr = 0;                   // learning rate of the step
+  double grad_norm = 0;            // global gradient norm before clipping
+  double tokens_per_second = 0;    // training tokens per second of step time, this run so far
+  double elapsed_seconds = 0;      // wall time since the loop started
+};
+
 /// Options of one training run that are not part of the model's config.
 struct RunOptions {
   std::string out_dir;   // metrics.csv, config.ini, tokenizer/, checkpoints
@@ -27,6 +39,10 @@ struct RunOptions {
                            // cmd_train refuses such a directory (train/run_directory.h)
   bool* earlier_run_deleted = nullptr;  // if set: made true once --overwrite deleted an earlier
                                         // run's checkpoints or snapshots in out_dir
+  std::function<bool(const StepProgress&)> on_step;
+      // called after every step (and its evaluation, before its checkpoint) in one process (not
+      // under mpirun: the ranks would disagree); returning false stops the run after that step
+      // with a checkpoint, as stop_at does (the Python module's progress callback)
   std::function<void()> on_first_step;  // called once the first step of this run has finished
                                         // (cmd_train: the run directory is kept from then on)
   std::function<void(const std::string& path, bool directory)> will_create;

@@ -130,6 +130,31 @@ struct CheckpointModel {
 /// read_checkpoint_info.
 CheckpointModel load_checkpoint_model(const std::string& path);
 
+/// The checkpoint file a path given for a model means: a file as it is (it must be a regular
+/// file), or a run directory's newest checkpoint (the highest step of list_checkpoints(dir); not
+/// validated here). Throws wte::Error naming `path` if it does not exist, is neither a regular
+/// file nor a directory, or is a directory without checkpoint_<step>.h5 files; the message starts
+/// with `what` (e.g. "--checkpoint ") to say where the path came from.
+std::string resolve_checkpoint(const std::string& path, const std::string& what = "");
+
+/// Everything needed to run a trained model: the checkpoint file read, its info, its stored
+/// config, a Model of that config holding the stored parameters, and the tokenizer it stores.
+struct LoadedModel {
+  std::string path;  // the checkpoint file read (for a run directory, its newest checkpoint)
+  CheckpointInfo info;
+  Config config;
+  std::unique_ptr<Model> model;
+  Tokenizer tokenizer;
+};
+
+/// Loads a model in one call: `path` is a checkpoint file or a run directory (resolve_checkpoint),
+/// read and validated as load_checkpoint_model does, and its tokenizer parsed. Not the optimizer
+/// state. Throws wte::Error naming the path and what is wrong (`what` as for resolve_checkpoint).
+///
+///   wte::LoadedModel m = wte::load_model("runs/default");
+///   std::vector<int32_t> ids = m.tokenizer.encode("And God said");
+LoadedModel load_model(const std::string& path, const std::string& what = "");
+
 /// Path of the trainer's checkpoint for `step` in `dir`: DIR/checkpoint_XXXXXXXX.h5 (8 digits).
 std::string checkpoint_path(const std::string& dir, uint64_t step);
 

@@ -1,4 +1,4 @@
-"""wte: GPT-2 token-embedding kernels, checkpoints and tokenizer from C++ (README.md: From PyTorch).
+"""wte from Python: trained models, training, kernels, checkpoints, tokenizer (docs/python.md).
 
 Kernels work in place on numpy arrays, never copying them: tables and gradients are float32,
 ids int32, all C-contiguous. An array a function writes must not share memory with any other
@@ -23,9 +23,32 @@ OMP_NUM_THREADS).
     load_checkpoint(path) -> {"wte": ndarray, ..., "config": {...}, "step": int}
     Tokenizer(dir)  GPT-2's encoder.json + vocab.bpe: encode, decode, decode_bytes, piece, len()
     wte.torch.Embedding  a torch.nn.Embedding replacement (imported on first use of wte.torch)
+
+A trained model, in the conventions of PyTorch and Hugging Face (docs/python.md has the details):
+
+    m = wte.Model.load("runs/default")    # a checkpoint .h5, or a run directory (its newest)
+    logits = m(ids)                       # ids (B, T) or (T,) integers -> (B, T, V) or (T, V) float32
+    logits, hidden_states = m(ids, output_hidden_states=True)
+                                          # n_layer + 1 arrays (B, T, C), Hugging Face's order:
+                                          # embeddings, each block's input, the last after ln_f
+    m.generate("And God said", max_new_tokens=100, temperature=1.0, top_k=40, top_p=1.0,
+               seed=1337, stop=None)       # the text `wte sample` prints with the same options
+    m.loss(ids)                           # ids (B, T + 1): mean next-token cross-entropy (nats)
+    m.tokenizer, m.config, m.step, m.path, m.vocab_size, m.d_model, m.n_ctx, m.n_layer, m.n_head
+    wte.train("configs/default.ini", out="runs/mine", progress=print, **{"train.steps": 100})
 """
+try:
+    from . import _wte
+except ImportError as e:  # the compiled part was never built, or not for this Python
+    raise ImportError(
+        "wte's compiled part (wte._wte) is missing or does not load: " + str(e) + ". Build it with "
+        "`pip install --no-build-isolation .` in wte's source tree (a virtual environment made "
+        "with --system-site-packages), or build the CMake target wte_python (cmake --build build "
+        "--target wte_python) and put build/python on PYTHONPATH. README.md: Python."
+    ) from e
 from ._wte import (  # noqa: F401
     Error,
+    Model,
     Tokenizer,
     adamw,
     adamw_lazy,
@@ -42,7 +65,6 @@ from ._wte import (  # noqa: F401
     simd_target,
     softmax_cross_entropy,
 )
-from . import _wte
 
 __version__ = "0.1.0"
 
@@ -85,6 +107,46 @@ def _tokenizer_from_checkpoint(path):
 
 
 Tokenizer.from_checkpoint = staticmethod(_tokenizer_from_checkpoint)
+
+
+def _config_dict(config_ini):
+    """An INI text as {"section": {"key": value}} with typed values."""
+    import configparser
+
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(config_ini)
+    return {s: {k: _typed(v) for k, v in parser[s].items()} for s in parser.sections()}
+
+
+Model.config = property(
+    lambda self: _config_dict(self.config_ini),
+    doc="The model's stored config: {'model': {'vocab_size': ..., 'd_model': ...}, 'train': ...}.")
+
+
+def train(config=None, *, out=None, overwrite=False, quiet=False, progress=None, **overrides):
+    """Trains a model as `wte train` does, in this process; returns a summary dict.
+
+    config: an INI file (configs/default.ini) or None (the built-in defaults). overrides:
+    config keys as `section.key` or `section__key` (Python names cannot hold dots):
+    wte.train("configs/default.ini", train__steps=100) or **{"train.steps": 100}; values are
+    converted with str() (bools as true/false). out: the run directory (default runs/<config
+    name>, as `wte train`); a directory holding an earlier run is refused unless overwrite=True.
+    quiet: no progress lines on stdout (the final summary still prints). progress: called after every step with a dict (step,
+    steps, loss, val_loss (None unless evaluated), lr, grad_norm, tokens_per_second,
+    elapsed_seconds); returning False stops the run after that step with a checkpoint, and an
+    exception it raises stops the run the same way and is raised again. Ctrl-C finishes the step,
+    writes a checkpoint and raises KeyboardInterrupt. The GIL is released while training.
+    Returns {"out", "final_val_loss", "unigram_baseline", "tokens_per_second",
+    "train_seconds", "last_checkpoint", "stopped"}. Bad keys or values raise wte.Error (a
+    ValueError) naming them.
+    """
+    args = []
+    for key, value in overrides.items():
+        name = key.replace("__", ".") if "." not in key else key
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        args.append(f"--{name}={value}")
+    return _wte._train(config, args, out, overwrite, quiet, progress)
 
 
 def __getattr__(name):

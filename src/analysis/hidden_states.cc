@@ -30,17 +30,28 @@ std::vector<EncodedText> encode_texts(const Tokenizer& tok, const std::vector<st
   return out;
 }
 
+void decode_hidden_states(Decoder& dec, const int32_t* ids, size_t T, float* const* layers,
+                          float* logits) {
+  const size_t L = hidden_state_layers(dec.n_layer()), C = dec.d_model();
+  if (T == 0) throw Error("decode_hidden_states: no tokens (T = 0)");
+  dec.reset();
+  dec.prefill(ids, T, logits != nullptr);
+  if (layers)
+    for (size_t l = 0; l < L; ++l) {
+      const float* r = l + 1 == L ? dec.final_rows() : dec.residual_rows(l);
+      std::memcpy(layers[l], r, T * C * sizeof(float));
+    }
+  if (logits) std::memcpy(logits, dec.logits_rows(), T * dec.vocab_size() * sizeof(float));
+}
+
 void run_hidden_states(Decoder& dec, EncodedText& e, bool logits) {
   const size_t L = hidden_state_layers(dec.n_layer()), C = dec.d_model();
-  dec.reset();
   const size_t T = e.ids.size();
-  dec.prefill(e.ids.data(), T, logits);
   e.rows.assign(L, std::vector<float>(T * C));
-  for (size_t l = 0; l < L; ++l) {
-    const float* r = l + 1 == L ? dec.final_rows() : dec.residual_rows(l);
-    std::memcpy(e.rows[l].data(), r, T * C * sizeof(float));
-  }
-  if (logits) e.logits.assign(dec.logits_rows(), dec.logits_rows() + T * dec.vocab_size());
+  std::vector<float*> layers(L);
+  for (size_t l = 0; l < L; ++l) layers[l] = e.rows[l].data();
+  if (logits) e.logits.resize(T * dec.vocab_size());
+  decode_hidden_states(dec, e.ids.data(), T, layers.data(), logits ? e.logits.data() : nullptr);
 }
 
 HiddenStateSample hidden_state_baseline_sample(const Model& model,

@@ -3,10 +3,12 @@
 # temporary prefix once, then against that prefix:
 #   1. tests/install/consumers/kernels: find_package(wte COMPONENTS kernels) + wte::kernels; runs the gather
 #      and the scatter and checks their values
-#   2. tests/install/consumers/model: wte::wte loads a checkpoint made here by `wte train` on a tiny corpus
+#   2. tests/install/consumers/model: wte::load_model loads a checkpoint made here by `wte train` on a tiny corpus
+#      (and the same from its run directory: the newest checkpoint)
 #      (wte[1][0] must equal h5dump's)
 #   3. tests/install/consumers/own_config: a project with its own src/config.h builds (no header collision)
-#   4. pkg-config --cflags --libs wte (and wte-kernels) compile and run consumer 1's program
+#   4. pkg-config --cflags --libs wte (and wte-kernels) compile and run consumer 1's program; wte.pc
+#      lists libraries by name (-ldnnl), not by versioned file
 #   5. tests/install/consumers/subproject: add_subdirectory(wte) configures without wte's tests, wte_faulty,
 #      options or cache entries (a parent's cache keeps only what the dependency finders write)
 #   6. the README's C++ example (tests/install/consumers/readme) is the README's text and runs
@@ -45,7 +47,7 @@ log "1. wte::kernels: gather and scatter"
 build_consumer kernels
 "$tmp/kernels/app" || fail "kernels consumer"
 
-log "2. wte::wte: load a checkpoint made by wte train"
+log "2. wte::wte: load a checkpoint made by wte train (wte::load_model), and its run directory"
 printf 'In the beginning the king said unto the people, and they went into the city by the river.\n\n%.0s' $(seq 1 40) > "$tmp/corpus.txt"
 "$cli" train --config "$src/configs/embedding_only.ini" --data.text="$tmp/corpus.txt" \
   --model.vocab_size=300 --model.d_model=16 --model.n_ctx=16 --data.seq_len=16 \
@@ -60,6 +62,7 @@ if command -v h5dump >/dev/null; then
   want="$(h5dump -d /wte -s 1,0 -c 1,1 -m %.9g "$ckpt" | sed -n 's/^ *(1,0): *//p' | tr -d ' ')"
   [ -n "$want" ] && [ "$got" = "$want" ] || fail "wte[1][0]: consumer read '$got', h5dump says '$want'"
 fi
+"$tmp/model/app" "$tmp/run" | grep -q '^step 2 vocab_size 300 ' || fail "model consumer: the run directory is not its newest checkpoint"
 "$tmp/model/app" "$tmp/corpus.txt" 2>"$tmp/bad.err" && fail "a text file loaded as a checkpoint"
 grep -q "corpus.txt" "$tmp/bad.err" || fail "the error does not name the file: $(cat "$tmp/bad.err")"
 
@@ -70,6 +73,10 @@ build_consumer own_config
 log "4. pkg-config"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 pkg-config --cflags --libs wte
+# Libraries by name (-ldnnl), never a versioned file a package update would remove.
+libs="$(pkg-config --libs wte)"
+case " $libs " in *.so*|*.a\ *) fail "wte.pc names library files instead of -lNAME: $libs";; esac
+case " $libs " in *" -ldnnl "*) ;; *) fail "wte.pc does not list -ldnnl: $libs";; esac
 g++ -std=c++17 -O1 "$src/tests/install/consumers/kernels/main.cc" -o "$tmp/pc_kernels" \
   $(pkg-config --cflags --libs wte-kernels) || fail "pkg-config wte-kernels: compile/link"
 "$tmp/pc_kernels" || fail "pkg-config wte-kernels: run"

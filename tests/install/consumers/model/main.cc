@@ -1,6 +1,7 @@
-// Loads a checkpoint written by `wte train` through the installed package, runs the model on a
-// sentence and prints what it read (the test compares wte[1][0] with h5dump's).
-// Usage: app CHECKPOINT.h5
+// Loads a model written by `wte train` through the installed package (wte::load_model: config,
+// parameters and tokenizer in one call), runs it on a sentence and prints what it read (the test
+// compares wte[1][0] with h5dump's).
+// Usage: app CHECKPOINT.h5 | RUN_DIRECTORY (its newest checkpoint)
 #include <wte/checkpoint.h>
 #include <wte/config.h>
 #include <wte/error.h>
@@ -13,16 +14,15 @@
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: %s CHECKPOINT.h5\n", argv[0]);
+    std::fprintf(stderr, "usage: %s CHECKPOINT.h5|RUN_DIRECTORY\n", argv[0]);
     return 2;
   }
   try {
-    const wte::CheckpointInfo info = wte::read_checkpoint_info(argv[1]);
-    const wte::Config config = wte::parse_config(info.config_ini, argv[1]);
-    wte::Model model(config.model);
-    wte::load_checkpoint(argv[1], model, /*optimizer=*/nullptr);
-    const wte::Tokenizer tokenizer =
-        wte::Tokenizer::from_strings(info.encoder_json, info.vocab_bpe, argv[1]);
+    wte::LoadedModel loaded = wte::load_model(argv[1]);
+    const wte::CheckpointInfo& info = loaded.info;
+    const wte::Config& config = loaded.config;
+    wte::Model& model = *loaded.model;
+    const wte::Tokenizer& tokenizer = loaded.tokenizer;
 
     const std::vector<int32_t> ids = tokenizer.encode("the king said");
     const size_t T = ids.size() < config.model.n_ctx ? ids.size() : config.model.n_ctx;

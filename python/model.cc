@@ -1,0 +1,437 @@
+// wte.Model and wte.train (python/wte/__init__.py documents both for users).
+//
+// Model holds what wte::load_model returns (config, parameters, tokenizer) and runs the code the
+// command line runs, so results are the command line's bit for bit:
+//   __call__   decode_hidden_states (src/analysis/hidden_states.h): the KV-cache decoder's
+//              prefill of each row, as `wte hidden-states --out` writes logits and hidden states
+//   generate   wte::generate (src/model/generate.h) on a SlidingDecoder, as `wte sample` prints
+//   loss       Model::forward_losses over batches of the config's micro-batch, summed in double
+//              in order, as the trainer's evaluation
+// Arguments are checked before any work (python/args.h: TypeError, ValueError, IndexError naming
+// the argument). Compute runs with the GIL released, one call at a time per model (a mutex).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "python/args.h"
+#include "src/analysis/context_geometry.h"
+#include "src/analysis/hidden_states.h"
+#include "src/model/decoder.h"
+#include "src/model/generate.h"
+#include "train/run_directory.h"
+#include "train/signals.h"
+#include "train/trainer.h"
+#include "wte/checkpoint.h"
+#include "wte/config.h"
+#include "wte/data.h"
+#include "wte/error.h"
+#include "wte/model.h"
+#include "wte/rng.h"
+#include "wte/tokenizer.h"
+
+namespace wte_python {
+namespace {
+
+// A loaded model and the decoder its forward passes use (made on first use).
+class PyModel {
+ public:
+  explicit PyModel(wte::LoadedModel m) : m_(std::move(m)) {}
+  const wte::LoadedModel& loaded() const { return m_; }
+  const wte::ModelConfig& mc() const { return m_.config.model; }
+
+  py::object call(const py::object& ids_obj, const py::object& output_hidden_states);
+  double loss(const py::object& ids_obj, const py::object& batch_size_obj);
+  py::object generate(const py::object& prompt, const py::object& max_new_tokens,
+                      const py::object& temperature, const py::object& top_k,
+                      const py::object& top_p, const py::object& seed, const py::object& stop,
+                      const py::object& ignore_eos, const py::object& slide);
+
+ private:
+  wte::Decoder& decoder() {  // under mu_
+    if (!dec_) dec_ = std::make_unique<wte::Decoder>(*m_.model);
+    return *dec_;
+  }
+  wte::LoadedModel m_;
+  std::unique_ptr<wte::Decoder> dec_;
+  std::mutex mu_;
+};
+
+bool truthy(const Args& args, const py::object& obj, const std::string& name) {
+  if (!PyBool_Check(obj.ptr()) && !py::isinstance<py::int_>(obj))
+    args.type_error(name + " is a " + type_name(obj) + ", need a bool");
+  return PyObject_IsTrue(obj.ptr()) == 1;
+}
+
+// Token ids as a C-contiguous int32 array of 1 or 2 dimensions (`dims`: which are allowed), every
+// id in [0, V). An int32 C-contiguous ndarray is used as it is (no copy); another integer array or
+// a (nested) list is converted after its values are checked.
+py::array token_ids(const Args& args, const py::object& obj, const std::string& name, size_t V) {
+  if (PyUnicode_Check(obj.ptr()) || PyBytes_Check(obj.ptr()))
+    args.type_error(name + " is a " + type_name(obj) + ", need token ids (encode text with "
+                    "Model.tokenizer.encode)");
+  using namespace pybind11::literals;
+  const py::module_ np = py::module_::import("numpy");
+  py::array a;
+  if (py::isinstance<py::array>(obj)) {
+    a = py::reinterpret_borrow<py::array>(obj);
+  } else {
+    try {
+      a = py::reinterpret_borrow<py::array>(np.attr("asarray")(obj));
+    } catch (const py::error_already_set&) {
+      args.type_error(name + " is a " + type_name(obj) + " that is not a rectangular array of "
+                      "integers");
+    }
+  }
+  const char kind = a.dtype().kind();
+  if (a.size() > 0 && kind != 'i' && kind != 'u')
+    args.type_error(name + " has dtype " + std::string(py::str(a.dtype())) +
+                    ", need integers (token ids)");
+  if (a.ndim() != 1 && a.ndim() != 2)
+    args.value_error(name + " has shape " + shape_str(a) + ", need (T,) or (B, T)");
+  if (a.size() == 0) args.value_error(name + " has shape " + shape_str(a) + ": no tokens");
+  const py::object bad = np.attr("logical_or")(np.attr("less")(a, 0),
+                                                np.attr("greater_equal")(a, py::int_(V)));
+  if (bad.attr("any")().cast<bool>()) {
+    const py::tuple at = py::reinterpret_borrow<py::tuple>(
+        np.attr("unravel_index")(np.attr("argmax")(bad), a.attr("shape")));
+    std::string where;
+    for (size_t i = 0; i < at.size(); ++i) {
+      if (i > 0) where += ", ";
+      where += std::string(py::str(at[i]));
+    }
+    args.index_error(name + "[" + where + "] = " + std::string(py::str(py::object(a[at]))) +
+                     " is outside [0, " + std::to_string(V) + "), the model's vocab_size");
+  }
+  if (!a.dtype().is(py::dtype::of<int32_t>()) || !(a.flags() & py::array::c_style))
+    a = py::reinterpret_borrow<py::array>(
+        np.attr("ascontiguousarray")(a, "dtype"_a = np.attr("int32")));
+  return a;
+}
+
+// (B, T) of a 1- or 2-dimensional ids array (B = 1 for one dimension).
+std::pair<size_t, size_t> batch_shape(const py::array& a) {
+  if (a.ndim() == 1) return {1, static_cast<size_t>(a.shape(0))};
+  return {static_cast<size_t>(a.shape(0)), static_cast<size_t>(a.shape(1))};
+}
+
+py::object PyModel::call(const py::object& ids_obj, const py::object& hidden_obj) {
+  const Args args("Model.__call__");
+  const bool want_hidden = truthy(args, hidden_obj, "output_hidden_states");
+  const py::array ids = token_ids(args, ids_obj, "ids", mc().vocab_size);
+  const std::pair<size_t, size_t> bt = batch_shape(ids);
+  const size_t B = bt.first, T = bt.second;
+  if (T > mc().n_ctx)
+    args.value_error("ids has shape " + shape_str(ids) + ": " + std::to_string(T) +
+                     " positions, more than the model's n_ctx = " + std::to_string(mc().n_ctx));
+  const size_t V = mc().vocab_size, C = mc().d_model, L = wte::hidden_state_layers(mc().n_layer);
+  auto out_shape = [&](size_t last) {
+    std::vector<py::ssize_t> s;
+    if (ids.ndim() == 2) s.push_back(static_cast<py::ssize_t>(B));
+    s.push_back(static_cast<py::ssize_t>(T));
+    s.push_back(static_cast<py::ssize_t>(last));
+    return s;
+  };
+  py::array_t<float> logits(out_shape(V));
+  std::vector<py::array_t<float>> hidden;
+  std::vector<float*> base(L);
+  if (want_hidden)
+    for (size_t l = 0; l < L; ++l) {
+      hidden.emplace_back(out_shape(C));
+      base[l] = hidden.back().mutable_data();
+    }
+  const int32_t* in = static_cast<const int32_t*>(ids.data());
+  float* lg = logits.mutable_data();
+  {
+    py::gil_scoped_release release;
+    const std::lock_guard<std::mutex> lock(mu_);
+    wte::Decoder& dec = decoder();
+    std::vector<float*> layers(L);
+    for (size_t b = 0; b < B; ++b) {
+      for (size_t l = 0; l < L; ++l) layers[l] = want_hidden ? base[l] + b * T * C : nullptr;
+      wte::decode_hidden_states(dec, in + b * T, T, want_hidden ? layers.data() : nullptr,
+                                lg + b * T * V);
+    }
+  }
+  if (!want_hidden) return logits;
+  py::tuple hs(L);
+  for (size_t l = 0; l < L; ++l) hs[l] = hidden[l];
+  return py::make_tuple(logits, hs);
+}
+
+double PyModel::loss(const py::object& ids_obj, const py::object& batch_size_obj) {
+  const Args args("Model.loss");
+  const wte::TrainConfig& tc = m_.config.train;
+  const size_t B_micro = std::max<size_t>(1, tc.batch_size / std::max<size_t>(1, tc.grad_accum_steps));
+  const size_t rows_per_pass =
+      batch_size_obj.is_none()
+          ? B_micro
+          : static_cast<size_t>(args.integer(batch_size_obj, "batch_size", 1, 1 << 20));
+  const py::array ids = token_ids(args, ids_obj, "ids", mc().vocab_size);
+  const auto [B, T1] = batch_shape(ids);
+  if (T1 < 2 || T1 - 1 > mc().n_ctx)
+    args.value_error("ids has shape " + shape_str(ids) + ", need T + 1 tokens per row with T in "
+                     "[1, n_ctx = " + std::to_string(mc().n_ctx) + "] (inputs ids[..., :-1], "
+                     "targets ids[..., 1:])");
+  const size_t T = T1 - 1;
+  const int32_t* p = static_cast<const int32_t*>(ids.data());
+  py::gil_scoped_release release;
+  const std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int32_t> inputs(rows_per_pass * T), targets(rows_per_pass * T);
+  std::vector<float> losses(rows_per_pass * T);
+  double total = 0.0;
+  for (size_t w = 0; w < B; w += rows_per_pass) {
+    const size_t b_now = std::min(rows_per_pass, B - w);
+    for (size_t b = 0; b < b_now; ++b) {
+      const int32_t* row = p + (w + b) * T1;
+      std::copy(row, row + T, inputs.begin() + static_cast<long>(b * T));
+      std::copy(row + 1, row + T1, targets.begin() + static_cast<long>(b * T));
+    }
+    m_.model->forward_losses(inputs.data(), targets.data(), b_now, T, losses.data());
+    for (size_t i = 0; i < b_now * T; ++i) total += losses[i];
+  }
+  return total / static_cast<double>(B * T);
+}
+
+// stop: None, a str, or a sequence of str; each non-empty.
+std::vector<std::string> stop_strings(const Args& args, const py::object& obj) {
+  std::vector<std::string> out;
+  if (obj.is_none()) return out;
+  if (PyUnicode_Check(obj.ptr()) || PyBytes_Check(obj.ptr())) {
+    out.push_back(args.text(obj, "stop"));
+  } else {
+    if (!PySequence_Check(obj.ptr()))
+      args.type_error("stop is a " + type_name(obj) + ", need a str or a list of str");
+    const py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
+    for (size_t i = 0; i < seq.size(); ++i)
+      out.push_back(args.text(seq[i], "stop[" + std::to_string(i) + "]"));
+  }
+  for (const std::string& s : out)
+    if (s.empty()) args.value_error("stop contains an empty string (every text contains it)");
+  return out;
+}
+
+uint64_t seed_value(const Args& args, const py::object& obj) {
+  if (PyBool_Check(obj.ptr()) || !PyIndex_Check(obj.ptr()))
+    args.type_error("seed is a " + type_name(obj) + ", need an integer");
+  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
+  const unsigned long long v = PyLong_AsUnsignedLongLong(index.ptr());
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    args.value_error("seed = " + std::string(py::repr(obj)) + ", need an integer in [0, 2^64 - 1]");
+  }
+  return v;
+}
+
+py::object PyModel::generate(const py::object& prompt, const py::object& max_new_tokens,
+                             const py::object& temperature, const py::object& top_k,
+                             const py::object& top_p, const py::object& seed,
+                             const py::object& stop, const py::object& ignore_eos,
+                             const py::object& slide) {
+  const Args args("Model.generate");
+  wte::GenerateOptions opt;
+  opt.max_new_tokens = static_cast<size_t>(args.integer(max_new_tokens, "max_new_tokens", 0, 1 << 20));
+  opt.sampling.temperature = args.real_value(temperature, "temperature", Range{0, 1e6, false, false, "in [0, 1e6]"});
+  opt.sampling.top_k = static_cast<size_t>(args.integer(top_k, "top_k", 0, 1 << 24));
+  opt.sampling.top_p = args.real_value(top_p, "top_p", Range{0, 1, true, false, "in (0, 1]"});
+  const uint64_t rng_seed = seed_value(args, seed);
+  opt.stops = stop_strings(args, stop);
+  opt.ignore_eos = truthy(args, ignore_eos, "ignore_eos");
+  const size_t n_ctx = mc().n_ctx;
+  const size_t slide_n = static_cast<size_t>(args.integer(slide, "slide", 0, static_cast<int64_t>(n_ctx)));
+  const wte::Tokenizer& tok = m_.tokenizer;
+  opt.eot = wte::end_of_text_id(tok, mc().vocab_size);
+  const bool text_in = PyUnicode_Check(prompt.ptr()) || PyBytes_Check(prompt.ptr());
+  std::string prompt_text;
+  std::vector<int32_t> ids;
+  if (text_in) {
+    prompt_text = args.text(prompt, "prompt");
+    ids = tok.encode(prompt_text);
+  } else {
+    const py::array a = token_ids(args, prompt, "prompt", mc().vocab_size);
+    if (a.ndim() != 1) args.value_error("prompt has shape " + shape_str(a) + ", need one sequence (T,)");
+    ids.assign(static_cast<const int32_t*>(a.data()), static_cast<const int32_t*>(a.data()) + a.size());
+  }
+  if (ids.empty()) {
+    if (opt.eot < 0)
+      args.value_error("prompt is empty: it encodes to no tokens, and the model's vocabulary has no "
+                       "<|endoftext|> token to start from; give at least one character");
+    ids.push_back(opt.eot);  // unconditional: as GPT-2 starts a document
+  }
+  wte::check_token_ids(ids.data(), ids.size(), mc().vocab_size, "prompt");
+  if (ids.size() > n_ctx) {
+    const std::string note = "Model.generate: the prompt is " + std::to_string(ids.size()) +
+                             " tokens, more than the model's n_ctx = " + std::to_string(n_ctx) +
+                             ": the model sees its last " + std::to_string(n_ctx) + " tokens";
+    if (PyErr_WarnEx(PyExc_UserWarning, note.c_str(), 1) < 0) throw py::error_already_set();
+  }
+  wte::Generation g;
+  {
+    py::gil_scoped_release release;
+    const std::lock_guard<std::mutex> lock(mu_);
+    wte::SlidingDecoder dec(*m_.model,
+                            slide_n == 0 ? wte::SlidingDecoder::default_drop(n_ctx) : slide_n);
+    wte::Rng rng(rng_seed);
+    g = wte::generate(dec, ids, tok, opt, rng);
+  }
+  if (text_in) {
+    const std::string s = prompt_text + g.text;
+    if (PyBytes_Check(prompt.ptr())) return py::bytes(s);  // the bytes `wte sample` prints
+    return py::reinterpret_steal<py::str>(
+        PyUnicode_DecodeUTF8(s.data(), static_cast<py::ssize_t>(s.size()), "replace"));
+  }
+  std::vector<int32_t> all = ids;
+  all.insert(all.end(), g.ids.begin(), g.ids.end());
+  py::array_t<int32_t> out(static_cast<py::ssize_t>(all.size()));
+  std::memcpy(out.mutable_data(), all.data(), all.size() * sizeof(int32_t));
+  return out;
+}
+
+// ---- wte.train ---------------------------------------------------------------------------------
+
+// Python's SIGINT/SIGTERM handlers, put back when training ends (the trainer's own handlers
+// finish the step and write a checkpoint on Ctrl-C while it runs).
+class KeepPythonSignals {
+ public:
+  KeepPythonSignals() {
+    sigaction(SIGINT, nullptr, &int_);
+    sigaction(SIGTERM, nullptr, &term_);
+  }
+  ~KeepPythonSignals() {
+    sigaction(SIGINT, &int_, nullptr);
+    sigaction(SIGTERM, &term_, nullptr);
+  }
+
+ private:
+  struct sigaction int_ {}, term_ {};
+};
+
+py::dict progress_dict(const wte::StepProgress& p) {
+  py::dict d;
+  d["step"] = p.step;
+  d["steps"] = p.steps;
+  d["loss"] = p.loss;
+  d["val_loss"] = p.val_loss >= 0 ? py::object(py::float_(p.val_loss)) : py::none();
+  d["lr"] = p.lr;
+  d["grad_norm"] = p.grad_norm;
+  d["tokens_per_second"] = p.tokens_per_second;
+  d["elapsed_seconds"] = p.elapsed_seconds;
+  return d;
+}
+
+// _train(config, overrides, out, overwrite, quiet, progress) -> summary dict. config: a path or
+// "" (the built-in defaults); overrides: "--section.key=value" strings.
+py::dict train(const py::object& config_obj, const std::vector<std::string>& overrides,
+               const py::object& out_obj, const py::object& overwrite_obj,
+               const py::object& quiet_obj, const py::object& progress) {
+  const Args args("train");
+  const std::string config_path = config_obj.is_none() ? "" : args.path(config_obj, "config");
+  const bool overwrite = truthy(args, overwrite_obj, "overwrite");
+  if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
+    args.type_error("progress is a " + type_name(progress) + ", need a callable (or None)");
+  const wte::Config cfg = wte::load_config(config_path, overrides);
+  wte::RunOptions opts;
+  opts.quiet = truthy(args, quiet_obj, "quiet");
+  opts.config_file = config_path;
+  opts.overrides = overrides;
+  opts.overwrite = overwrite;
+  opts.out_dir = out_obj.is_none()
+                     ? (std::filesystem::path("runs") /
+                        (config_path.empty() ? std::string("default")
+                                             : std::filesystem::path(config_path).stem().string()))
+                           .string()
+                     : args.path(out_obj, "out");
+  std::optional<py::error_already_set> raised;  // the progress callback's exception
+  if (!progress.is_none())
+    opts.on_step = [&progress, &raised](const wte::StepProgress& p) {
+      const py::gil_scoped_acquire gil;
+      try {
+        const py::object r = progress(progress_dict(p));
+        return r.is_none() || PyObject_IsTrue(r.ptr()) == 1;  // False stops the run
+      } catch (py::error_already_set& e) {
+        raised.emplace(std::move(e));
+        return false;
+      }
+    };
+  wte::RunSummary summary;
+  {
+    py::gil_scoped_release release;
+    const KeepPythonSignals python_signals;
+    const wte::StopSignalScope stop_signals;
+    wte::RunDirectory run_dir(opts.out_dir);
+    wte::check_run_files(opts.out_dir, config_path, "", overwrite, overwrite);
+    opts.on_first_step = [&run_dir] { run_dir.training_started(); };
+    opts.will_create = [&run_dir](const std::string& path, bool directory) {
+      run_dir.will_create(path, directory);
+    };
+    summary = wte::run_training(cfg, opts);
+  }
+  if (raised) throw std::move(*raised);
+  if (summary.signal != 0 && summary.stopped) {
+    const std::string msg = "train: stopped by a signal after writing " + summary.last_checkpoint +
+                            "; continue it with: wte train --resume auto --out " + opts.out_dir;
+    PyErr_SetString(PyExc_KeyboardInterrupt, msg.c_str());
+    throw py::error_already_set();
+  }
+  py::dict d;
+  d["out"] = opts.out_dir;
+  d["final_val_loss"] = summary.final_val_loss;
+  d["unigram_baseline"] = summary.unigram_baseline;
+  d["tokens_per_second"] = summary.tokens_per_second;
+  d["train_seconds"] = summary.train_seconds;
+  d["last_checkpoint"] = summary.last_checkpoint;
+  d["stopped"] = summary.stopped;
+  return d;
+}
+
+}  // namespace
+
+void bind_model(py::module_& m) {
+  py::class_<PyModel>(m, "Model", "A trained model (see wte.Model's documentation).")
+      .def_static("load",
+                  [](const py::object& path) {
+                    const std::string p = Args("Model.load").path(path, "path");
+                    py::gil_scoped_release release;
+                    return std::make_unique<PyModel>(wte::load_model(p));
+                  },
+                  py::arg("path"))
+      .def("__call__", &PyModel::call, py::arg("ids"), py::arg("output_hidden_states") = false)
+      .def("loss", &PyModel::loss, py::arg("ids"), py::arg("batch_size") = py::none())
+      .def("generate", &PyModel::generate, py::arg("prompt") = "",
+           py::arg("max_new_tokens") = 256, py::arg("temperature") = 1.0, py::arg("top_k") = 40,
+           py::arg("top_p") = 1.0, py::arg("seed") = 1337, py::arg("stop") = py::none(),
+           py::arg("ignore_eos") = false, py::arg("slide") = 0)
+      .def_property_readonly("tokenizer", [](const PyModel& pm) -> const wte::Tokenizer& {
+        return pm.loaded().tokenizer;
+      }, py::return_value_policy::reference_internal)
+      .def_property_readonly("path", [](const PyModel& pm) { return pm.loaded().path; })
+      .def_property_readonly("step", [](const PyModel& pm) { return pm.loaded().info.step; })
+      .def_property_readonly("config_ini", [](const PyModel& pm) { return pm.loaded().info.config_ini; })
+      .def_property_readonly("vocab_size", [](const PyModel& pm) { return pm.mc().vocab_size; })
+      .def_property_readonly("d_model", [](const PyModel& pm) { return pm.mc().d_model; })
+      .def_property_readonly("n_ctx", [](const PyModel& pm) { return pm.mc().n_ctx; })
+      .def_property_readonly("n_layer", [](const PyModel& pm) { return pm.mc().n_layer; })
+      .def_property_readonly("n_head", [](const PyModel& pm) { return pm.mc().n_head; })
+      .def("__repr__", [](const PyModel& pm) {
+        const wte::ModelConfig& c = pm.mc();
+        return "wte.Model('" + pm.loaded().path + "', step " + std::to_string(pm.loaded().info.step) +
+               ": vocab_size " + std::to_string(c.vocab_size) + ", d_model " +
+               std::to_string(c.d_model) + ", n_layer " + std::to_string(c.n_layer) + ", n_head " +
+               std::to_string(c.n_head) + ", n_ctx " + std::to_string(c.n_ctx) + ")";
+      });
+  m.def("_train", &train, py::arg("config"), py::arg("overrides"), py::arg("out"),
+        py::arg("overwrite"), py::arg("quiet"), py::arg("progress"));
+}
+
+}  // namespace wte_python
