@@ -38,7 +38,9 @@ const char* kHelp =
     "  /h{l}/ln_1/g ... /h{l}/mlp/c_proj/b: the gradient of /loss with respect to the\n"
     "                         checkpoint's tensor of the same name and shape\n"
     "  attributes: format 'wte-grads', format_version 1, checkpoint, tokens, precision, model\n"
-    "float32 runs the production model (oneDNN + Highway: what `wte train` computes); float64 runs\n"
+    "float32 runs the production model (oneDNN + Highway: what `wte train` computes, with the\n"
+    "checkpoint's model.matmul_precision: bf16 GEMM inputs where it is bf16, as the attribute\n"
+    "'model' says); float64 runs\n"
     "the double-precision reference (src/reference/model.h, plain loops, for small models).\n"
     "The shapes come from the checkpoint's tensors (a hand-made model may have vocab_size < 256).\n"
     "The file is written to OUT.tmp and renamed: on error nothing is left at OUT.\n\n";
@@ -118,9 +120,12 @@ int cmd_grad(int argc, char** argv) {
     hdf5::write_string_attr(root, "checkpoint", ckpt);
     hdf5::write_string_attr(root, "tokens", tokens);
     hdf5::write_string_attr(root, "precision", precision);
-    hdf5::write_string_attr(root, "model",
-                            precision == "float32" ? "wte::Model (oneDNN + Highway, float32)"
-                                                   : "wte::ref reference model (double)");
+    hdf5::write_string_attr(
+        root, "model",
+        precision == "float64" ? "wte::ref reference model (double)"
+        : model->gemm_precision() == MatmulPrecision::bf16
+            ? "wte::Model (oneDNN + Highway, bf16 GEMM inputs, float32 accumulation)"
+            : "wte::Model (oneDNN + Highway, float32)");
     write_ids(root, "inputs", B, T, batch.inputs.data());
     write_ids(root, "targets", B, T, batch.targets.data());
     if (precision == "float32") {

@@ -76,9 +76,9 @@ def read_model(path):
     model = cfg["model"] if cfg.has_section("model") else {}
     settings = {
         "ln_f": truthy(model.get("ln_f", "true")),
-        # wte holds ln_eps as a float32 (1e-5 -> 9.99999975e-06); the double reference widens
-        # that value, so PyTorch float64 uses it too (1e-5 exactly would differ by ~1e-10 relative).
-        "ln_eps": float(np.float32(model.get("ln_eps", "1e-5"))),
+        # The configured value exactly: wte's double reference adds it as configured (its
+        # float32 kernels add the nearest float32, as PyTorch float32 does with it).
+        "ln_eps": float(model.get("ln_eps", "1e-5")),
         "n_layer": n_layer,
         "n_head": int(model.get("n_head", "1")),
     }

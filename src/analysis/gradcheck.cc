@@ -3,8 +3,10 @@
 #include <H5Cpp.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -177,10 +179,19 @@ std::unique_ptr<Model> load_model_file(const std::string& path, Config* config_o
   return model;
 }
 
+double configured_ln_eps(float ln_eps) {
+  // config.ini holds model.ln_eps as the shortest decimal that reads back as this float32 (what a
+  // user writes: 1e-5, 1e-6, 3e-5, ...); that decimal read as a double is the configured value.
+  char text[32];
+  const auto r = std::to_chars(text, text + sizeof text - 1, ln_eps);
+  *r.ptr = '\0';
+  return std::strtod(text, nullptr);
+}
+
 ref::ModelParams<double> reference_params(const Model& model) {
   const ModelConfig& cfg = model.config();
   ref::ModelParams<double> p(cfg.vocab_size, cfg.d_model, cfg.n_ctx, cfg.ln_f,
-                             static_cast<double>(cfg.ln_eps), cfg.n_layer, cfg.n_head);
+                             configured_ln_eps(cfg.ln_eps), cfg.n_layer, cfg.n_head);
   if (!cfg.tie_embeddings) p.lm_head.assign(cfg.vocab_size * cfg.d_model, 0.0);
   auto named = ref::named_tensors(p);
   for (const TensorSpec& t : model.tensors()) {

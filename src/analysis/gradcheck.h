@@ -67,9 +67,15 @@ TokenBatch random_batch(size_t B, size_t T, size_t V, uint64_t seed);
 std::unique_ptr<Model> load_model_file(const std::string& path, Config* config);
 
 /// The model's float parameters widened (exactly) into a double reference model, tensor by tensor
-/// by name (wte, wpe, ln_f/g, ln_f/b, lm_head, h{l}/...), with the model's n_layer and n_head.
+/// by name (wte, wpe, ln_f/g, ln_f/b, lm_head, h{l}/...), with the model's n_layer and n_head and
+/// the configured ln_eps exactly (configured_ln_eps: 1e-5, not the float32 9.99999975e-06 the
+/// float32 kernels add).
 /// Throws wte::Error for a tensor name the reference does not know.
 ref::ModelParams<double> reference_params(const Model& model);
+
+/// model.ln_eps as configured, in double: the shortest decimal that reads back as the float32
+/// `ln_eps` (the text config.ini holds for it), read as a double. 1e-5f -> 1e-5.
+double configured_ln_eps(float ln_eps);
 
 /// The gradient of tensor `t` after model.backward(), dense, in t's shape: a copy from the
 /// gradient arena, or, for a row-sparse gradient (untied wte, TensorSpec::sparse_grad), the touched

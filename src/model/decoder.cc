@@ -8,6 +8,7 @@
 
 #include "wte/data.h"
 #include "wte/error.h"
+#include "src/reference/kernels.h"  // ref::f32_to_bf16, ref::bf16_to_f32
 #include "wte/kernels.h"
 
 namespace wte {
@@ -36,11 +37,18 @@ const float* find_param(const Model& model, const std::string& name, std::vector
               std::to_string(model.config().n_layer) + ")");
 }
 
+// `x` as a bf16 GEMM reads it: rounded to bfloat16 (convert_f32_to_bf16's bits) and widened back
+// (exact). The identity when `bf16` is false.
+inline float gemm_input(float x, bool bf16) { return bf16 ? ref::bf16_to_f32(ref::f32_to_bf16(x)) : x; }
+
 // y = x · w + b for n rows: x (n, K), w (K, N) row-major (GPT-2's conv1d layout), b (N), y (n, N).
 // Each y[t][j] starts at b[j] and adds x[t][k]·w[k][j] for k in increasing order, by one thread:
 // the bits of a row depend neither on the thread count nor on the other rows (n = 1 is the
 // one-row product step() has always computed). Each weight row segment is loaded once per call
 // and used for all n rows, so a prefill of n tokens reads the weights once, not n times.
+// bf16 (the model's GEMMs take bf16 inputs): x and w are rounded to bf16 as the model's GEMM
+// inputs are, products and sums stay float32, as oneDNN's bf16 matmul accumulates.
+template <bool bf16>
 void linear_rows(float* y, const float* x, const float* w, const float* b, size_t K, size_t N,
                  size_t n) {
   constexpr size_t kChunk = 256;  // columns per task: a contiguous run of each row of w
@@ -52,12 +60,20 @@ void linear_rows(float* y, const float* x, const float* w, const float* b, size_
     for (size_t k = 0; k < K; ++k) {
       const float* wk = w + k * N + j0;
       for (size_t t = 0; t < n; ++t) {
-        const float xk = x[t * K + k];
+        const float xk = gemm_input(x[t * K + k], bf16);
         float* yc = y + t * N + j0;
-        for (size_t j = 0; j < len; ++j) yc[j] += xk * wk[j];
+        for (size_t j = 0; j < len; ++j) yc[j] += xk * gemm_input(wk[j], bf16);
       }
     }
   }
+}
+
+void linear_rows(float* y, const float* x, const float* w, const float* b, size_t K, size_t N,
+                 size_t n, bool bf16) {
+  if (bf16)
+    linear_rows<true>(y, x, w, b, K, N, n);
+  else
+    linear_rows<false>(y, x, w, b, K, N, n);
 }
 
 }  // namespace
@@ -77,6 +93,7 @@ Decoder::Decoder(const Model& model) : model_(model) {
   V_ = cfg.vocab_size, C_ = cfg.d_model, n_ctx_ = cfg.n_ctx;
   n_layer_ = cfg.n_layer;
   n_head_ = cfg.n_head;
+  bf16_ = model.gemm_precision() == MatmulPrecision::bf16;
   if (n_layer_ > 0 && (n_head_ == 0 || C_ % n_head_ != 0))
     throw Error("Decoder: n_head = " + std::to_string(n_head_) + " does not divide d_model = " +
                 std::to_string(C_));
@@ -137,7 +154,7 @@ void Decoder::block_forward(size_t l, float* h, size_t n) {
   // a = ln_1(h); qkv = a · c_attn/w + c_attn/b
   for (size_t t = 0; t < n; ++t)
     layernorm_forward(a_.data() + t * C, &mean, &rstd, h + t * C, b.ln_1_g, b.ln_1_b, 1, C, eps);
-  linear_rows(qkv_.data(), a_.data(), b.c_attn_w, b.c_attn_b, C, 3 * C, n);
+  linear_rows(qkv_.data(), a_.data(), b.c_attn_w, b.c_attn_b, C, 3 * C, n, bf16_);
   float* k_layer = k_cache_.data() + l * n_ctx_ * C;
   float* v_layer = v_cache_.data() + l * n_ctx_ * C;
   for (size_t t = 0; t < n; ++t) {
@@ -145,6 +162,9 @@ void Decoder::block_forward(size_t l, float* h, size_t n) {
     std::memcpy(v_layer + (pos_ + t) * C, qkv_.data() + t * 3 * C + 2 * C, C * sizeof(float));
   }
   // per row and head: att = causal softmax(q·kᵀ / sqrt(hs)) over positions 0..p; y = att · v
+  // (bf16 GEMMs: q, k, att and v rounded to bf16 as the model's attention GEMMs read them, att
+  // as the model's softmax writes it: each entry divided by the row's sum)
+  const bool bf16 = bf16_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   for (size_t t = 0; t < n; ++t) {
     const size_t p = pos_ + t;
@@ -154,7 +174,7 @@ void Decoder::block_forward(size_t l, float* h, size_t n) {
       for (size_t j = 0; j <= p; ++j) {
         const float* k = k_layer + j * C + hd * hs;
         float dot = 0.0f;
-        for (size_t i = 0; i < hs; ++i) dot += q[i] * k[i];
+        for (size_t i = 0; i < hs; ++i) dot += gemm_input(q[i], bf16) * gemm_input(k[i], bf16);
         att_[j] = scale * dot;
         mx = std::max(mx, att_[j]);
       }
@@ -167,22 +187,22 @@ void Decoder::block_forward(size_t l, float* h, size_t n) {
       float* y = y_.data() + t * C + hd * hs;
       std::fill(y, y + hs, 0.0f);
       for (size_t j = 0; j <= p; ++j) {
-        const float w = att_[j] * inv;
+        const float w = bf16 ? gemm_input(att_[j] / sum, true) : att_[j] * inv;
         const float* v = v_layer + j * C + hd * hs;
-        for (size_t i = 0; i < hs; ++i) y[i] += w * v[i];
+        for (size_t i = 0; i < hs; ++i) y[i] += w * gemm_input(v[i], bf16);
       }
     }
   }
   // h = h + y · attn/c_proj/w + attn/c_proj/b
-  linear_rows(proj_.data(), y_.data(), b.attn_proj_w, b.attn_proj_b, C, C, n);
+  linear_rows(proj_.data(), y_.data(), b.attn_proj_w, b.attn_proj_b, C, C, n, bf16_);
   for (size_t t = 0; t < n; ++t) residual_forward(h + t * C, h + t * C, proj_.data() + t * C, C);
   // h = h + gelu(ln_2(h) · mlp/c_fc/w + mlp/c_fc/b) · mlp/c_proj/w + mlp/c_proj/b
   for (size_t t = 0; t < n; ++t)
     layernorm_forward(a_.data() + t * C, &mean, &rstd, h + t * C, b.ln_2_g, b.ln_2_b, 1, C, eps);
-  linear_rows(fc_.data(), a_.data(), b.c_fc_w, b.c_fc_b, C, 4 * C, n);
+  linear_rows(fc_.data(), a_.data(), b.c_fc_w, b.c_fc_b, C, 4 * C, n, bf16_);
   for (size_t t = 0; t < n; ++t)
     gelu_forward(fc_.data() + t * 4 * C, fc_.data() + t * 4 * C, 4 * C);
-  linear_rows(proj_.data(), fc_.data(), b.mlp_proj_w, b.mlp_proj_b, 4 * C, C, n);
+  linear_rows(proj_.data(), fc_.data(), b.mlp_proj_w, b.mlp_proj_b, 4 * C, C, n, bf16_);
   for (size_t t = 0; t < n; ++t) residual_forward(h + t * C, h + t * C, proj_.data() + t * C, C);
 }
 
@@ -238,13 +258,15 @@ void Decoder::run_positions(const int32_t* ids, size_t n) {
 
 // logits = h' · lm_headᵀ for the n rows of final_: one dot product per (row, vocabulary entry),
 // summed over c in increasing order from 0 (step()'s order for every n). The n rows' sums for one
-// vocabulary entry run side by side (independent chains, one lm_head row read once).
+// vocabulary entry run side by side (independent chains, one lm_head row read once). bf16 GEMMs:
+// h' and lm_head rounded to bf16, as the model's unembedding reads them.
 void Decoder::unembed(size_t n) {
   const size_t C = C_, V = V_;
+  const bool bf16 = bf16_;
   logits_.resize(n * V);
   std::vector<float> hT(C * n);  // final_ transposed: (C, n)
   for (size_t t = 0; t < n; ++t)
-    for (size_t c = 0; c < C; ++c) hT[c * n + t] = final_[t * C + c];
+    for (size_t c = 0; c < C; ++c) hT[c * n + t] = gemm_input(final_[t * C + c], bf16);
 #pragma omp parallel if (V * C >= (size_t{1} << 18))
   {
     std::vector<float> acc(n);
@@ -253,7 +275,7 @@ void Decoder::unembed(size_t n) {
       const float* w = lm_head_ + v * C;
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (size_t c = 0; c < C; ++c) {
-        const float wc = w[c];
+        const float wc = gemm_input(w[c], bf16);
         const float* hc = hT.data() + c * n;
         for (size_t t = 0; t < n; ++t) acc[t] += hc[t] * wc;
       }

@@ -16,7 +16,11 @@
 // It computes with wte's kernels (include/wte/kernels.h: layernorm_forward with N = 1,
 // gelu_forward, residual_forward) and plain matrix-vector loops, so its logits equal
 // Model::forward_logits's within float rounding, not bit for bit (tests/model/test_decoder.cc states and
-// checks the bound). Every output element is summed by one thread in a fixed order: the same
+// checks the bound). It runs the model's own GEMM precision (Model::gemm_precision): when the
+// model's GEMMs take bf16 inputs (model.matmul_precision = bf16), every product the model computes
+// with a GEMM (the four linear layers, q·kᵀ, att·v, the unembedding) reads its inputs rounded to
+// bf16 here too, with float32 products and sums, so sampled text and hidden states are the trained
+// model's. Every output element is summed by one thread in a fixed order: the same
 // tokens give the same bits for any thread count.
 #pragma once
 
@@ -95,6 +99,7 @@ class Decoder {
 
   const Model& model_;
   size_t V_ = 0, C_ = 0, n_ctx_ = 0, n_layer_ = 0, n_head_ = 1;
+  bool bf16_ = false;        // the model's GEMMs take bf16 inputs (Model::gemm_precision)
   size_t pos_ = 0;
   size_t rows_ = 0;          // rows of the last step (1) or prefill (n)
   size_t logits_rows_ = 0;   // rows of logits_ the last prefill computed

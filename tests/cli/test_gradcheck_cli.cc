@@ -222,6 +222,39 @@ TEST(GradcheckCli, TiedSumThroughGradcheckAndGrad) {
   EXPECT_EQ(g.wte[1], 0.0);                      // row 1 is not looked up: exactly 0
 }
 
+// grads.h5's attribute 'model' names the precision the float32 run's GEMMs had: bf16 inputs on a
+// checkpoint with model.matmul_precision = bf16 (where the CPU runs bf16 GEMMs), float32 otherwise.
+TEST(GradcheckCli, GradNamesTheGemmPrecisionOfTheCheckpoint) {
+  const fs::path dir = temp_dir("grad_bf16_attr");
+  write(dir / "tokens.txt", "1 2 3 4\n");
+  for (const char* precision : {"f32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    Config cfg;  // a hand-made model (vocab_size 8 is below the config parser's range)
+    cfg.model.vocab_size = 8, cfg.model.d_model = 8, cfg.model.n_ctx = 4;
+    cfg.model.n_layer = 1, cfg.model.n_head = 2;
+    cfg.model.matmul_precision =
+        std::string(precision) == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::f32;
+    cfg.data.seq_len = 4;
+    Model model(cfg.model);
+    model.init_weights(1);
+    const bool bf16 = model.gemm_precision() == MatmulPrecision::bf16;
+    const std::string ckpt = (dir / (std::string(precision) + ".h5")).string();
+    save_checkpoint(ckpt, model, nullptr, Tokenizer(), cfg, 0);
+    const std::string grads = (dir / (std::string(precision) + "_grads.h5")).string();
+    std::string out;
+    ASSERT_EQ(run(kCli + " grad --checkpoint " + ckpt + " --batch " + (dir / "tokens.txt").string() +
+                      " --out " + grads, &out), 0) << out;
+    H5::H5File file(grads, H5F_ACC_RDONLY);
+    H5::Attribute a = file.openGroup("/").openAttribute("model");
+    std::string text;
+    a.read(a.getStrType(), text);
+    EXPECT_EQ(text, bf16 ? "wte::Model (oneDNN + Highway, bf16 GEMM inputs, float32 accumulation)"
+                         : "wte::Model (oneDNN + Highway, float32)");
+    if (std::string(precision) == "bf16" && !bf16)
+      std::printf("no native bf16 GEMMs on this CPU: the bf16 checkpoint runs float32 GEMMs\n");
+  }
+}
+
 // Duplicate ids through the whole model: vocab 5, d 2, inputs [3, 1, 3] (one sequence
 // "3 1 3 0"): gradcheck passes with rows 0, 2, 4 exactly zero on the lookup path, and grads.h5's
 // dwte is the unembedding path plus, for rows 1 and 3, the summed upstream rows of their positions.

@@ -7,6 +7,7 @@
 // tiny random models (d_model <= 32, weights N(0, 0.02²) or larger, logits of order 0.1-10).
 // Rounding of float sums of K = 4C <= 128 terms is ~K · 2^-24 relative ≈ 1e-5 at worst; measured
 // differences are printed.
+#include <H5Cpp.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "src/model/decoder.h"
+#include "src/model/matmul.h"
 #include "tests/test_util.h"
 #include "wte/checkpoint.h"
 #include "wte/config.h"
@@ -674,4 +676,92 @@ TEST(SampleCli, EmptyPromptStartsFromEndOfText) {
     l = sd.push(ids.back());
   }
   EXPECT_EQ(g, ck.tok.decode(ids) + "\n");
+}
+
+// A model whose GEMMs take bf16 inputs (model.matmul_precision = bf16): the decoder behind `wte
+// sample` and `wte hidden-states` rounds the same GEMM inputs to bf16, so its logits are the bf16
+// forward's (Model::forward_logits, the training path's forward) within the float32 bound above,
+// and greedy text is the bf16 model's argmax text. A float32 decoder of the same weights is
+// bf16's rounding apart (measured ~4e-3 relative): the bound would not hold for it.
+TEST(Decoder, Bf16ModelSampleAndHiddenStatesEqualTheBf16Forward) {
+  if (!bf16_gemm_support().native)
+    GTEST_SKIP() << "oneDNN has no native bf16 matmul on this CPU (it picks "
+                 << bf16_gemm_support().bf16_impl << "): the model runs float32 GEMMs";
+  const fs::path dir = temp_dir("decoder_bf16");
+  Config cfg = load_config("", {"--model.vocab_size=300", "--model.d_model=32", "--model.n_ctx=24",
+                                "--model.n_layer=2", "--model.n_head=4", "--data.seq_len=16",
+                                "--model.matmul_precision=bf16"});
+  Model model(cfg.model);
+  ASSERT_EQ(model.gemm_precision(), MatmulPrecision::bf16);
+  randomise(model, 9, 0.2);
+  const std::vector<int32_t> ids = random_ids(20, 300, 3);
+  const double gap = worst_relative_gap(model, ids);
+  // The same weights in a float32 model: its decoder is what a float32 decoder would compute.
+  Config f32 = cfg;
+  f32.model.matmul_precision = MatmulPrecision::f32;
+  Model model32(f32.model);
+  std::memcpy(model32.param_data(), model.param_data(), model.num_parameters() * sizeof(float));
+  const size_t T = ids.size(), V = 300;
+  const float* logits = model.forward_logits(ids.data(), 1, T);
+  const std::vector<float> bf16_logits(logits, logits + T * V);
+  Decoder dec32(model32);
+  double gap32 = 0;
+  for (size_t t = 0; t < T; ++t) {
+    const float* got = dec32.step(ids[t]);
+    double scale = 0, diff = 0;
+    for (size_t v = 0; v < V; ++v) {
+      scale = std::max(scale, std::fabs(double(bf16_logits[t * V + v])));
+      diff = std::max(diff, std::fabs(double(got[v]) - double(bf16_logits[t * V + v])));
+    }
+    gap32 = std::max(gap32, diff / (1.0 + scale));
+  }
+  std::printf("bf16 model: worst |decoder - bf16 forward| / (1 + max|logit|) = %.3g (a float32 "
+              "decoder: %.3g)\n", gap, gap32);
+  EXPECT_LE(gap, 1e-5);
+  EXPECT_GT(gap32, 1e-5) << "the test's model does not tell bf16 from float32 GEMMs";
+
+  // The commands, on a checkpoint of the bf16 model.
+  const Tokenizer tok = Tokenizer::train(tiny_corpus(), 300);
+  const std::string ckpt = (dir / "bf16.h5").string();
+  save_checkpoint(ckpt, model, nullptr, tok, cfg, 0);
+  const std::string cli = std::string("'") + WTE_CLI + "' ";
+  // `wte sample --temperature 0`: the argmax of the bf16 forward at each step.
+  std::string g;
+  ASSERT_EQ(run("{ " + cli + "sample --checkpoint '" + ckpt +
+                    "' --prompt 'the cat' --max-new-tokens 8 --temperature 0 2>/dev/null; }",
+                &g),
+            0)
+      << g;
+  std::vector<int32_t> greedy = tok.encode("the cat");
+  for (int i = 0; i < 8; ++i) {
+    const float* l = model.forward_logits(greedy.data(), 1, greedy.size()) + (greedy.size() - 1) * V;
+    greedy.push_back(static_cast<int32_t>(std::max_element(l, l + V) - l));
+  }
+  EXPECT_EQ(g, tok.decode(greedy) + "\n");
+  // `wte hidden-states --out`: its logits against the bf16 forward of the same text.
+  const std::string h5 = (dir / "hidden.h5").string();
+  std::string out;
+  ASSERT_EQ(run(cli + "hidden-states --checkpoint '" + ckpt + "' --text 'the king said unto them' "
+                      "--out '" + h5 + "'",
+                &out),
+            0)
+      << out;
+  const std::vector<int32_t> text = tok.encode("the king said unto them");
+  H5::H5File file(h5, H5F_ACC_RDONLY);
+  H5::DataSet ds = file.openDataSet("text0/logits");
+  std::vector<float> got(text.size() * V);
+  ASSERT_EQ(static_cast<size_t>(ds.getSpace().getSimpleExtentNpoints()), got.size());
+  ds.read(got.data(), H5::PredType::NATIVE_FLOAT);
+  const float* want = model.forward_logits(text.data(), 1, text.size());
+  double worst = 0;
+  for (size_t t = 0; t < text.size(); ++t) {
+    double scale = 0, diff = 0;
+    for (size_t v = 0; v < V; ++v) {
+      scale = std::max(scale, std::fabs(double(want[t * V + v])));
+      diff = std::max(diff, std::fabs(double(got[t * V + v]) - double(want[t * V + v])));
+    }
+    worst = std::max(worst, diff / (1.0 + scale));
+  }
+  std::printf("bf16 model: wte hidden-states logits, worst gap to the bf16 forward = %.3g\n", worst);
+  EXPECT_LE(worst, 1e-5);
 }
