@@ -29,7 +29,8 @@ class CMakeBuild(build_ext):
     def build_extension(self, ext):
         if shutil.which("cmake") is None:
             sys.exit("wte: building the Python module needs CMake >= 3.25 (apt install cmake)")
-        build_dir = os.environ.get("WTE_PYTHON_BUILD_DIR") or os.path.join(SOURCE_DIR, "build-python")
+        build_dir = (os.environ.get("WTE_PYTHON_BUILD_DIR")
+                     or os.path.join(SOURCE_DIR, "build-python"))
         configure = [
             "cmake", "-S", SOURCE_DIR, "-B", build_dir,
             "-DCMAKE_BUILD_TYPE=Release",
@@ -41,7 +42,8 @@ class CMakeBuild(build_ext):
             f"-DPython3_EXECUTABLE={sys.executable}",
         ]
         if shutil.which("ccache"):
-            configure += ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache", "-DCMAKE_C_COMPILER_LAUNCHER=ccache"]
+            configure += ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+                          "-DCMAKE_C_COMPILER_LAUNCHER=ccache"]
         configure += os.environ.get("WTE_CMAKE_ARGS", "").split()
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
         subprocess.run(configure, check=True)
