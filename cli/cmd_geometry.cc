@@ -20,6 +20,8 @@
 #include "src/analysis/geometry_page.h"
 #include "src/analysis/geometry_report.h"
 #include "src/analysis/geometry_series.h"
+#include "src/analysis/geometry_summary.h"
+#include "src/analysis/loss_curve.h"
 #include "wte/model.h"
 #include "wte/tokenizer.h"
 #include "cli/options.h"
@@ -76,7 +78,8 @@ void add_geometry_options(po::options_description& opts) {
        "class labels, a TSV with header id<TAB>token<TAB>class (datasets/planted/labels.tsv): "
        "adds k-NN purity, silhouette and class colours")
       ("out,o", po::value<std::string>(),
-       "directory for the pictures (SVG), geometry.csv and index.html (one page with all of them)")
+       "directory for the pictures (SVG), geometry.csv, geometry.json (the summary's numbers) and "
+       "index.html (one page with all of them)")
       ("data", po::value<std::string>(),
        "int32 token file whose frequencies pick the most frequent tokens (default: train.bin "
        "beside the last checkpoint, as wte train writes it)")
@@ -137,7 +140,7 @@ GeometryOptions parse_geometry_options(int argc, char** argv) {
 }
 
 // --out is created (and checked writable) before any checkpoint is read, and refused if writing
-// its files (index.html, geometry.csv and the pictures *.svg, each through NAME.tmp) would
+// its files (index.html, geometry.csv, geometry.json and the pictures *.svg, each through NAME.tmp) would
 // overwrite an input.
 void prepare_geometry_out(const GeometryOptions& o) {
   std::vector<std::pair<std::string, std::string>> inputs;
@@ -149,7 +152,7 @@ void prepare_geometry_out(const GeometryOptions& o) {
     const auto ends = [&](const std::string& e) {
       return n.size() >= e.size() && n.compare(n.size() - e.size(), e.size(), e) == 0;
     };
-    return n == "index.html" || n == "geometry.csv" || ends(".svg");
+    return n == "index.html" || n == "geometry.csv" || n == "geometry.json" || ends(".svg");
   });
   prepare_output_dir("--out", *o.out);
 }
@@ -170,11 +173,16 @@ void read_labels_and_queries(const GeometryOptions& o, const Tokenizer& tok, Tok
 }
 
 // The hidden states per layer of the last checkpoint (its whole model, blocks included), when
-// --context-tokens > 0: `ctx` and `sample` filled and the report returned, or a note if the token
-// file does not exist.
+// --context-tokens > 0: `ctx` and `sample` filled and the report returned, or a note if the model
+// has no blocks (then the page has no such section) or the token file does not exist.
 std::string context_part(const GeometryOptions& o, const std::string& last_checkpoint,
                          ContextGeometryRun& ctx, HiddenStateSample& sample) {
   ctx.checkpoint = last_checkpoint;
+  // Without blocks a position's row is wte[id] + wpe[index] (and ln_f of it): no context enters.
+  if (parse_config(read_checkpoint_info(last_checkpoint).config_ini, last_checkpoint + " /config/ini")
+          .model.n_layer == 0)
+    return "\n(no hidden states per layer: " + last_checkpoint +
+           " has no transformer blocks (model.n_layer = 0), so no context enters a row)\n";
   ctx.data = o.context_data ? *o.context_data
                             : (fs::path(ctx.checkpoint).parent_path() / "val.bin").string();
   if (!fs::is_regular_file(ctx.data))
@@ -188,32 +196,39 @@ std::string context_part(const GeometryOptions& o, const std::string& last_check
   return "\n" + context_report(ctx);
 }
 
-// --out: the run's loss curve (from metrics.csv beside the last checkpoint, if it is there), the
-// pictures of wte and of the hidden states, geometry.csv and index.html holding `report`.
+// --out: the summary box and the neighbour table (also as geometry.json), the run's loss curve
+// (from metrics.csv beside the last checkpoint, if it is there), the pictures of wte and of the
+// hidden states, geometry.csv and index.html holding `report`.
 void write_geometry_out(const std::string& out, const GeometryReportInput& in,
                         const std::vector<GeometryMeasures>& series, size_t max_points,
                         const ContextGeometryRun& ctx, const std::string& report) {
   const std::vector<WteSnapshot>& snaps = *in.snaps;
+  const std::string& last = snaps.back().path;
+  const fs::path run_dir = fs::path(last).parent_path();
+  const std::string metrics = (run_dir / "metrics.csv").string();
   std::vector<PageSection> sections;
+  LossSummary loss;
   {
-    const std::string& last = snaps.back().path;
     const Config last_cfg = parse_config(read_checkpoint_info(last).config_ini, last + " /config/ini");
-    std::vector<Figure> loss = write_loss_figure(
-        out, (fs::path(last).parent_path() / "metrics.csv").string(),
-        last_cfg.train.batch_size * last_cfg.data.seq_len);
-    if (!loss.empty()) sections.push_back({"Training", "", std::move(loss)});
+    std::vector<Figure> fig = write_loss_figure(out, metrics, last_cfg.train.batch_size * last_cfg.data.seq_len);
+    if (!fig.empty()) {
+      loss = summarize_loss(read_loss_rows(metrics), metrics);
+      sections.push_back({"Training", "", std::move(fig)});
+    }
   }
-  sections.push_back({sections.empty() ? "" : "wte over training", "",
-                      write_wte_figures(out, in, max_points)});
+  sections.push_back({"wte over training", "", write_wte_figures(out, in, max_points)});
   if (ctx.sample != nullptr) sections.push_back(write_context_figures(out, ctx));
   write_geometry_csv(out, snaps, series, in.labels != nullptr);
-  const std::string intro = "Rows of wte from " + std::to_string(snaps.size()) +
-                            " checkpoint(s), steps " + std::to_string(snaps.front().step) + " to " +
-                            std::to_string(snaps.back().step) + ".";
-  write_geometry_page(out, intro, sections, report);
+  const nlohmann::json j = geometry_json(in, loss, strip_picks(series, in.labels != nullptr, 6));
+  write_geometry_json(out, j);
+  constexpr size_t kTableNeighbours = 5;
+  write_geometry_page(out,
+                      summary_html(j, run_dir.empty() ? last : run_dir.string()) +
+                          neighbour_table_html(j, std::min(in.neighbours, kTableNeighbours)),
+                      sections, report);
   size_t n_figures = 0;
   for (const PageSection& sec : sections) n_figures += sec.figures.size();
-  std::printf("\nwrote %zu pictures, geometry.csv and %s\n", n_figures,
+  std::printf("\nwrote %zu pictures, geometry.csv, geometry.json and %s\n", n_figures,
               (fs::path(out) / "index.html").string().c_str());
 }
 
@@ -231,9 +246,14 @@ int cmd_geometry(int argc, char** argv) {
   // Frequencies for "the most frequent tokens".
   const std::string data_path =
       o.data ? *o.data : (fs::path(ws.snaps.back().path).parent_path() / "train.bin").string();
-  std::vector<int32_t> frequent;
+  std::vector<int32_t> frequent, never_seen;
   if (o.data) io::require_input_file("--data ", data_path);
-  if (fs::is_regular_file(data_path)) frequent = most_frequent(token_counts(data_path, ws.V), o.frequent);
+  const bool counted = fs::is_regular_file(data_path);
+  if (counted) {
+    const std::vector<uint64_t> counts = token_counts(data_path, ws.V);
+    frequent = most_frequent(counts, o.frequent);
+    never_seen = never_seen_ids(counts);
+  }
 
   // --- Measures per step, the report, and with --out the pictures and the page.
   const std::vector<GeometryMeasures> series =
@@ -251,6 +271,8 @@ int cmd_geometry(int argc, char** argv) {
   in.n_frequent = o.frequent;
   in.data_path = data_path;
   in.neighbours = o.neighbours;
+  in.counted = counted;
+  in.never_seen = never_seen;
   std::string report = geometry_report(in);
   std::cout << report;
   HiddenStateSample sample;

@@ -57,9 +57,12 @@ constexpr const char* kProfileExample =
     "first --dist, split into every layer kind (lookup, each GEMM family, attention's\n"
     "QKᵀ, softmax and ·V, LayerNorms, GELU, residual adds, cross-entropy, scatter,\n"
     "optimizer; block parts summed over the layers) with ms, share and GEMM GFLOP/s;\n"
-    "then the model FLOPs per step (6 x parameters x tokens + 12 x n_layer x T x d_model\n"
-    "x tokens for attention) per second as a fraction of the oneDNN GEMM peak: a\n"
-    "2048^3 matmul (bf16 inputs for bf16 GEMMs) timed between the same steps (MFU).\n"
+    "then the model FLOPs per step per second as a fraction of the oneDNN GEMM peak: a\n"
+    "2048^3 matmul (bf16 inputs for bf16 GEMMs) timed between the same steps (MFU). Two\n"
+    "counts: PaLM's (6 x parameters x tokens + 12 x n_layer x T x d_model x tokens, the\n"
+    "attention over the full T x T; the headline, comparable with published MFUs) and\n"
+    "the causal one (6 x n_layer x (T+1) x d_model x tokens for the attention: only the\n"
+    "entries the causal mask keeps).\n"
     "Each GEMM part names oneDNN's kernel (its ISA: brg:avx512_core is float32 on\n"
     "AVX-512, brg:avx512_core_bf16 AVX512_BF16, ..._amx AMX); --matmul-precision\n"
     "f32,bf16 profiles both, one after the other per thread count. Config keys given as\n"
@@ -397,13 +400,26 @@ void print_step_profile(const profile::StepProfile& p, const ModelConfig& m,
                   "(%.3f ms: vector loads, non-temporal stores; timed between these steps)\n",
                   part.ms / p.logits_copy_ms, static_cast<double>(p.logits_bytes) / 1e6,
                   p.logits_copy_ms);
-  std::printf("  model FLOPs per step: %.2f GFLOP = 6 x %zu parameters x %zu tokens + attention "
-              "12 x n_layer x T x C x tokens%s\n",
+  // Two FLOP counts (src/profile/step_profile.h): PaLM's (attention over the full T x T), which the
+  // headline MFU uses because other MFUs are quoted with it, and the causal work actually needed.
+  std::printf("  model FLOPs per step, PaLM's convention (Chowdhery et al. 2022, full T x T "
+              "attention): %.2f GFLOP = 6 x %zu parameters x %zu tokens + 12 x n_layer x T x C x "
+              "tokens%s\n",
               p.model_flops / 1e9, p.matmul_parameters, p.B * p.T,
               p.matmul_parameters != p.parameters ? " (the untied wte, a lookup, not counted)" : "");
+  if (m.n_layer > 0)
+    std::printf("  model FLOPs per step, causal (attention over the T(T+1)/2 entries the mask "
+                "keeps): %.2f GFLOP = 6 x %zu parameters x %zu tokens + 6 x n_layer x (T+1) x C x "
+                "tokens\n",
+                p.model_flops_causal / 1e9, p.matmul_parameters, p.B * p.T);
   std::printf("  oneDNN %s GEMM peak (%zu^3 matmul, timed between these steps): %.1f GFLOP/s\n",
               p.bf16 ? "bf16" : "f32", p.peak_size, p.gemm_peak_gflops);
-  std::printf("  %s\n", profile::mfu_line(p.model_flops / (p.step_ms * 1e-3) / 1e9, p.mfu).c_str());
+  std::printf("  MFU, PaLM's count (the headline): %s\n",
+              profile::mfu_line(p.model_flops / (p.step_ms * 1e-3) / 1e9, p.mfu).c_str());
+  if (m.n_layer > 0)
+    std::printf("  MFU, causal count: %s\n",
+                profile::mfu_line(p.model_flops_causal / (p.step_ms * 1e-3) / 1e9, p.mfu_causal)
+                    .c_str());
 }
 
 nlohmann::json step_profile_json(const profile::StepProfile& p, const ModelConfig& m) {
@@ -415,7 +431,9 @@ nlohmann::json step_profile_json(const profile::StepProfile& p, const ModelConfi
           {"n_head", m.n_head}, {"B", p.B}, {"T", p.T}, {"tied", m.tie_embeddings},
           {"parameters", p.parameters}, {"matmul_parameters", p.matmul_parameters}, {"steps", p.steps}, {"step_ms", p.step_ms},
           {"tokens_per_s", p.tokens_per_s}, {"model_flops", p.model_flops},
-          {"gemm_peak_gflops", p.gemm_peak_gflops}, {"gemm_peak_size", p.peak_size}, {"mfu", p.mfu},
+          {"model_flops_causal", p.model_flops_causal}, {"gemm_peak_gflops", p.gemm_peak_gflops},
+          {"gemm_peak_size", p.peak_size}, {"mfu", p.mfu}, {"mfu_causal", p.mfu_causal},
+          {"mfu_headline", "palm"},
           {"matmul_precision", p.bf16 ? "bf16" : "f32"}, {"gemm_precision", p.gemm_precision},
           {"logits_copy_ms", p.logits_copy_ms}, {"logits_bytes", p.logits_bytes},
           {"parts", parts}};

@@ -269,31 +269,19 @@ TrainCommand parse_train_options(int argc, char** argv) {
 // wte did not write.
 int64_t resolve_resume_auto(RunOptions& opts, std::string& config_path) {
   int64_t auto_step = -1;
-    // The valid, resumable checkpoint of the highest stored step (its file name is not trusted);
-    // broken ones are reported, never silently used or silently replaced by a fresh start. Each
-    // is read in a child process first (validate_checkpoint_isolated), so a damaged file that
-    // crashes or hangs HDF5 is reported and skipped like any other broken one. A locked one stops
-    // the search: skipping it would silently resume from an older checkpoint and lose steps.
-    const auto found = list_checkpoints(opts.out_dir);
+    // The valid, resumable checkpoint of the highest stored step (choose_resume_checkpoint: file
+    // names are not trusted, each file is validated in a child process first, a locked one stops
+    // the search); broken ones are reported, never silently used or silently replaced by a fresh
+    // start.
+    const ResumeChoice choice = choose_resume_checkpoint(opts.out_dir);
+    opts.resume = choice.path;
+    auto_step = choice.step;
     std::string skipped;
     std::vector<std::pair<uint64_t, std::string>> broken;  // (file name's step, path)
-    for (auto it = found.rbegin(); it != found.rend(); ++it) {
-      try {
-        validate_checkpoint_isolated(it->second);
-        const CheckpointInfo info = read_checkpoint_info(it->second);
-        if (!info.resumable()) throw Error("'" + it->second + "' is a weights-only checkpoint");
-        if (info.step > auto_step) {
-          opts.resume = it->second;
-          auto_step = info.step;
-        }
-      } catch (const hdf5::FileLockedError& e) {
-        throw Error(std::string("--resume auto: a checkpoint cannot be read: ") + e.what() +
-                    "\n(not resuming from an older checkpoint: that would lose the steps since)");
-      } catch (const Error& e) {
-        std::fprintf(stderr, "wte train: --resume auto: skipping %s\n", e.what());
-        skipped += std::string("\n  ") + e.what();
-        broken.emplace_back(it->first, it->second);
-      }
+    for (const ResumeChoice::Skipped& s : choice.skipped) {
+      std::fprintf(stderr, "wte train: --resume auto: skipping %s\n", s.error.c_str());
+      skipped += "\n  " + s.error;
+      broken.emplace_back(s.name_step, s.path);
     }
     if (!opts.resume.empty() && !broken.empty()) {
       // Said once, with the commands that set the broken files aside: wte never deletes or
@@ -317,8 +305,8 @@ int64_t resolve_resume_auto(RunOptions& opts, std::string& config_path) {
                    opts.resume.c_str(), static_cast<long long>(auto_step), broken.size(),
                    broken.size() == 1 ? "es" : "", names.c_str(), moves.c_str());
     }
-    if (opts.resume.empty() && !found.empty())
-      throw Error("--resume auto: none of the " + std::to_string(found.size()) +
+    if (opts.resume.empty() && choice.considered > 0)
+      throw Error("--resume auto: none of the " + std::to_string(choice.considered) +
                   " checkpoint(s) in '" + opts.out_dir + "' is valid:" + skipped +
                   "\n(not starting from scratch; remove the run directory to do that)");
     if (opts.resume.empty() && config_path.empty()) {

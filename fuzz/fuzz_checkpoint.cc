@@ -14,12 +14,20 @@
 // HDF5 must find the damage by its checksums (version 3), or the reader must survive HDF5
 // crashing or looping on it in the child process it reads the file in first (version 2): an
 // error or a valid load, never a crash or a hang of this process.
+// Every input also goes through `wte train --resume auto`'s choice (choose_resume_checkpoint) in
+// a run directory holding a valid, resumable checkpoint of step 0 (checkpoint_00000000.h5) and
+// the damaged file as a newer one (checkpoint_00000002.h5): the choice must be the damaged file
+// if it validates (read_checkpoint_info) and is resumable, and then it must load into a model of
+// its stored config with its optimizer state; otherwise the choice must skip it, naming it, and
+// be the step-0 checkpoint. Stored steps are never negative and the later file name wins a tie, so
+// a valid damaged file is chosen whatever step it stores.
 #include <H5Cpp.h>
 #include <hdf5.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -39,7 +47,8 @@
 namespace {
 
 struct Seed {
-  std::string path, work;
+  std::string path, work;  // work: the run directory's newest checkpoint, rewritten per input
+  std::string run, older;  // the run directory; its valid step-0 checkpoint
   std::vector<std::string> datasets;                         // "wte", "optimizer/m/wte", ...
   std::vector<std::string> groups;                           // "/", "optimizer", ...
   std::vector<std::pair<std::string, std::string>> attrs;    // (object, attribute)
@@ -68,8 +77,16 @@ const Seed& seed() {
     Seed s;
     const std::string dir = "/dev/shm/wte_fuzz_ckpt_" + std::to_string(::getpid());
     std::filesystem::create_directories(dir);
+    static const std::string remove_at_exit = dir;
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(remove_at_exit, ec);
+    });
     s.path = dir + "/seed.h5";
-    s.work = dir + "/work.h5";
+    s.run = dir + "/run";
+    std::filesystem::create_directories(s.run);
+    s.work = wte::checkpoint_path(s.run, 2);
+    s.older = wte::checkpoint_path(s.run, 0);
     s.cfg = wte::parse_config("[model]\nvocab_size = 258\nd_model = 4\nn_ctx = 8\n[data]\nseq_len = 4\n"
                               "[train]\nsteps = 10\nbatch_size = 2\n",
                               "fuzz seed");
@@ -81,6 +98,15 @@ const Seed& seed() {
     model.init_weights(1);
     wte::AdamW opt(model);
     wte::BatchLoader loader(&ids, 4, true, 5);
+    wte::ResumeState rs0;
+    rs0.data = loader.state();
+    rs0.train_tokens = ids.size();
+    rs0.val_tokens = ids.size();
+    rs0.train_tokens_fnv1a64 = wte::fnv1a64(ids);
+    rs0.val_tokens_fnv1a64 = rs0.train_tokens_fnv1a64;
+    rs0.total_steps = 10;
+    rs0.lr = 0.0f;
+    wte::save_checkpoint(s.older, model, &opt, tok, s.cfg, 0, &rs0);
     std::vector<int32_t> in(8), tg(8);
     loader.next_batch(in.data(), tg.data(), 2, nullptr);
     model.forward(in.data(), tg.data(), 2, 4);
@@ -114,6 +140,13 @@ const Seed& seed() {
     H5Fclose(f);
     // The seed itself must load: otherwise the fuzzer explores nothing.
     wte::read_checkpoint_info(s.path);
+    // Alone in the run directory, the step-0 checkpoint is --resume auto's choice.
+    const wte::ResumeChoice alone = wte::choose_resume_checkpoint(s.run);
+    if (alone.path != s.older || alone.step != 0 || !alone.skipped.empty()) {
+      std::fprintf(stderr, "fuzz_checkpoint: --resume auto does not choose the valid step-0 "
+                           "checkpoint '%s' alone in its run directory\n", s.older.c_str());
+      std::abort();
+    }
     return s;
   }();
   return s;
@@ -288,7 +321,11 @@ void overwrite_values(hid_t f, const std::string& path, Input& in) {
 
 void apply_edits(const uint8_t* data, size_t size) {
   const Seed& s = seed();
-  std::filesystem::copy_file(s.path, s.work, std::filesystem::copy_options::overwrite_existing);
+  // A new file (a new inode) per input: validate_checkpoint_isolated remembers results by device,
+  // inode, size and modification time, and two inputs written within one clock tick of the file
+  // system's coarse timestamps would otherwise share a key.
+  std::filesystem::remove(s.work);
+  std::filesystem::copy_file(s.path, s.work);
   hid_t f = H5Fopen(s.work.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   if (f < 0) return;
   Input in{data, size};
@@ -334,6 +371,45 @@ const std::string& old_format_bytes() {
   return bytes;
 }
 
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "fuzz_checkpoint: --resume auto: %s\n", what.c_str());
+  std::abort();
+}
+
+// --resume auto's choice between the step-0 checkpoint and the damaged file (see the header);
+// `valid`: read_checkpoint_info of the damaged file succeeded and it is resumable.
+void check_resume_auto_choice(bool valid) {
+  const Seed& s = seed();
+  wte::ResumeChoice choice;
+  try {
+    choice = wte::choose_resume_checkpoint(s.run);
+  } catch (const wte::Error& e) {
+    fail(std::string("the choice threw: ") + e.what());
+  }
+  if (choice.considered != 2) fail("considered " + std::to_string(choice.considered) + " files, not 2");
+  if (valid) {
+    if (choice.path != s.work || !choice.skipped.empty())
+      fail("a valid, resumable newer checkpoint was not chosen (chose '" + choice.path + "')");
+    try {
+      const wte::CheckpointInfo info = wte::read_checkpoint_info(choice.path);
+      if (choice.step != info.step) fail("the chosen step is not the stored one");
+      const wte::Config cfg = wte::parse_config(info.config_ini, "the chosen checkpoint");
+      wte::Model model(cfg.model);
+      wte::AdamW opt(model);
+      wte::load_checkpoint(choice.path, model, &opt);
+    } catch (const wte::Error& e) {
+      fail(std::string("the chosen checkpoint does not load: ") + e.what());
+    }
+  } else {
+    if (choice.path != s.older || choice.step != 0)
+      fail("an invalid newer checkpoint was not skipped for the valid step-0 one (chose '" +
+           choice.path + "', step " + std::to_string(choice.step) + ")");
+    if (choice.skipped.size() != 1 || choice.skipped[0].path != s.work || choice.skipped[0].name_step != 2 ||
+        choice.skipped[0].error.empty())
+      fail("the skipped file is not reported as the invalid newer checkpoint with its error");
+  }
+}
+
 // "FLIP" inputs: the picked file with the input's bytes XORed in, written to the work path.
 void apply_flips(const uint8_t* data, size_t size) {
   const Seed& s = seed();
@@ -353,6 +429,7 @@ void apply_flips(const uint8_t* data, size_t size) {
                         (static_cast<uint32_t>(data[i + 3]) << 24);
     bytes[at % bytes.size()] = static_cast<char>(bytes[at % bytes.size()] ^ data[i + 4]);
   }
+  std::filesystem::remove(s.work);  // a new inode per input, as in apply_edits
   std::FILE* out = std::fopen(s.work.c_str(), "wb");
   if (out == nullptr) return;
   std::fwrite(bytes.data(), 1, bytes.size(), out);
@@ -367,8 +444,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     apply_flips(data, size);
   else
     apply_edits(data, size);
+  bool valid = false;
   try {
-    wte::read_checkpoint_info(s.work);
+    valid = wte::read_checkpoint_info(s.work).resumable();
   } catch (const wte::Error&) {
   }
   try {
@@ -382,5 +460,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     wte::load_model_file(s.work, &cfg);
   } catch (const wte::Error&) {
   }
+  check_resume_auto_choice(valid);
   return 0;
 }

@@ -162,6 +162,31 @@ std::string checkpoint_path(const std::string& dir, uint64_t step);
 /// (step, path), sorted by step, ascending. Not validated.
 std::vector<std::pair<uint64_t, std::string>> list_checkpoints(const std::string& dir);
 
+/// The checkpoint `wte train --resume auto` continues in a run directory, and the files it skipped.
+struct ResumeChoice {
+  std::string path;   // the chosen checkpoint; "" if none validates
+  int64_t step = -1;  // its stored step; -1 if none
+  /// The checkpoint files that do not validate or are weights-only, newest file name first:
+  /// (file name's step, path, the error read_checkpoint_info or the isolated validation gave).
+  struct Skipped {
+    uint64_t name_step;
+    std::string path;
+    std::string error;
+  };
+  std::vector<Skipped> skipped;
+  size_t considered = 0;  // checkpoint files in the directory (list_checkpoints)
+};
+
+/// Chooses the checkpoint `wte train --resume auto` continues in the run directory `dir`: among
+/// list_checkpoints(dir), the one of the highest stored step (file names are not trusted; of two
+/// with the same stored step, the one with the later file name) that validates in a child process
+/// (validate_checkpoint_isolated: a file that crashes or hangs HDF5 is skipped, never fatal) and
+/// then as read_checkpoint_info, and is resumable (optimizer and resume state). Every other file is
+/// listed in `skipped` with its error; none is removed or renamed. Throws wte::Error ("--resume
+/// auto: a checkpoint cannot be read: ...") when a checkpoint is locked by another process
+/// (hdf5::FileLockedError): skipping it would resume from an older step and lose the steps since.
+ResumeChoice choose_resume_checkpoint(const std::string& dir);
+
 /// Keys of the resolved config that a resumed run may change: they do not alter the computation
 /// of any step (train.steps changes the schedule's remaining length, which is the point).
 /// Every other key must equal the checkpoint's.

@@ -51,7 +51,8 @@ PageSection write_context_figures(const std::string& out_dir, const ContextGeome
       "token's rows in different contexts (Ethayarajh 2019's self-similarity). When a layer's rows "
       "crowd into a narrow cone, random pairs already read a high raw cosine, so a high cosine of "
       "the same token means little; after subtracting the layer's mean row (the centred pictures) "
-      "random pairs spread around 0 and what is left of the same token's similarity shows.";
+      "random pairs spread around 0 and what is left of the same token's similarity shows. One "
+      "row per layer below the chart: raw on the left, centred on the right.";
   const size_t kPairs = 20000;
   for (size_t l = 0; l < s.layers(); ++l)
     for (const bool centred : {false, true}) {
@@ -88,16 +89,18 @@ PageSection write_context_figures(const std::string& out_dir, const ContextGeome
       {"aniso centred", svg::category_colour(2), x, col(&LayerGeometry::anisotropy_centred)},
       {"self-sim centred", svg::category_colour(3), x,
        col(&LayerGeometry::self_similarity_centred)}};
-  write_file_atomic((out / "context_layers.svg").string(),
-                    svg::line_chart({"same token vs random rows, per layer",
-                                     "layer (index into hidden_states)", "mean cosine"},
-                                    ls));
+  svg::Frame layers_frame{"same token vs random rows, per layer",
+                          "layer (index into hidden_states)", "mean cosine"};
+  layers_frame.x_integer = true;  // layers are whole numbers: no tick at 0.5
+  write_file_atomic((out / "context_layers.svg").string(), svg::line_chart(layers_frame, ls));
+  // Wide, so that below it each layer is one row: raw on the left, centred on the right.
   sec.figures.insert(sec.figures.begin(),
                      {"context_layers.svg",
                       "Per layer: mean cosine of random pairs of rows (anisotropy) and of the same "
                       "token in different contexts (self-similarity); dashed: raw; solid: after "
                       "subtracting the layer's mean row. The gap between the two, not the raw "
-                      "self-similarity, is what context leaves of the token."});
+                      "self-similarity, is what context leaves of the token.",
+                      true});
   return sec;
 }
 

@@ -1,10 +1,13 @@
 #include "src/analysis/geometry_page.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
+#include "src/analysis/geometry_summary.h"
 #include "src/analysis/loss_curve.h"
 #include "src/analysis/svg.h"
 #include "wte/data.h"
@@ -45,6 +48,33 @@ std::string step_name(int64_t step) {
   return b;
 }
 
+// The colour of the rows of tokens that never occur in the training tokens, in every picture.
+constexpr const char* kNeverSeenColour = "#e15759";
+
+// never_seen_mask(in)[id] = 1 if id never occurs in in.data_path (all 0 if it was not read).
+std::vector<char> never_seen_mask(const GeometryReportInput& in) {
+  std::vector<char> mask(in.V, 0);
+  for (int32_t id : in.never_seen) mask[static_cast<size_t>(id)] = 1;
+  return mask;
+}
+
+}  // namespace
+
+std::string never_seen_names(const GeometryReportInput& in, size_t max_named) {
+  const std::vector<int32_t>& ids = in.never_seen;
+  size_t bytes = 0;
+  for (int32_t id : ids) bytes += id < 256;
+  std::string text = "the " + std::to_string(ids.size()) + " tokens that never occur in " +
+                     in.data_path + " (" + std::to_string(bytes) + " byte tokens, " +
+                     std::to_string(ids.size() - bytes) + " merges: ";
+  for (size_t i = 0; i < ids.size() && i < max_named; ++i)
+    text += (i ? ", " : "") + show_token(*in.tok, ids[i]);
+  if (ids.size() > max_named) text += ", ...";
+  return text + ")";
+}
+
+namespace {
+
 // PCA of wte at one step: the labelled rows coloured by class, or ids [0, max_points) by id.
 Figure pca_figure(const fs::path& out, const GeometryReportInput& in, const WteSnapshot& s,
                   size_t max_points) {
@@ -68,12 +98,23 @@ Figure pca_figure(const fs::path& out, const GeometryReportInput& in, const WteS
   } else {
     pca = pca_2d(RowsView{s.wte.data(), V, C});
     const size_t n = std::min(V, max_points);
-    for (size_t i = 0; i < n; ++i)
-      points.push_back({pca.x[i], pca.y[i], svg::sequential_colour(double(i) / double(V - 1)),
-                        show_token(tok, static_cast<int32_t>(i))});
+    const std::vector<char> unseen = never_seen_mask(in);
+    std::vector<svg::Point> marked;  // drawn last, on top
+    for (size_t i = 0; i < n; ++i) {
+      const std::string tip = show_token(tok, static_cast<int32_t>(i));
+      if (unseen[i]) marked.push_back({pca.x[i], pca.y[i], kNeverSeenColour, tip + " never seen"});
+      else
+        points.push_back({pca.x[i], pca.y[i], svg::sequential_colour(double(i) / double(V - 1)), tip});
+    }
+    points.insert(points.end(), marked.begin(), marked.end());
     caption = "all rows' first two principal components; ids [0, " + std::to_string(n) +
               ") drawn, coloured by id (the colour bar: low ids are the 256 byte tokens, then BPE "
               "merges in merge order, roughly most frequent first); hover a point for its token";
+    if (!marked.empty()) {
+      legend.push_back({"never seen", kNeverSeenColour});
+      caption += ". Red: the " + std::to_string(marked.size()) + " drawn rows of " +
+                 never_seen_names(in) + (s.step > 0 ? ", the tight cluster" : "");
+    }
   }
   const svg::ColourBar bar{"token id", "0", std::to_string(V - 1)};
   svg::Frame f{"wte at step " + std::to_string(s.step) + ": PCA",
@@ -95,17 +136,13 @@ bool log_spaced(const std::vector<double>& steps) {
   return pos[pos.size() - 1] - pos[pos.size() - 2] >= 4 * (pos[1] - pos[0]);
 }
 
-// PCA of wte at up to six steps spread over the series (first and last included), small, side by
-// side: where the structure forms. Each panel's components are flipped to agree in sign with the
+// PCA of wte at up to six steps of the series (strip_picks: first, last, and around the largest
+// changes of the measures), small, side by side: where the structure forms. Each panel's components are flipped to agree in sign with the
 // last step's, so the panels are comparable. One SVG of nested <svg> panels.
 Figure strip_figure(const fs::path& out, const GeometryReportInput& in, size_t max_points) {
   const std::vector<WteSnapshot>& snaps = *in.snaps;
-  const size_t n = snaps.size(), m = std::min<size_t>(n, 6), C = in.C;
-  std::vector<size_t> picks;
-  for (size_t j = 0; j < m; ++j) {
-    const size_t idx = (j * (n - 1) + (m - 1) / 2) / (m - 1);
-    if (picks.empty() || picks.back() != idx) picks.push_back(idx);
-  }
+  const size_t n = snaps.size(), C = in.C;
+  const std::vector<size_t> picks = strip_picks(*in.series, in.labels != nullptr, 6);
   const bool labelled = in.labels != nullptr;
   const std::vector<int32_t>* ids = labelled ? &in.labels->ids : nullptr;
   const size_t rows_n = labelled ? ids->size() : in.V;
@@ -149,8 +186,12 @@ Figure strip_figure(const fs::path& out, const GeometryReportInput& in, size_t m
   strip << "</svg>\n";
   write_text(out / "pca_strip.svg", strip.str());
   return {"pca_strip.svg",
-          "PCA of wte at steps " + steps_text + " (each step's own first two principal components, "
-          "signs matched to the last step's): how the " +
+          "PCA of wte at steps " + steps_text + " (" +
+              (picks.size() < n ? "of " + std::to_string(n) + " snapshots: the first, the last, and "
+                                  "those around the largest changes of the measures; "
+                                : std::string()) +
+              "each step's own first two principal components, signs matched to the last step's): "
+              "how the " +
               (labelled ? "classes separate" : "rows spread out from the initial noise") +
               " during training. " + (labelled ? "Colours are the classes" : "Colour is the token id") +
               "; hover a point for its token.",
@@ -163,27 +204,22 @@ Figure strip_figure(const fs::path& out, const GeometryReportInput& in, size_t m
 // away from every hidden state (the same direction for all of them), so they end up nearly
 // parallel: the spike near cosine 1.
 std::string never_seen_note(const GeometryReportInput& in) {
-  std::error_code ec;
-  if (in.data_path.empty() || !fs::is_regular_file(in.data_path, ec)) return "";
-  const std::vector<int32_t> ids = read_token_file(in.data_path);
-  std::vector<char> seen(in.V, 0);
-  for (int32_t id : ids)
-    if (id >= 0 && static_cast<size_t>(id) < in.V) seen[static_cast<size_t>(id)] = 1;
-  std::vector<int32_t> unseen;
-  for (size_t i = 0; i < in.V; ++i)
-    if (!seen[i]) unseen.push_back(static_cast<int32_t>(i));
-  std::string note = std::to_string(unseen.size()) + " of the " + std::to_string(in.V) +
-                     " tokens never occur in " + in.data_path;
-  if (unseen.size() < 2) return note + ".";
-  if (unseen.size() > 400) unseen.resize(400);  // enough for the mean
-  const std::vector<float> rows = gather_rows(in.snaps->back().wte, in.C, unseen);
-  const Anisotropy a = anisotropy(RowsView{rows.data(), unseen.size(), in.C});
-  note += "; at step " + std::to_string(in.snaps->back().step) + " their rows' mean pairwise cosine is " +
-          format_double("%.3f", a.raw);
-  if (a.raw > 0.8)
-    note += ". They are never looked up, so their rows only get the unembedding's push away from "
-            "every hidden state, nearly the same direction for all of them: they move together, "
-            "and their pairs make the spike near cosine 1";
+  if (!in.counted) return "";
+  const std::vector<int32_t>& unseen = in.never_seen;
+  if (unseen.size() < 2)
+    return std::to_string(unseen.size()) + " of the " + std::to_string(in.V) +
+           " tokens never occur in " + in.data_path + ".";
+  const NeverSeenRows r = never_seen_rows(in);
+  std::string note = "Red in the PCA and the norms: " + never_seen_names(in) + "; at step " +
+                     std::to_string(in.snaps->back().step) + " their rows' mean pairwise cosine is " +
+                     format_double("%.3f", r.mean_cosine) + " and their mean norm " +
+                     format_double("%.2f", r.mean_norm) + " (the other rows: " +
+                     format_double("%.2f", r.other_mean_norm) + ")";
+  if (r.mean_cosine > 0.8)
+    note += ". They are never looked up and never the next token, so their rows only get the "
+            "unembedding's push away from every hidden state, nearly the same direction for all of "
+            "them: they move together (the tight cluster in the PCA, the band in the norms), and "
+            "their pairs make the spike near cosine 1";
   return note + ".";
 }
 
@@ -229,16 +265,57 @@ std::vector<Figure> series_figures(const fs::path& out, const GeometryReportInpu
                      "after subtracting the mean row."});
   std::vector<svg::LineSeries> lr = {{"effective rank", svg::category_colour(2), x,
                                       col([](const GeometryMeasures& m) { return m.eff_rank; })}};
-  write_text(out / "series_rank.svg",
-             svg::line_chart(frame("effective rank over training",
-                                   "participation ratio (max " + std::to_string(std::min(in.V, in.C)) + ")"),
-                             lr));
+  svg::Frame rank_frame = frame("effective rank over training",
+                                "participation ratio, log scale (max " +
+                                    std::to_string(std::min(in.V, in.C)) + ")");
+  rank_frame.y_log = true;  // it falls from ~C to a few: on a linear axis the end is unreadable
+  write_text(out / "series_rank.svg", svg::line_chart(rank_frame, lr));
   figures.push_back({"series_rank.svg",
-                     "Effective rank (participation ratio of the singular values) at each step."});
+                     "Effective rank (participation ratio of the singular values) at each step, on "
+                     "a log axis: " + format_double("%.1f", series.front().eff_rank) + " at step " +
+                         std::to_string(series.front().step) + ", " +
+                         format_double("%.1f", series.back().eff_rank) + " at step " +
+                         std::to_string(series.back().step) + "."});
   return figures;
 }
 
 }  // namespace
+
+std::vector<size_t> strip_picks(const std::vector<GeometryMeasures>& series, bool labelled,
+                                size_t m) {
+  const size_t n = series.size();
+  std::vector<size_t> picks;
+  if (n <= std::max<size_t>(m, 2)) {
+    for (size_t i = 0; i < n; ++i) picks.push_back(i);
+    return picks;
+  }
+  // The measures, each scaled by its range over the series; effective rank on a log scale (it
+  // falls by orders of magnitude, and a fall from 200 to 100 matters as one from 4 to 2).
+  std::vector<std::vector<double>> measures(labelled ? 4 : 2);
+  for (const GeometryMeasures& g : series) {
+    measures[0].push_back(g.aniso.raw);
+    measures[1].push_back(std::log(std::max(g.eff_rank, 1e-12)));
+    if (labelled) measures[2].push_back(g.purity), measures[3].push_back(g.silhouette);
+  }
+  std::vector<double> change(n - 1, 0.0);  // change[i]: from snapshot i to i + 1
+  for (const std::vector<double>& v : measures) {
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    if (!(*hi - *lo > 0)) continue;
+    for (size_t i = 0; i + 1 < n; ++i) change[i] += std::fabs(v[i + 1] - v[i]) / (*hi - *lo);
+  }
+  std::vector<size_t> order(n - 1);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return change[a] > change[b]; });
+  std::vector<char> chosen(n, 0);
+  chosen[0] = chosen[n - 1] = 1;
+  size_t count = 2;
+  for (size_t i : order)      // the snapshot after each large change, then the one before it
+    for (size_t j : {i + 1, i})
+      if (count < m && !chosen[j]) chosen[j] = 1, ++count;
+  for (size_t i = 0; i < n; ++i)
+    if (chosen[i]) picks.push_back(i);
+  return picks;
+}
 
 std::vector<Figure> write_wte_figures(const std::string& out_dir, const GeometryReportInput& in,
                                       size_t max_points) {
@@ -264,16 +341,28 @@ std::vector<Figure> write_wte_figures(const std::string& out_dir, const Geometry
   }
   {
     const std::vector<double> norms = row_norms(RowsView{snaps.back().wte.data(), V, C});
-    std::vector<svg::Point> points;
+    const std::vector<char> unseen = never_seen_mask(in);
+    std::vector<svg::Point> points, marked;
     const size_t stride = std::max<size_t>(1, V / 20000);
-    for (size_t i = 0; i < V; i += stride) points.push_back({double(i), norms[i], "#4e79a7", ""});
+    for (size_t i = 0; i < V; i += stride) {
+      if (unseen[i]) marked.push_back({double(i), norms[i], kNeverSeenColour, ""});
+      else points.push_back({double(i), norms[i], "#4e79a7", ""});
+    }
+    points.insert(points.end(), marked.begin(), marked.end());
+    std::vector<svg::LegendEntry> legend;
+    std::string marked_text;
+    if (!in.never_seen.empty()) {
+      legend = {{"seen", "#4e79a7"}, {"never seen", kNeverSeenColour}};
+      marked_text = " Red: " + never_seen_names(in) + "; their rows make the band at norm " +
+                    format_double("%.2f", never_seen_rows(in).mean_norm) + " (mean).";
+    }
     svg::Frame f{"row norm against token id, step " + std::to_string(snaps.back().step),
                  "token id (merge order)", "|wte[id]|"};
-    write_text(out / "norms.svg", svg::scatter(f, points, {}, 1.5));
+    write_text(out / "norms.svg", svg::scatter(f, points, legend, 1.5));
     figures.push_back({"norms.svg", "Norm of each row of wte against its id" +
                                         (stride > 1 ? " (every " + std::to_string(stride) + "th id)"
                                                     : std::string()) +
-                                        " at the last step."});
+                                        " at the last step." + marked_text});
   }
   if (in.series->size() > 1)
     for (Figure& f : series_figures(out, in)) figures.push_back(std::move(f));
@@ -333,9 +422,18 @@ std::string inline_svg(const fs::path& path) {
   return at == std::string::npos ? "" : text.substr(at);
 }
 
+// A wide figure spans both columns but is drawn no larger than its SVG's own width (a chart of
+// 640 px scaled to 1400 px would have 30 px labels): style="max-width:Wpx", or "" if unknown.
+std::string natural_width_style(const std::string& svg_text, bool wide) {
+  const size_t at = svg_text.find("width=\"");
+  if (!wide || at == std::string::npos || at > svg_text.find('>')) return "";
+  const double w = std::atof(svg_text.c_str() + at + 7);
+  return w > 0 ? " style=\"max-width:" + format_double("%.0f", w) + "px\"" : "";
+}
+
 }  // namespace
 
-void write_geometry_page(const std::string& out, const std::string& intro,
+void write_geometry_page(const std::string& out, const std::string& top_html,
                          const std::vector<PageSection>& sections, const std::string& report) {
   std::ostringstream html;
   // Two columns of figures in 1400 px; each SVG scales to its column (it has a viewBox).
@@ -345,10 +443,15 @@ void write_geometry_page(const std::string& out, const std::string& intro,
           "grid-template-columns:repeat(2,minmax(0,1fr));gap:16px 24px;align-items:start}"
           "figure{margin:0}figure.wide{grid-column:1/-1}figure svg{display:block;width:100%;"
           "height:auto}figcaption{font-size:0.9em;line-height:1.4;margin-top:4px}"
-          "pre{font-size:0.85em;overflow-x:auto;background:#f6f6f6;padding:0.5em}</style>\n"
-          "</head>\n<body>\n"
-       << "<h1>wte geometry</h1>\n<p>" << html_escape(intro)
-       << " Written by <code>wte geometry</code>. Hover a point in a picture for its token.</p>\n";
+          "pre{font-size:0.85em;overflow-x:auto;background:#f6f6f6;padding:0.5em}"
+          "h1{margin:0.3em 0}.summary{background:#f3f6fa;border:1px solid #c8d3e0;padding:0.5em 1em;"
+          "line-height:1.45}.summary p{margin:0.3em 0}.summary ul{margin:0.3em 0;padding-left:1.3em}"
+          "table.nb{border-collapse:collapse;font-size:0.85em;width:100%;margin:0.5em 0}"
+          "table.nb th,table.nb td{border-bottom:1px solid #ddd;padding:2px 6px;text-align:left;"
+          "vertical-align:top}table.nb td.q{font-weight:bold;white-space:nowrap}"
+          "table.nb span.c{color:#888;font-size:0.85em}.never{color:#e15759}</style>\n"
+          "</head>\n<body>\n<h1>wte geometry</h1>\n"
+       << top_html;
   for (const PageSection& s : sections) {
     if (!s.heading.empty()) html << "<h2>" << html_escape(s.heading) << "</h2>\n";
     if (!s.paragraph.empty()) html << "<p>" << html_escape(s.paragraph) << "</p>\n";
@@ -357,7 +460,7 @@ void write_geometry_page(const std::string& out, const std::string& intro,
     for (const Figure& fig : s.figures) {
       const std::string svg_text = inline_svg(fs::path(out) / fig.file);
       html << "<figure" << (fig.wide ? " class=\"wide\"" : "") << " data-file=\""
-           << html_escape(fig.file) << "\">";
+           << html_escape(fig.file) << "\"" << natural_width_style(svg_text, fig.wide) << ">";
       if (svg_text.empty())  // not readable here: link it instead
         html << "<img src=\"" << html_escape(fig.file) << "\" alt=\"" << html_escape(fig.file)
              << "\" style=\"width:100%\">";

@@ -24,10 +24,23 @@ struct PageSection {
   std::vector<Figure> figures;
 };
 
+/// The snapshots (indices into `series`) the PCA strip shows, at most `m` (>= 2), ascending: all
+/// of them when there are no more than m; else the first, the last, and around the largest changes
+/// between consecutive snapshots (the one after a change, then the one before), where a change is
+/// the sum of each measure's step (anisotropy, log effective rank and, when `labelled`, purity and
+/// silhouette) divided by that measure's range over the series. So a jump of purity between two
+/// snapshots always shows, however the snapshots are spaced.
+std::vector<size_t> strip_picks(const std::vector<GeometryMeasures>& series, bool labelled, size_t m);
+
+/// "the N tokens that never occur in DATA (B byte tokens, M merges: "\x00" (0), ...)": names the
+/// first `max_named` of in.never_seen.
+std::string never_seen_names(const GeometryReportInput& in, size_t max_named = 6);
+
 /// Writes wte's pictures for the series into `out` (PCA at the first and last step, the cosine
 /// histogram, row norms, and over the series anisotropy, effective rank and, with labels, class
 /// structure) and returns them in page order. `max_points`: without labels, PCA shows ids
-/// [0, max_points). Throws wte::Error if a file cannot be written.
+/// [0, max_points). The rows of in.never_seen are red in the PCA and the norms, and the captions
+/// name them. Throws wte::Error if a file cannot be written.
 std::vector<Figure> write_wte_figures(const std::string& out, const GeometryReportInput& in,
                                       size_t max_points);
 
@@ -45,9 +58,9 @@ std::string csv_field(const std::string& text);
 void write_geometry_csv(const std::string& out, const std::vector<WteSnapshot>& snaps,
                         const std::vector<GeometryMeasures>& series, bool has_labels);
 
-/// Writes out/index.html: a title, an introduction (plain text, followed by "Written by wte
-/// geometry."), each section's heading, paragraph and figures, and the text report.
-void write_geometry_page(const std::string& out, const std::string& intro,
+/// Writes out/index.html: a title, `top_html` (HTML as is: the summary box and the neighbour
+/// table, geometry_summary.h), each section's heading, paragraph and figures, and the text report.
+void write_geometry_page(const std::string& out, const std::string& top_html,
                          const std::vector<PageSection>& sections, const std::string& report);
 
 /// `f` formatted with printf format `fmt` (one double).

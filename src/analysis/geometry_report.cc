@@ -122,6 +122,13 @@ std::vector<int32_t> most_frequent(const std::vector<uint64_t>& counts, size_t n
   return order;
 }
 
+std::vector<int32_t> never_seen_ids(const std::vector<uint64_t>& counts) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < counts.size(); ++i)
+    if (counts[i] == 0) ids.push_back(static_cast<int32_t>(i));
+  return ids;
+}
+
 std::vector<GeometryMeasures> measure_geometry(const std::vector<WteSnapshot>& snaps, size_t V,
                                                size_t C, const TokenLabels* labels, size_t k) {
   std::vector<GeometryMeasures> series;

@@ -71,7 +71,12 @@ struct GeometryReportInput {
   size_t n_frequent = 0;                 // --frequent
   std::string data_path;
   size_t neighbours = 8;
+  bool counted = false;                  // data_path was read: never_seen is known
+  std::vector<int32_t> never_seen;       // ids that never occur in data_path, ascending
 };
+
+/// The ids in [0, counts.size()) whose count is 0, ascending.
+std::vector<int32_t> never_seen_ids(const std::vector<uint64_t>& counts);
 
 /// The report `wte geometry` prints: the measures per step, nearest neighbours at the first and
 /// last step, row norm against id.

@@ -48,9 +48,10 @@ std::string si_label(double v) {
   return buf;
 }
 
-// Steps of 1, 2 or 5 × 10^k giving about `target` ticks over [lo, hi]. Each tick is computed as
-// k * step (never by repeated addition), so its label is the value it is drawn at.
-std::vector<double> nice_ticks(double lo, double hi, int target = 6) {
+// Steps of 1, 2 or 5 × 10^k giving about `target` ticks over [lo, hi], at least `min_step` apart
+// (1 on an integer axis, so no tick at 0.2). Each tick is computed as k * step (never by repeated
+// addition), so its label is the value it is drawn at.
+std::vector<double> nice_ticks(double lo, double hi, int target = 6, double min_step = 0) {
   const double span = hi - lo;
   const double raw = span / target;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
@@ -60,6 +61,7 @@ std::vector<double> nice_ticks(double lo, double hi, int target = 6) {
       step = m * mag;
       break;
     }
+  step = std::max(step, min_step);
   std::vector<double> ticks;
   for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k += 1) ticks.push_back(k * step);
   return ticks;
@@ -168,7 +170,8 @@ void axes(std::ostringstream& os, const Frame& f, const Area& a, bool x_zero_at_
   os << "<rect x=\"" << num(a.left) << "\" y=\"" << num(a.top) << "\" width=\""
      << num(a.right - a.left) << "\" height=\"" << num(a.bottom - a.top)
      << "\" fill=\"none\" stroke=\"#444\"/>\n";
-  const std::vector<double> xt = a.x_log ? log_ticks(a.x0, a.x1) : nice_ticks(a.x0, a.x1);
+  const std::vector<double> xt =
+      a.x_log ? log_ticks(a.x0, a.x1) : nice_ticks(a.x0, a.x1, 6, f.x_integer ? 1.0 : 0.0);
   if (x_ticks)
     for (double t : xt) x_tick(os, a.px(t), a.bottom, 5, tick_label(t), "xtick");
   if (a.x_log && x_zero_at_edge) x_tick(os, a.left, a.bottom, 5, "0", "xtick");
@@ -213,9 +216,10 @@ void legend_box(std::ostringstream& os, const Frame& f, const std::vector<Legend
 }
 
 // A vertical colour bar of sequential_colour in the legend column, top to bottom t = 1 .. 0.
-void colour_bar(std::ostringstream& os, const Frame& f, const ColourBar& bar) {
+// `below`: pixels kept free under it (for a legend).
+void colour_bar(std::ostringstream& os, const Frame& f, const ColourBar& bar, double below = 0) {
   const std::string id = chart_id(f.title, "colour-bar");
-  const double x = f.width - 110, top = 56, h = std::max(60.0, f.height - 140);
+  const double x = f.width - 110, top = 56, h = std::max(60.0, f.height - 140 - below);
   os << "<defs><linearGradient id=\"" << id << "\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
   for (int i = 0; i <= 8; ++i)
     os << "<stop offset=\"" << num(i / 8.0) << "\" stop-color=\"" << sequential_colour(i / 8.0)
@@ -307,8 +311,18 @@ std::string scatter(const Frame& frame, const std::vector<Point>& points,
     os << "</circle>\n";
   }
   os << "</g>\n";
-  if (colour_bar_spec != nullptr) colour_bar(os, frame, *colour_bar_spec);
-  else legend_box(os, frame, legend);
+  if (colour_bar_spec != nullptr) {
+    // The legend, if any, goes under the colour bar (names of up to ~12 characters fit).
+    const double below = legend.empty() ? 0 : 18.0 * double(legend.size()) + 24;
+    colour_bar(os, frame, *colour_bar_spec, below);
+    if (!legend.empty()) {
+      Frame narrow = frame;
+      narrow.width = frame.width + legend_width(legend) - 110;  // legend_box's x: the bar's
+      legend_box(os, narrow, legend, frame.height - 84 - below + 30);
+    }
+  } else {
+    legend_box(os, frame, legend);
+  }
   os << "</svg>\n";
   return os.str();
 }

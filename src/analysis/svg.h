@@ -23,6 +23,8 @@ struct Frame {
   /// left edge, which is labelled 0 (so step 0 of a log-spaced series stays visible).
   bool x_log = false;
   bool y_log = false;
+  /// The x values are whole numbers (layers, counts): linear x ticks only at integers.
+  bool x_integer = false;
   /// If x2_scale > 0: a second x axis along the top, labelled x2_label, showing x * x2_scale
   /// (e.g. tokens = step * B*T).
   std::string x2_label = {};
@@ -52,7 +54,8 @@ struct ColourBar {
 };
 
 /// A scatter plot of `points` (drawn in order, radius `radius`). Axis ranges cover the points with a
-/// 4 % margin. Non-finite points are skipped. `legend` may be empty.
+/// 4 % margin. Non-finite points are skipped. `legend` may be empty; with a colour bar it is drawn
+/// under the bar (short names: about 12 characters fit).
 std::string scatter(const Frame& frame, const std::vector<Point>& points,
                     const std::vector<LegendEntry>& legend, double radius = 3.0,
                     const ColourBar* colour_bar = nullptr);

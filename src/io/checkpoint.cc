@@ -594,6 +594,29 @@ std::vector<std::pair<uint64_t, std::string>> list_checkpoints(const std::string
   return found;
 }
 
+ResumeChoice choose_resume_checkpoint(const std::string& dir) {
+  ResumeChoice choice;
+  const auto found = list_checkpoints(dir);
+  choice.considered = found.size();
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    try {
+      validate_checkpoint_isolated(it->second);
+      const CheckpointInfo info = read_checkpoint_info(it->second);
+      if (!info.resumable()) throw Error("'" + it->second + "' is a weights-only checkpoint");
+      if (info.step > choice.step) {
+        choice.path = it->second;
+        choice.step = info.step;
+      }
+    } catch (const hdf5::FileLockedError& e) {
+      throw Error(std::string("--resume auto: a checkpoint cannot be read: ") + e.what() +
+                  "\n(not resuming from an older checkpoint: that would lose the steps since)");
+    } catch (const Error& e) {
+      choice.skipped.push_back({it->first, it->second, e.what()});
+    }
+  }
+  return choice;
+}
+
 const std::vector<std::string>& resume_mutable_keys() {
   static const std::vector<std::string> keys = {
       "train.steps",         "train.log_interval",  "train.eval_interval", "train.eval_tokens",

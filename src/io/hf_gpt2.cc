@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/io/json_util.h"
-#include "src/model/memory_plan.h"
+#include "src/model/parameters.h"
 #include "wte/config.h"
 #include "wte/error.h"
 
@@ -242,7 +242,7 @@ FileLayout check_tensors(const safetensors::View& file, const ModelConfig& c) {
       throw Error(o + ": tensor '" + t.name + "' has dtype " + safetensors::dtype_name(t.dtype) +
                   "; wte imports F32, F16 and BF16 weights");
   };
-  // Every tensor's shape, from the model's table (src/model/memory_plan.h), lm_head included.
+  // Every tensor's shape, from the model's table (src/model/parameters.h), lm_head included.
   std::map<std::string, std::vector<size_t>> want;
   {
     ModelConfig untied = c;

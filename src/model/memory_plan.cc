@@ -46,44 +46,6 @@ std::string loss_part(const UnembeddingTiles& tiles) {
 
 }  // namespace
 
-std::vector<TensorSpec> parameter_tensors(const ModelConfig& config) {
-  const size_t V = config.vocab_size, C = config.d_model, P = config.n_ctx;
-  std::vector<TensorSpec> tensors;
-  size_t offset = 0;
-  auto add = [&](std::string name, std::vector<size_t> shape, bool decay) {
-    size_t size = 1;
-    for (size_t d : shape) size *= d;
-    tensors.push_back({std::move(name), std::move(shape), offset, size, decay});
-    offset += size;
-  };
-  // GPT-2's order (its checkpoint and Hugging Face's state dict): wte, wpe, the blocks, ln_f, then
-  // an untied lm_head. Checkpoints are read by name, so files written in another order still load.
-  add("wte", {V, C}, true);
-  add("wpe", {P, C}, true);
-  for (size_t l = 0; l < config.n_layer; ++l) {
-    const std::string h = "h" + std::to_string(l) + "/";
-    add(h + "ln_1/g", {C}, false);
-    add(h + "ln_1/b", {C}, false);
-    add(h + "attn/c_attn/w", {C, 3 * C}, true);
-    add(h + "attn/c_attn/b", {3 * C}, false);
-    add(h + "attn/c_proj/w", {C, C}, true);
-    add(h + "attn/c_proj/b", {C}, false);
-    add(h + "ln_2/g", {C}, false);
-    add(h + "ln_2/b", {C}, false);
-    add(h + "mlp/c_fc/w", {C, 4 * C}, true);
-    add(h + "mlp/c_fc/b", {4 * C}, false);
-    add(h + "mlp/c_proj/w", {4 * C, C}, true);
-    add(h + "mlp/c_proj/b", {C}, false);
-  }
-  add("ln_f/g", {C}, false);
-  add("ln_f/b", {C}, false);
-  if (!config.tie_embeddings) {
-    tensors[0].sparse_grad = true;  // wte: lazy row-sparse gradient (Model::wte_grad_rows)
-    add("lm_head", {V, C}, true);
-  }
-  return tensors;
-}
-
 size_t MemoryPlan::bytes() const {
   size_t total = 0;
   for (const PlannedBuffer& b : buffers) total += b.bytes;

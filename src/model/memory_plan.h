@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "src/model/block.h"
+#include "src/model/parameters.h"  // parameter_tensors
 #include "src/model/unembedding.h"
 #include "wte/config.h"
 
@@ -54,14 +55,6 @@ struct MemoryPlan {
   /// The parts in order of first appearance, with their bytes.
   std::vector<std::pair<std::string, size_t>> parts() const;
 };
-
-/// The parameter tensors of a model of `config` in arena order, with their names (also their
-/// HDF5 dataset names), shapes, offsets, sizes and weight decay: the one table wte::Model lays its
-/// parameter and gradient arenas out from (Model::tensors()) and the plan counts. Order: wte,
-/// wpe, ln_f/g, ln_f/b, then lm_head (V,C) if untied (wte then has a row-sparse gradient), then
-/// for each block l: h{l}/ln_1/g, ln_1/b, attn/c_attn/w, attn/c_attn/b, attn/c_proj/w,
-/// attn/c_proj/b, ln_2/g, ln_2/b, mlp/c_fc/w, mlp/c_fc/b, mlp/c_proj/w, mlp/c_proj/b.
-std::vector<TensorSpec> parameter_tensors(const ModelConfig& config);
 
 /// Whether a model of `config` runs bf16 GEMMs (and so allocates the bf16 copies):
 /// model.matmul_precision = bf16 on a CPU with a native bf16 matmul (Model::gemm_precision).

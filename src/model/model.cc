@@ -217,7 +217,7 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
     throw Error("model.n_head = " + std::to_string(config.n_head) +
                 " does not divide model.d_model = " + std::to_string(C) + " (model.n_layer = " +
                 std::to_string(config.n_layer) + "); every head has d_model / n_head channels");
-  // The tensors in arena order, from the one table (src/model/memory_plan.h).
+  // The tensors in arena order, from the one table (src/model/parameters.h).
   tensors_ = parameter_tensors(config);
   num_parameters_ = tensors_.back().offset + tensors_.back().size;
   const size_t first_block_tensor = 2;  // after wte and wpe

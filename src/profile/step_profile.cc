@@ -17,6 +17,12 @@ double model_flops_per_step(const ModelConfig& model, size_t parameters, size_t 
          12.0 * static_cast<double>(model.n_layer) * T * model.d_model * tokens;
 }
 
+double causal_model_flops_per_step(const ModelConfig& model, size_t parameters, size_t B, size_t T) {
+  const double tokens = static_cast<double>(B) * T;
+  return 6.0 * static_cast<double>(parameters) * tokens +
+         6.0 * static_cast<double>(model.n_layer) * (static_cast<double>(T) + 1) * model.d_model * tokens;
+}
+
 namespace {
 
 // One timed part: its label, where the model leaves its time, and its GEMM work per step.
@@ -187,7 +193,9 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   p.gemm_peak_gflops = probe.gflop() / (median_ms(peak) * 1e-3);
   p.logits_copy_ms = median_ms(copy_s);
   p.logits_bytes = logits_copy ? logits_copy->bytes : 0;
+  p.model_flops_causal = causal_model_flops_per_step(config.model, p.matmul_parameters, B, T);
   p.mfu = p.model_flops / (p.step_ms * 1e-3) / (p.gemm_peak_gflops * 1e9);
+  p.mfu_causal = p.model_flops_causal / (p.step_ms * 1e-3) / (p.gemm_peak_gflops * 1e9);
   return p;
 }
 

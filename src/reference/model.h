@@ -52,11 +52,62 @@
 #include <utility>
 #include <vector>
 
+#include "src/model/parameters.h"
 #include "src/reference/kernels.h"
 #include "wte/data.h"
 #include "wte/error.h"
 
 namespace wte::ref {
+
+/// One named tensor of a ModelParams or ModelGrads, in the production arena's order and with its
+/// names ("wte", "wpe", then per block l "h{l}/ln_1/g" ... "h{l}/mlp/c_proj/b" in GPT-2's per-block
+/// order, then "ln_f/g", "ln_f/b", then "lm_head" when untied), so generic code (gradient checks,
+/// HDF5 export) can loop over them.
+template <typename Vec>
+struct NamedTensor {
+  std::string name;
+  Vec* data;
+};
+template <typename P>
+auto named_tensors(P& p) {
+  using Vec = std::remove_pointer_t<decltype(&p.wte)>;
+  std::vector<NamedTensor<Vec>> t = {{"wte", &p.wte}, {"wpe", &p.wpe}};
+  for (size_t l = 0; l < p.h.size(); ++l)
+    for (auto& [suffix, data] : std::remove_reference_t<decltype(p.h[l])>::list(p.h[l])) {
+      t.push_back({"h" + std::to_string(l) + "/" + suffix, data});
+    }
+  t.push_back({"ln_f/g", &p.ln_f_g});
+  t.push_back({"ln_f/b", &p.ln_f_b});
+  if (!p.lm_head.empty()) t.push_back({"lm_head", &p.lm_head});
+  return t;
+}
+
+template <typename Vec>
+const std::string& tensor_name(const NamedTensor<Vec>& t) { return t.name; }
+template <typename Vec>
+Vec* tensor_data(const NamedTensor<Vec>& t) { return t.data; }
+template <typename Vec>
+std::string tensor_name(const std::pair<const char*, Vec*>& t) { return t.first; }
+template <typename Vec>
+Vec* tensor_data(const std::pair<const char*, Vec*>& t) { return t.second; }
+
+/// Sizes every tensor of `named` (pairs of a name and a std::vector*, in table order) from the
+/// parameter table `table`: zeros, LayerNorm gains ("*/g") `gain`. Throws wte::Error if the names
+/// or their order differ, so the reference cannot drift from the production model's list.
+template <typename Named, typename F>
+void size_from_table(const Named& named, const std::vector<TensorSpec>& table, F gain) {
+  if (named.size() != table.size())
+    throw Error("the double reference lists " + std::to_string(named.size()) +
+                " tensors where the parameter table has " + std::to_string(table.size()));
+  for (size_t i = 0; i < table.size(); ++i) {
+    const std::string name = tensor_name(named[i]);
+    if (name != table[i].name)
+      throw Error("the double reference's tensor " + std::to_string(i) + " is '" + name +
+                  "' where the parameter table has '" + table[i].name + "'");
+    const bool is_gain = name.size() >= 2 && name.compare(name.size() - 2, 2, "/g") == 0;
+    tensor_data(named[i])->assign(table[i].size, is_gain ? gain : F(0));
+  }
+}
 
 /// One transformer block's tensors (parameters or their gradients), GPT-2's names under "h{l}/".
 /// Linear weights are (in, out): y = x · w + b.
@@ -75,12 +126,10 @@ struct BlockParams {
   std::vector<F> mlp_c_proj_w;   // (4C,C)  h{l}/mlp/c_proj/w
   std::vector<F> mlp_c_proj_b;   // (C)     h{l}/mlp/c_proj/b
 
-  /// Zero-filled tensors of width C; LayerNorm gains `g` (1 for parameters, 0 for gradients).
+  /// Zero-filled tensors of width C, sized from the parameter table (src/model/parameters.h:
+  /// block_parameter_tensors); LayerNorm gains `g` (1 for parameters, 0 for gradients).
   BlockParams() = default;
-  BlockParams(size_t C, F g)
-      : ln_1_g(C, g), ln_1_b(C), c_attn_w(C * 3 * C), c_attn_b(3 * C), attn_c_proj_w(C * C),
-        attn_c_proj_b(C), ln_2_g(C, g), ln_2_b(C), c_fc_w(C * 4 * C), c_fc_b(4 * C),
-        mlp_c_proj_w(4 * C * C), mlp_c_proj_b(C) {}
+  BlockParams(size_t C, F g) { size_from_table(list(*this), block_parameter_tensors(C), g); }
 
   /// (name suffix after "h{l}/", tensor) in the checkpoint's order (docs/checkpoint.md).
   template <typename Self>
@@ -119,10 +168,26 @@ struct ModelParams {
   /// Zero-filled tensors of the right sizes, LayerNorm gains 1 (so a fresh ModelParams is a valid
   /// model).
   ModelParams() = default;
+  /// Sized from the parameter table (src/model/parameters.h: parameter_tensors) of a tied model
+  /// of these shapes; an untied model assigns lm_head (V*C) afterwards.
   ModelParams(size_t V_, size_t C_, size_t n_ctx_, bool ln_f_, F ln_eps_, size_t n_layer_ = 0,
               size_t n_head_ = 1)
-      : V(V_), C(C_), n_ctx(n_ctx_), ln_f(ln_f_), ln_eps(ln_eps_), n_head(n_head_), wte(V_ * C_),
-        wpe(n_ctx_ * C_), ln_f_g(C_, F(1)), ln_f_b(C_), h(n_layer_, BlockParams<F>(C_, F(1))) {}
+      : V(V_), C(C_), n_ctx(n_ctx_), ln_f(ln_f_), ln_eps(ln_eps_), n_head(n_head_), h(n_layer_) {
+    size_from_table(named_tensors(*this), parameter_tensors(shape_config()), F(1));
+  }
+
+  /// The shapes of this model as a ModelConfig (for the parameter table).
+  ModelConfig shape_config() const {
+    ModelConfig c;
+    c.vocab_size = V;
+    c.d_model = C;
+    c.n_ctx = n_ctx;
+    c.n_layer = h.size();
+    c.n_head = n_head;
+    c.ln_f = ln_f;
+    c.tie_embeddings = tied();
+    return c;
+  }
 };
 
 /// Gradients of the mean loss, same shapes as ModelParams. ln_f_g and ln_f_b are zero when ln_f is
@@ -137,28 +202,6 @@ struct ModelGrads {
   std::vector<BlockParams<F>> h;  // n_layer blocks
 };
 
-/// One named tensor of a ModelParams or ModelGrads, in the production arena's order and with its
-/// names ("wte", "wpe", then per block l "h{l}/ln_1/g" ... "h{l}/mlp/c_proj/b" in GPT-2's per-block
-/// order, then "ln_f/g", "ln_f/b", then "lm_head" when untied), so generic code (gradient checks,
-/// HDF5 export) can loop over them.
-template <typename Vec>
-struct NamedTensor {
-  std::string name;
-  Vec* data;
-};
-template <typename P>
-auto named_tensors(P& p) {
-  using Vec = std::remove_pointer_t<decltype(&p.wte)>;
-  std::vector<NamedTensor<Vec>> t = {{"wte", &p.wte}, {"wpe", &p.wpe}};
-  for (size_t l = 0; l < p.h.size(); ++l)
-    for (auto& [suffix, data] : std::remove_reference_t<decltype(p.h[l])>::list(p.h[l])) {
-      t.push_back({"h" + std::to_string(l) + "/" + suffix, data});
-    }
-  t.push_back({"ln_f/g", &p.ln_f_g});
-  t.push_back({"ln_f/b", &p.ln_f_b});
-  if (!p.lm_head.empty()) t.push_back({"lm_head", &p.lm_head});
-  return t;
-}
 
 // ------------------------------------------------------------------------------------------------
 // The ops of the model other than the embedding and cross-entropy (those are in src/reference/kernels.h).
@@ -538,15 +581,9 @@ F model_forward_backward(const ModelParams<F>& p, const int32_t* inputs, const i
   if (act == nullptr) act = &local;
   model_forward(p, inputs, targets, B, T, act);
   const size_t N = B * T, C = p.C, V = p.V;
-  grads->wte.assign(V * C, F(0));
-  grads->wpe.assign(p.n_ctx * C, F(0));
-  grads->ln_f_g.assign(C, F(0));
-  grads->ln_f_b.assign(C, F(0));
-  if (p.tied())
-    grads->lm_head.clear();
-  else
-    grads->lm_head.assign(V * C, F(0));
-  grads->h.assign(p.n_layer(), BlockParams<F>(C, F(0)));
+  grads->lm_head.assign(p.tied() ? 0 : 1, F(0));  // non-empty: named_tensors lists lm_head
+  grads->h.assign(p.n_layer(), BlockParams<F>());
+  size_from_table(named_tensors(*grads), parameter_tensors(p.shape_config()), F(0));
 
   // loss = mean_n (lse(logits[n]) - logits[n, targets[n]])
   // dlogits = (softmax(logits) - onehot(targets)) / N

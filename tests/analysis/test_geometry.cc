@@ -17,6 +17,7 @@
 #include "wte/config.h"
 #include "wte/error.h"
 #include "src/analysis/geometry.h"
+#include "src/analysis/geometry_page.h"
 #include "src/analysis/geometry_report.h"
 #include "wte/model.h"
 #include "wte/rng.h"
@@ -200,6 +201,58 @@ TEST(Svg, EscapesAndDrawsEveryElement) {
   EXPECT_EQ(svg::sequential_colour(1), "#fde725");
 }
 
+namespace {
+
+// The x tick labels of an SVG chart (each tick a <g class="xtick"> holding its label).
+std::vector<std::string> x_tick_labels(const std::string& svg_text) {
+  std::vector<std::string> labels;
+  for (size_t p = svg_text.find("class=\"xtick\""); p != std::string::npos;
+       p = svg_text.find("class=\"xtick\"", p + 1)) {
+    const size_t open = svg_text.find("<text", p), start = svg_text.find('>', open) + 1;
+    labels.push_back(svg_text.substr(start, svg_text.find("</text>", start) - start));
+  }
+  return labels;
+}
+
+}  // namespace
+
+TEST(Svg, IntegerAxisHasOnlyIntegerTicks) {
+  // Layers 0..2: nice ticks alone would step by 0.2 or 0.5.
+  svg::Frame f{"per layer", "layer", "y"};
+  const std::vector<svg::LineSeries> s = {{"a", "#000", {0, 1, 2}, {0.1, 0.5, 0.3}}};
+  const std::vector<std::string> plain = x_tick_labels(svg::line_chart(f, s));
+  EXPECT_TRUE(std::any_of(plain.begin(), plain.end(),
+                          [](const std::string& t) { return t.find('.') != std::string::npos; }));
+  f.x_integer = true;
+  EXPECT_EQ(x_tick_labels(svg::line_chart(f, s)), (std::vector<std::string>{"0", "1", "2"}));
+}
+
+TEST(GeometryPage, StripPicksTheStepsAroundTheLargestChanges) {
+  // Ten snapshots; purity jumps between snapshots 6 and 7, anisotropy moves a little everywhere.
+  std::vector<GeometryMeasures> series(10);
+  for (size_t i = 0; i < series.size(); ++i) {
+    series[i].step = static_cast<int64_t>(i * 10);
+    series[i].aniso.raw = 0.01 * double(i);
+    series[i].eff_rank = 100.0 - double(i);
+    series[i].purity = i < 7 ? 0.2 : 0.9;
+    series[i].silhouette = i < 7 ? 0.0 : 0.5;
+  }
+  const std::vector<size_t> picks = strip_picks(series, true, 6);
+  EXPECT_EQ(picks.size(), 6u);
+  EXPECT_EQ(picks.front(), 0u);
+  EXPECT_EQ(picks.back(), 9u);
+  EXPECT_TRUE(std::is_sorted(picks.begin(), picks.end()));
+  EXPECT_NE(std::find(picks.begin(), picks.end(), 6u), picks.end());
+  EXPECT_NE(std::find(picks.begin(), picks.end(), 7u), picks.end());
+  // Without labels, a collapse of the effective rank between 2 and 3 is what shows.
+  for (size_t i = 0; i < series.size(); ++i) series[i].eff_rank = i < 3 ? 200.0 : 3.0;
+  const std::vector<size_t> unlabelled = strip_picks(series, false, 4);
+  EXPECT_EQ(unlabelled, (std::vector<size_t>{0, 2, 3, 9}));
+  // Few snapshots: all of them.
+  series.resize(4);
+  EXPECT_EQ(strip_picks(series, true, 6), (std::vector<size_t>{0, 1, 2, 3}));
+}
+
 // --- Config and snapshots ----------------------------------------------------------------------------
 
 TEST(Snapshots, ConfigKeyParsesAndRejects) {
@@ -232,7 +285,8 @@ TEST(Snapshots, TrainWritesStepZeroNoiseAndTheChosenSteps) {
   ASSERT_EQ(run(std::string("'") + WTE_CLI + "' train --config '" WTE_SOURCE_DIR
                 "/configs/planted.ini' --data.text='" + (dir / "planted/planted.txt").string() +
                 "' --data.tokenizer='" + (dir / "planted/tokenizer").string() +
-                "' --model.d_model=16 --train.steps=6 --train.batch_size=4 --train.eval_interval=0 "
+                "' --model.n_layer=0 --model.d_model=16 --train.steps=6 --train.batch_size=4 "
+                "--train.eval_interval=0 "
                 "--train.snapshot_steps=0,2,6 -q --out '" + (dir / "run").string() + "'",
                 &out),
             0)
@@ -269,17 +323,20 @@ TEST(Snapshots, TrainWritesStepZeroNoiseAndTheChosenSteps) {
   EXPECT_NE(out.find("62 tokens in 6 classes; k-NN purity chance level 0.1539"), std::string::npos)
       << out;
   EXPECT_NE(out.find("\" cat\" (285):"), std::string::npos) << out;
-  for (const char* f : {"index.html", "geometry.csv", "pca_step_00000000.svg",
+  for (const char* f : {"index.html", "geometry.csv", "geometry.json", "pca_step_00000000.svg",
                         "pca_step_00000006.svg", "cosines.svg", "norms.svg", "series_purity.svg",
-                        "series_anisotropy.svg", "series_rank.svg", "context_layers.svg",
-                        "context_layer_00_raw.svg", "context_layer_01_centred.svg"})
+                        "series_anisotropy.svg", "series_rank.svg"})
     EXPECT_TRUE(fs::is_regular_file(dir / "geo" / f)) << f;
-  // The hidden states per layer of the last checkpoint (no blocks: layer 0 and ln_f of it), on
-  // the run's val.bin, and the page's section for them.
-  EXPECT_NE(out.find("hidden states per layer of "), std::string::npos) << out;
-  EXPECT_NE(out.find("hidden_states[1] (ln_f of hidden_states[0])"), std::string::npos) << out;
-  EXPECT_NE(slurp(dir / "geo" / "index.html").find("Hidden states per layer (contextual geometry)"),
-            std::string::npos);
+  // No blocks: a row is wte[id] + wpe[index] whatever the context, so there are no hidden states
+  // per layer to measure, no pictures of them and no section on the page; the output says why.
+  EXPECT_NE(out.find("no transformer blocks (model.n_layer = 0)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("hidden states per layer of "), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir / "geo" / "context_layers.svg"));
+  const std::string page = slurp(dir / "geo" / "index.html");
+  EXPECT_EQ(page.find("Hidden states per layer"), std::string::npos);
+  // The summary box and the neighbour table come before the first picture.
+  EXPECT_LT(page.find("id=\"summary\""), page.find("id=\"neighbours\""));
+  EXPECT_LT(page.find("id=\"neighbours\""), page.find("<figure"));
   const std::string csv = slurp(dir / "geo" / "geometry.csv");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;
 

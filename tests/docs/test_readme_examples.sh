@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The README's commands run as printed. Every ```sh block of README.md (the tour and the tutorials;
-# ```bash blocks are install and build steps, not run here) is cut into commands (a line ending in
-# '\' continues), and each command runs with bash, unchanged, in a temporary directory laid out like
-# the repository but small:
+# The README's and docs/'s commands run as printed. Every ```sh block of README.md (the tour and the
+# tutorials; ```bash blocks are install and build steps, not run here), then every ```sh block, every
+# "$ " line of an output block and every ```python block of docs/*.md, is cut into commands (a line
+# ending in '\' continues), and each command runs with bash (python blocks with python3),
+# unchanged, in a temporary directory laid out like the repository but small, after the README's
+# commands (so docs/ may use the README's runs), with build/ on PATH (so `wte` is build/wte):
 #   build/wte            the wte under test (WTE_CLI)
 #   configs/*.ini        the repository's configs; default.ini and embedding_only.ini shrunk to a
 #                        tiny model (vocab 316, d_model 32, 2 blocks, batch 4 x 16; steps, snapshots
@@ -16,6 +18,9 @@
 #   mpirun --hostfile    needs other machines: the wte command after mpirun runs as one process
 #   mpirun (loopback)    runs when mpirun exists, else skipped
 #   import transformers  skipped when Hugging Face transformers is not importable
+#   bench/*              benchmarks (minutes on a quiet machine): each script's --help must exit 0
+#   fetch_gpt2_vocab.sh  a download: runs only as a copy of the source tree's datasets/gpt2 when
+#                        that exists (it is then used by the commands after it), else those skip
 # Each command must exit 0; a few outputs are checked (snapshots written, the page, the
 # hidden-states comparison). Prints what it ran and what it skipped; about a minute.
 set -euo pipefail
@@ -80,31 +85,43 @@ then
 fi
 
 # --- the commands ---------------------------------------------------------------------------------
-"$py" - "$src/README.md" > "$work/commands" <<'PY'
-import sys
-lines = open(sys.argv[1]).read().split("\n")
-section, in_sh, cmd = "", False, ""
-for line in lines:
-    if line.startswith("## "):
-        section = line[3:]
-    if not in_sh and line.strip() == "```sh":
-        in_sh = True
-        continue
-    if in_sh and line.strip() == "```":
-        in_sh = False
-        continue
-    if in_sh:
-        cmd += line[:-1] + " " if line.endswith("\\") else line
-        if not line.endswith("\\"):
-            if cmd.strip():
-                sys.stdout.write(section + "\t" + cmd.strip() + "\0")
-            cmd = ""
+"$py" - "$src/README.md" "$src"/docs/*.md > "$work/commands" <<'PY'
+import os, sys
+def emit(section, cmd):
+    sys.stdout.write(section + "\t" + cmd + "\0")
+for path in sys.argv[1:]:
+    readme = os.path.basename(path) == "README.md"
+    page = "" if readme else "docs/" + os.path.basename(path) + ": "
+    lines = open(path).read().split("\n")
+    section, block, cmd, body = "", None, "", []
+    for line in lines:
+        if line.startswith("## ") and block is None:
+            section = line[3:]
+        fence = line.strip()
+        if block is None and fence.startswith("```"):
+            block = fence[3:] or "text"
+            continue
+        if block is not None and fence == "```":
+            if block == "python" and not readme:
+                emit(page + section, "python3 <<'PYTHON'\n" + "\n".join(body) + "\nPYTHON")
+            block, body = None, []
+            continue
+        if block is None:
+            continue
+        body.append(line)
+        if block == "sh" or (block == "text" and not readme and (cmd or line.startswith("$ "))):
+            text = line[2:] if block == "text" and not cmd else line
+            cmd += text[:-1] + " " if text.endswith("\\") else text
+            if not text.endswith("\\"):
+                if cmd.strip():
+                    emit(page + section, cmd.strip())
+                cmd = ""
 PY
 ran=0; skipped=0
 run_cmd() {  # run_cmd SECTION COMMAND: run it in $work, fail with its output unless it exits 0
   echo "[$1] \$ $2"
-  if ! (cd "$work" && bash -c "$2") < /dev/null > "$work/out" 2>&1; then
-    cat "$work/out"; fail "README command failed ($1): $2"
+  if ! (cd "$work" && PATH="$work/build:$PATH" bash -c "$2") < /dev/null > "$work/out" 2>&1; then
+    cat "$work/out"; fail "documented command failed ($1): $2"
   fi
   ran=$((ran + 1))
 }
@@ -127,12 +144,44 @@ while IFS=$'\t' read -r -d '' section cmd; do
           cat "$work/out"; fail "README command failed ($section): $cmd"
         fi
       fi ;;
+    bench/*|*" bench/"*)
+      script="$(printf '%s' "$cmd" | grep -o 'bench/[A-Za-z0-9_.]*' | head -n 1)"
+      echo "[$section] NOT RUN (a benchmark; checking that $script --help works): $cmd"
+      if [ "${script##*.}" = py ]; then run_cmd "$section" "$py $src/$script --help"
+      else run_cmd "$section" "$src/$script --help"; fi
+      skipped=$((skipped + 1)) ;;
+    *fetch_gpt2_vocab.sh*)
+      if [ -f "$src/datasets/gpt2/encoder.json" ]; then
+        echo "[$section] a download: copying the source tree's datasets/gpt2 instead: $cmd"
+        cp -r "$src/datasets/gpt2" "$work/datasets/gpt2"; ran=$((ran + 1))
+      else
+        echo "[$section] SKIPPED (a download; no datasets/gpt2 in the source tree): $cmd"
+        skipped=$((skipped + 1))
+      fi ;;
+    *datasets/gpt2*|*runs/gpt2vocab*)
+      if [ -d "$work/datasets/gpt2" ]; then run_cmd "$section" "$cmd"
+      else echo "[$section] SKIPPED (needs GPT-2's vocabulary, datasets/fetch_gpt2_vocab.sh): $cmd"; skipped=$((skipped + 1)); fi ;;
     *"import transformers"*)
       if "$py" -c 'import transformers' 2> /dev/null; then run_cmd "$section" "$cmd"
       else echo "[$section] SKIPPED (Hugging Face transformers is not installed): $cmd"; skipped=$((skipped + 1)); fi ;;
+    "python3 <<'PYTHON'"*)  # a ```python block of docs/
+      if "$py" -c 'import h5py, numpy' 2> /dev/null; then run_cmd "$section" "${cmd/#python3/$py}"
+      else echo "[$section] SKIPPED (h5py or numpy is not importable): a python block"; skipped=$((skipped + 1)); fi ;;
     *models/gpt2*)
       if [ -z "$gpt2_note" ]; then run_cmd "$section" "$cmd"
       else echo "[$section] SKIPPED (no stand-in for GPT-2's download: $gpt2_note): $cmd"; skipped=$((skipped + 1)); fi ;;
+    *"wte geometry"*--query*)
+      # The tiny corpus has 15 words: a query of words it lacks is refused by name (one token
+      # each); the command then runs with the tiny corpus's words, all else as printed.
+      echo "[$section] \$ $cmd"
+      if ! (cd "$work" && PATH="$work/build:$PATH" bash -c "$cmd") < /dev/null > "$work/out" 2>&1; then
+        grep -q "not one; give one token's text" "$work/out" || { cat "$work/out"; fail "documented command failed ($section): $cmd"; }
+        tiny="$(printf '%s' "$cmd" | sed -E 's/--query "[^"]*"/--query " king, said, water"/')"
+        echo "  (a word of its --query is not one token of the tiny corpus: running it as: $tiny)"
+        run_cmd "$section" "$tiny"
+      else
+        ran=$((ran + 1))
+      fi ;;
     *) run_cmd "$section" "$cmd" ;;
   esac
   case "$cmd" in
@@ -145,5 +194,5 @@ while IFS=$'\t' read -r -d '' section cmd; do
   esac
 done < "$work/commands"
 [ "$ran" -ge 15 ] || fail "only $ran README commands ran: are the \`\`\`sh blocks still there?"
-echo "not run: the \`\`\`bash blocks (install, Quick start, the C++ example's build: tests/test_install_consumers.sh builds and runs it)"
+echo "not run: the \`\`\`bash blocks of README.md and docs/ (install, the Quick start, building and running the tests: CI runs them through scripts/quickstart.sh; the C++ example's build: the install-consumers test builds and runs it)"
 echo "$ran passed, 0 failed, $skipped skipped"

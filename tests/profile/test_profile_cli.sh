@@ -119,7 +119,10 @@ for part in "qkv GEMM (c_attn) forward" "attention QKᵀ forward" "causal softma
             "LayerNorms backward" "softmax cross-entropy" "scatter (lookup b" "AdamW"; do
   grep -qF "$part" "$dir/blocks.txt" || fail "no line '$part' in the block step profile"
 done
-grep -q "model FLOPs utilisation: .* of that peak" "$dir/blocks.txt" || fail "no MFU line"
+grep -q "MFU, PaLM's count (the headline): model FLOPs utilisation: .* of that peak" "$dir/blocks.txt" \
+  || fail "no headline MFU line (PaLM's count)"
+grep -q "MFU, causal count: model FLOPs utilisation: .* of that peak" "$dir/blocks.txt" \
+  || fail "no causal MFU line"
 grep -q "oneDNN f32 GEMM peak" "$dir/blocks.txt" || fail "no GEMM peak line"
 grep -qE "softmax cross-entropy = [0-9.]+ x a streaming read \+ write of its [0-9.]+ MB of logits" \
   "$dir/blocks.txt" || fail "no cross-entropy vs streaming line"
@@ -135,6 +138,11 @@ for s in steps:
     assert abs(s["model_flops"] - (6 * params * B * T + 12 * L * T * C * B * T)) < 1, s["model_flops"]
     assert s["gemm_peak_gflops"] > 0 and s["step_ms"] > 0
     assert abs(s["mfu"] - s["model_flops"] / (s["step_ms"] * 1e-3) / (s["gemm_peak_gflops"] * 1e9)) < 1e-9
+    # causal: attention over the T(T+1)/2 entries on and below the diagonal only
+    assert abs(s["model_flops_causal"] - (6 * params * B * T + 6 * L * (T + 1) * C * B * T)) < 1, s
+    assert abs(s["mfu_causal"] - s["model_flops_causal"] / (s["step_ms"] * 1e-3)
+               / (s["gemm_peak_gflops"] * 1e9)) < 1e-9
+    assert s["mfu_headline"] == "palm" and s["mfu_causal"] < s["mfu"], s
     parts = {p["part"]: p for p in s["parts"]}
     assert parts["qkv GEMM (c_attn) forward"]["gemm"] and parts["GELU forward"]["gemm"] is False
     assert abs(parts["qkv GEMM (c_attn) forward"]["gflop"] - 2 * B * T * C * 3 * C * L / 1e9) < 1e-12

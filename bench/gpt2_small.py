@@ -1,0 +1,212 @@
+#!/usr/bin/python3
+"""GPT-2 small's shapes (configs/gpt2_small.ini: V 50257, d_model 768, 12 layers, 12 heads,
+n_ctx = T = 1024, tied lm_head): wte's training step against PyTorch's, wte bf16 against wte
+float32, and the peak resident memory of both at a batch of 4 sequences, in one run.
+
+Time, B 1, in --rounds interleaved rounds; each round, at every thread count (--threads, default
+1,2), runs both sides one after the other (the order alternating from round to round):
+  wte      `wte profile step --config CONFIG --matmul-precision f32,bf16 --repeat STEPS`: the median
+           step of float32 GEMMs, then of bf16 GEMMs, in one process (the first step of each
+           untimed), with the oneDNN f32 GEMM peak measured between the steps;
+  PyTorch  bench/torch_gpt2.py's model (an nn.Module of the same GPT-2, tied, AdamW, clip) in a
+           fresh /usr/bin/python3 process with OpenBLAS + tcmalloc (bench/README.md), the median
+           of STEPS steps after --warmup.
+The table gives each side's median over the rounds and the median (min-max) of the per-round
+ratios: PyTorch / wte float32, wte float32 / wte bf16, and the same for attention's parts (wte's
+parts whose names hold "attention" or "causal softmax", forward and backward), with both MFUs
+(PaLM's count and the causal one, against the f32 peak of the run).
+
+Memory, B --mem-batch (4), T 1024, --threads[-1] threads: /usr/bin/time -v's maximum resident set
+size of a process running a few training steps: `wte profile step --train.batch_size=4` (float32,
+--mem-steps timed steps after the first; its GEMM peak probe, three 2048² float32 matrices,
+48 MiB, is included) and PyTorch's worker (--mem-steps steps after one warm-up step).
+
+    /usr/bin/python3 bench/gpt2_small.py --wte build/wte [--rounds 2] [--steps 2] [--out]
+
+--out writes the table and the run's facts to bench/results/gpt2_small-*.json (bench/README.md).
+Exit 77 (skipped) with a message when Debian's python3-torch is not installed.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import torch_bench
+import torch_gpt2
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TIME = "/usr/bin/time"
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
+
+
+def spread(xs):
+    return "%.2fx (%.2f-%.2f)" % (median(xs), min(xs), max(xs))
+
+
+def attention_ms(step):
+    """wte's attention parts of one step profile (QKᵀ, causal softmax, ·V; forward and backward)."""
+    return sum(p["ms"] for p in step["parts"]
+               if "attention" in p["part"] or "causal softmax" in p["part"])
+
+
+def wte_env():
+    env = dict(os.environ)
+    env.setdefault("OMP_WAIT_POLICY", "passive")
+    return env
+
+
+def run_wte(args, threads, tmp):
+    """{"f32": step profile, "bf16": step profile} of one `wte profile step` at `threads`."""
+    js = os.path.join(tmp, "wte.json")
+    cmd = [args.wte, "profile", "step", "--config", args.config, "--threads", str(threads),
+           "--matmul-precision", "f32,bf16", "--repeat", str(args.steps), "--json", js]
+    r = subprocess.run(cmd, env=wte_env(), capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("%s failed:\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+    print(r.stdout, flush=True)
+    return {s["matmul_precision"]: s for s in json.load(open(js))["step"]}
+
+
+def torch_cmd(args, cfg, threads, steps, warmup):
+    return [sys.executable, os.path.join(HERE, "torch_gpt2.py"), "--worker", "--threads", str(threads),
+            "--steps", str(steps), "--warmup", str(warmup), "--cfg", json.dumps(cfg)]
+
+
+def max_rss_bytes(cmd, env, what):
+    """Runs cmd under /usr/bin/time -v; its maximum resident set size in bytes."""
+    r = subprocess.run([TIME, "-v"] + cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("%s failed:\n%s" % (what, r.stderr[-4000:]))
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
+    if not m:
+        sys.exit("%s: no 'Maximum resident set size' in /usr/bin/time -v's output" % what)
+    return int(m.group(1)) * 1024
+
+
+def time_rounds(args, cfg, threads, tmp):
+    """Per thread count, every round's wte profiles and PyTorch result."""
+    wte = {t: [] for t in threads}
+    pt = {t: [] for t in threads}
+    for k in range(args.rounds):
+        for t in threads:
+            print("round %d, %d thread(s)" % (k + 1, t), file=sys.stderr, flush=True)
+            sides = ["torch", "wte"] if k % 2 == 0 else ["wte", "torch"]
+            for side in sides:
+                if side == "wte":
+                    wte[t].append(run_wte(args, t, tmp))
+                else:
+                    pt[t].append(json.loads(torch_bench.run_worker(
+                        torch_cmd(args, cfg, t, args.steps, args.warmup), torch_bench.torch_env(t))))
+    return wte, pt
+
+
+def time_table(args, cfg, threads, wte, pt):
+    lines = [
+        "| threads | wte f32 ms/step | PyTorch ms/step | PyTorch / wte f32 | wte bf16 ms/step "
+        "| wte f32 / bf16 | wte attention ms (f32) | attention share | f32 GEMM peak GFLOP/s "
+        "| wte MFU PaLM / causal | PyTorch MFU PaLM / causal |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    headline = []
+    for t in threads:
+        f32 = [r["f32"]["step_ms"] for r in wte[t]]
+        bf16 = [r["bf16"]["step_ms"] for r in wte[t]]
+        tms = [r["step_ms"] for r in pt[t]]
+        for r in pt[t]:
+            if r["parameters"] != wte[t][0]["f32"]["parameters"]:
+                sys.exit("parameter counts differ: wte %d, PyTorch %d" %
+                         (wte[t][0]["f32"]["parameters"], r["parameters"]))
+        vs_torch = [a / b for a, b in zip(tms, f32)]
+        vs_bf16 = [a / b for a, b in zip(f32, bf16)]
+        att = [attention_ms(r["f32"]) for r in wte[t]]
+        peak = median([r["f32"]["gemm_peak_gflops"] for r in wte[t]])
+        s = wte[t][0]["f32"]
+        mfu = lambda flops, ms: 100 * flops / (ms * 1e-3) / (peak * 1e9)
+        lines.append("| %d | %.0f | %.0f | %s | %.0f | %s | %.0f | %.0f%% | %.0f | %.0f%% / %.0f%% | "
+                     "%.0f%% / %.0f%% |" % (
+                         t, median(f32), median(tms), spread(vs_torch), median(bf16), spread(vs_bf16),
+                         median(att), 100 * median(att) / median(f32), peak,
+                         mfu(s["model_flops"], median(f32)), mfu(s["model_flops_causal"], median(f32)),
+                         mfu(s["model_flops"], median(tms)), mfu(s["model_flops_causal"], median(tms))))
+        # The README's table quotes the largest thread count (the other rows are in the file's table).
+        if t == threads[-1]:
+            headline.append(("GPT-2 small training step (T 1024, B 1, float32) vs PyTorch, %d thread%s"
+                             % (t, "" if t == 1 else "s"), round(median(vs_torch), 2), "x"))
+    return lines, headline
+
+
+def memory_table(args, cfg, threads):
+    t = threads[-1]
+    mcfg = dict(cfg, batch_size=args.mem_batch)
+    env = dict(wte_env(), OMP_NUM_THREADS=str(t))
+    print("memory: wte, B %d, %d thread(s)" % (args.mem_batch, t), file=sys.stderr, flush=True)
+    wte_rss = max_rss_bytes([args.wte, "profile", "step", "--config", args.config, "--threads", str(t),
+                             "--train.batch_size=%d" % args.mem_batch, "--repeat", str(args.mem_steps)],
+                            env, "wte profile step (memory)")
+    print("memory: PyTorch, B %d, %d thread(s)" % (args.mem_batch, t), file=sys.stderr, flush=True)
+    pt_rss = max_rss_bytes(torch_cmd(args, mcfg, t, args.mem_steps, 1), torch_bench.torch_env(t),
+                           "PyTorch worker (memory)")
+    mib = 1.0 / (1 << 20)
+    lines = ["", "Peak resident memory (/usr/bin/time -v), B %d, T %d, float32, %d thread(s), %d "
+             "training steps after the first:" % (args.mem_batch, cfg["seq_len"], t, args.mem_steps), "",
+             "| side | maximum resident set (MiB) | / PyTorch's |", "|---|---:|---:|",
+             "| wte | %.0f | %.2f |" % (wte_rss * mib, wte_rss / pt_rss),
+             "| PyTorch | %.0f | 1 |" % (pt_rss * mib)]
+    headline = [("GPT-2 small training peak memory (T 1024, B %d), wte / PyTorch" % args.mem_batch,
+                 round(wte_rss / pt_rss, 2), "x")]
+    return lines, headline
+
+
+def main():
+    p = torch_bench.argument_parser(__doc__)
+    p.add_argument("--config", default=os.path.join(HERE, "..", "configs", "gpt2_small.ini"),
+                   help="the GPT-2 small config (default: configs/gpt2_small.ini)")
+    p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds")
+    p.add_argument("--steps", type=int, default=2, help="timed steps per side and round (median)")
+    p.add_argument("--warmup", type=int, default=1, help="PyTorch's untimed steps first")
+    p.add_argument("--mem-batch", type=int, default=4, help="batch of the memory runs (0: skip them)")
+    p.add_argument("--mem-steps", type=int, default=2, help="timed steps of the memory runs")
+    torch_bench.add_out_option(p)
+    args = p.parse_args()
+    if torch_bench.torch_missing():
+        return torch_bench.SKIP
+    if args.mem_batch and not os.access(TIME, os.X_OK):
+        sys.exit("%s missing (Debian package `time`); --mem-batch 0 skips the memory runs" % TIME)
+    recorder = torch_bench.Recorder("gpt2_small", wte=args.wte)
+    cfg = torch_gpt2.read_config(args.config)
+    threads = [int(t) for t in args.threads.split(",")]
+    print("CPU: %s; load average %.2f; %s: V %d, d_model %d, n_layer %d, n_head %d, B %d, T %d; "
+          "%d rounds of %d steps per side" % (
+              torch_bench.cpu_model(), torch_bench.load_average(), os.path.basename(args.config),
+              cfg["vocab_size"], cfg["d_model"], cfg["n_layer"], cfg["n_head"], cfg["batch_size"],
+              cfg["seq_len"], args.rounds, args.steps), flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        wte, pt = time_rounds(args, cfg, threads, tmp)
+    lines, headline = time_table(args, cfg, threads, wte, pt)
+    lines.insert(0, "%s, B %d, T %d: median of %d rounds (each side the median of %d steps after "
+                    "its first); PyTorch %s (OpenBLAS + tcmalloc); ratios: median (min-max) of the "
+                    "rounds" % (os.path.basename(args.config), cfg["batch_size"], cfg["seq_len"],
+                                args.rounds, args.steps, pt[threads[0]][0]["torch"]))
+    lines.insert(1, "")
+    if args.mem_batch:
+        more, h = memory_table(args, cfg, threads)
+        lines += more
+        headline += h
+    text = "\n".join(lines)
+    print(text)
+    print("\nload average now %.2f" % torch_bench.load_average())
+    recorder.write(args.out, text, headline,
+                   "GPT-2 small's shapes (T 1024): wte's float32 and bf16 training step against "
+                   "PyTorch's, interleaved at %s thread(s), and the peak resident memory of training "
+                   "at B %d" % (args.threads, args.mem_batch))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
