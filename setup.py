@@ -5,7 +5,8 @@ command-line tool, no install rules, no MPI; ccache when it is installed) in bui
 build/, kept between installs so a second install rebuilds only what changed, then builds the
 target wte_python (the extension and the libraries it links) and copies the extension into the
 package. build-python/ sits at the depth of build/, so ccache (with base_dir above the source
-tree) reuses the objects a Release build in build/ compiled. Environment: WTE_PYTHON_BUILD_DIR
+tree) reuses the objects a Release build in build/ compiled; a later install with the same
+arguments skips the configure step. Environment: WTE_PYTHON_BUILD_DIR
 (another build directory), CMAKE_BUILD_PARALLEL_LEVEL (build jobs; default: the CPU count),
 WTE_CMAKE_ARGS (extra CMake arguments, split on spaces).
 """
@@ -29,7 +30,8 @@ class CMakeBuild(build_ext):
     def build_extension(self, ext):
         if shutil.which("cmake") is None:
             sys.exit("wte: building the Python module needs CMake >= 3.25 (apt install cmake)")
-        build_dir = os.environ.get("WTE_PYTHON_BUILD_DIR") or os.path.join(SOURCE_DIR, "build-python")
+        build_dir = (os.environ.get("WTE_PYTHON_BUILD_DIR")
+                     or os.path.join(SOURCE_DIR, "build-python"))
         configure = [
             "cmake", "-S", SOURCE_DIR, "-B", build_dir,
             "-DCMAKE_BUILD_TYPE=Release",
@@ -38,13 +40,25 @@ class CMakeBuild(build_ext):
             "-DWTE_MPI=OFF",
             "-DWTE_FAULT_INJECTION=OFF",
             "-DWTE_PYTHON=ON",
-            f"-DPython3_EXECUTABLE={sys.executable}",
+            # The interpreter itself, not a venv's link to it: the same arguments from every venv
+            # of one Python, so a rebuild skips the configure step (below).
+            f"-DPython3_EXECUTABLE={os.path.realpath(sys.executable)}",
         ]
         if shutil.which("ccache"):
-            configure += ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache", "-DCMAKE_C_COMPILER_LAUNCHER=ccache"]
+            configure += ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+                          "-DCMAKE_C_COMPILER_LAUNCHER=ccache"]
         configure += os.environ.get("WTE_CMAKE_ARGS", "").split()
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
-        subprocess.run(configure, check=True)
+        # Configured before with the same arguments: `cmake --build` re-runs CMake itself if a
+        # CMakeLists.txt changed, so the configure step (15 s on a busy machine) is skipped.
+        stamp = os.path.join(build_dir, "wte-pip-configure.txt")
+        args_text = "\n".join(configure) + "\n"
+        configured = os.path.exists(os.path.join(build_dir, "CMakeCache.txt")) and \
+            os.path.exists(stamp) and open(stamp).read() == args_text
+        if not configured:
+            subprocess.run(configure, check=True)
+            with open(stamp, "w") as f:
+                f.write(args_text)
         subprocess.run(["cmake", "--build", build_dir, "--target", "wte_python", "-j", jobs],
                        check=True)
         package_dir = os.path.join(build_dir, "python", "wte")

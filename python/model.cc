@@ -173,7 +173,8 @@ py::object PyModel::call(const py::object& ids_obj, const py::object& hidden_obj
 double PyModel::loss(const py::object& ids_obj, const py::object& batch_size_obj) {
   const Args args("Model.loss");
   const wte::TrainConfig& tc = m_.config.train;
-  const size_t B_micro = std::max<size_t>(1, tc.batch_size / std::max<size_t>(1, tc.grad_accum_steps));
+  const size_t B_micro =
+      std::max<size_t>(1, tc.batch_size / std::max<size_t>(1, tc.grad_accum_steps));
   const size_t rows_per_pass =
       batch_size_obj.is_none()
           ? B_micro
@@ -241,15 +242,18 @@ py::object PyModel::generate(const py::object& prompt, const py::object& max_new
                              const py::object& slide) {
   const Args args("Model.generate");
   wte::GenerateOptions opt;
-  opt.max_new_tokens = static_cast<size_t>(args.integer(max_new_tokens, "max_new_tokens", 0, 1 << 20));
-  opt.sampling.temperature = args.real_value(temperature, "temperature", Range{0, 1e6, false, false, "in [0, 1e6]"});
+  opt.max_new_tokens =
+      static_cast<size_t>(args.integer(max_new_tokens, "max_new_tokens", 0, 1 << 20));
+  opt.sampling.temperature =
+      args.real_value(temperature, "temperature", Range{0, 1e6, false, false, "in [0, 1e6]"});
   opt.sampling.top_k = static_cast<size_t>(args.integer(top_k, "top_k", 0, 1 << 24));
   opt.sampling.top_p = args.real_value(top_p, "top_p", Range{0, 1, true, false, "in (0, 1]"});
   const uint64_t rng_seed = seed_value(args, seed);
   opt.stops = stop_strings(args, stop);
   opt.ignore_eos = truthy(args, ignore_eos, "ignore_eos");
   const size_t n_ctx = mc().n_ctx;
-  const size_t slide_n = static_cast<size_t>(args.integer(slide, "slide", 0, static_cast<int64_t>(n_ctx)));
+  const size_t slide_n =
+      static_cast<size_t>(args.integer(slide, "slide", 0, static_cast<int64_t>(n_ctx)));
   const wte::Tokenizer& tok = m_.tokenizer;
   opt.eot = wte::end_of_text_id(tok, mc().vocab_size);
   const bool text_in = PyUnicode_Check(prompt.ptr()) || PyBytes_Check(prompt.ptr());
@@ -260,13 +264,15 @@ py::object PyModel::generate(const py::object& prompt, const py::object& max_new
     ids = tok.encode(prompt_text);
   } else {
     const py::array a = token_ids(args, prompt, "prompt", mc().vocab_size);
-    if (a.ndim() != 1) args.value_error("prompt has shape " + shape_str(a) + ", need one sequence (T,)");
-    ids.assign(static_cast<const int32_t*>(a.data()), static_cast<const int32_t*>(a.data()) + a.size());
+    if (a.ndim() != 1)
+      args.value_error("prompt has shape " + shape_str(a) + ", need one sequence (T,)");
+    const int32_t* p = static_cast<const int32_t*>(a.data());
+    ids.assign(p, p + a.size());
   }
   if (ids.empty()) {
     if (opt.eot < 0)
-      args.value_error("prompt is empty: it encodes to no tokens, and the model's vocabulary has no "
-                       "<|endoftext|> token to start from; give at least one character");
+      args.value_error("prompt is empty: it encodes to no tokens, and the model's vocabulary has "
+                       "no <|endoftext|> token to start from; give at least one character");
     ids.push_back(opt.eot);  // unconditional: as GPT-2 starts a document
   }
   wte::check_token_ids(ids.data(), ids.size(), mc().vocab_size, "prompt");
@@ -417,7 +423,8 @@ void bind_model(py::module_& m) {
       }, py::return_value_policy::reference_internal)
       .def_property_readonly("path", [](const PyModel& pm) { return pm.loaded().path; })
       .def_property_readonly("step", [](const PyModel& pm) { return pm.loaded().info.step; })
-      .def_property_readonly("config_ini", [](const PyModel& pm) { return pm.loaded().info.config_ini; })
+      .def_property_readonly("config_ini",
+                             [](const PyModel& pm) { return pm.loaded().info.config_ini; })
       .def_property_readonly("vocab_size", [](const PyModel& pm) { return pm.mc().vocab_size; })
       .def_property_readonly("d_model", [](const PyModel& pm) { return pm.mc().d_model; })
       .def_property_readonly("n_ctx", [](const PyModel& pm) { return pm.mc().n_ctx; })
@@ -425,7 +432,8 @@ void bind_model(py::module_& m) {
       .def_property_readonly("n_head", [](const PyModel& pm) { return pm.mc().n_head; })
       .def("__repr__", [](const PyModel& pm) {
         const wte::ModelConfig& c = pm.mc();
-        return "wte.Model('" + pm.loaded().path + "', step " + std::to_string(pm.loaded().info.step) +
+        return "wte.Model('" + pm.loaded().path + "', step " +
+               std::to_string(pm.loaded().info.step) +
                ": vocab_size " + std::to_string(c.vocab_size) + ", d_model " +
                std::to_string(c.d_model) + ", n_layer " + std::to_string(c.n_layer) + ", n_head " +
                std::to_string(c.n_head) + ", n_ctx " + std::to_string(c.n_ctx) + ")";

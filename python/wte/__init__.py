@@ -27,7 +27,7 @@ OMP_NUM_THREADS).
 A trained model, in the conventions of PyTorch and Hugging Face (docs/python.md has the details):
 
     m = wte.Model.load("runs/default")    # a checkpoint .h5, or a run directory (its newest)
-    logits = m(ids)                       # ids (B, T) or (T,) integers -> (B, T, V) or (T, V) float32
+    logits = m(ids)                       # ids (B, T) or (T,) integers: (B, T, V) or (T, V) float32
     logits, hidden_states = m(ids, output_hidden_states=True)
                                           # n_layer + 1 arrays (B, T, C), Hugging Face's order:
                                           # embeddings, each block's input, the last after ln_f
@@ -131,14 +131,14 @@ def train(config=None, *, out=None, overwrite=False, quiet=False, progress=None,
     wte.train("configs/default.ini", train__steps=100) or **{"train.steps": 100}; values are
     converted with str() (bools as true/false). out: the run directory (default runs/<config
     name>, as `wte train`); a directory holding an earlier run is refused unless overwrite=True.
-    quiet: no progress lines on stdout (the final summary still prints). progress: called after every step with a dict (step,
-    steps, loss, val_loss (None unless evaluated), lr, grad_norm, tokens_per_second,
-    elapsed_seconds); returning False stops the run after that step with a checkpoint, and an
-    exception it raises stops the run the same way and is raised again. Ctrl-C finishes the step,
-    writes a checkpoint and raises KeyboardInterrupt. The GIL is released while training.
-    Returns {"out", "final_val_loss", "unigram_baseline", "tokens_per_second",
-    "train_seconds", "last_checkpoint", "stopped"}. Bad keys or values raise wte.Error (a
-    ValueError) naming them.
+    quiet: no progress lines on stdout (the final summary still prints). progress: called after
+    every step with a dict (step, steps, loss, val_loss (None unless evaluated), lr, grad_norm,
+    tokens_per_second, elapsed_seconds); returning False stops the run after that step with a
+    checkpoint, and an exception it raises stops the run the same way and is raised again.
+    Ctrl-C finishes the step, writes a checkpoint and raises KeyboardInterrupt. The GIL is
+    released while training. Returns {"out", "final_val_loss", "unigram_baseline",
+    "tokens_per_second", "train_seconds", "last_checkpoint", "stopped"}. Bad keys or values
+    raise wte.Error (a ValueError) naming them.
     """
     args = []
     for key, value in overrides.items():

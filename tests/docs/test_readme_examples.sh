@@ -2,7 +2,8 @@
 # The README's and docs/'s commands run as printed. Every ```sh block of README.md (the tour and the
 # tutorials; ```bash blocks are install and build steps, not run here), then every ```sh block, every
 # "$ " line of an output block and every ```python block of docs/*.md, is cut into commands (a line
-# ending in '\' continues), and each command runs with bash (python blocks with python3),
+# ending in '\' continues), and each command runs with bash (python blocks with python3 and the
+# build tree's Python module on PYTHONPATH, skipped when it is not built),
 # unchanged, in a temporary directory laid out like the repository but small, after the README's
 # commands (so docs/ may use the README's runs), with build/ on PATH (so `wte` is build/wte):
 #   build/wte            the wte under test (WTE_CLI)
@@ -28,6 +29,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="${WTE_SOURCE_DIR:-$here/../..}"
 [ -f "$src/README.md" ] || src="$here/../.."
 cli="${WTE_CLI:-$src/build/wte}"
+pymodule="${WTE_BINARY_DIR:-$(dirname "$cli")}/python"   # the build tree's Python package (import wte)
 py=/usr/bin/python3; [ -x "$py" ] || py=python3
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -126,6 +128,8 @@ run_cmd() {  # run_cmd SECTION COMMAND: run it in $work, fail with its output un
   ran=$((ran + 1))
 }
 while IFS=$'\t' read -r -d '' section cmd; do
+  : > "$work/out"   # a skipped command leaves no output for the checks below to read
+  ran_before=$ran
   case "$cmd" in
     mpirun*--hostfile*)
       one="build/wte${cmd#*build/wte}"
@@ -164,9 +168,15 @@ while IFS=$'\t' read -r -d '' section cmd; do
     *"import transformers"*)
       if "$py" -c 'import transformers' 2> /dev/null; then run_cmd "$section" "$cmd"
       else echo "[$section] SKIPPED (Hugging Face transformers is not installed): $cmd"; skipped=$((skipped + 1)); fi ;;
-    "python3 <<'PYTHON'"*)  # a ```python block of docs/
-      if "$py" -c 'import h5py, numpy' 2> /dev/null; then run_cmd "$section" "${cmd/#python3/$py}"
-      else echo "[$section] SKIPPED (h5py or numpy is not importable): a python block"; skipped=$((skipped + 1)); fi ;;
+    "python3 <<'PYTHON'"*)  # a ```python block of docs/, with the built module (import wte)
+      if ! "$py" -c 'import h5py, numpy' 2> /dev/null; then
+        echo "[$section] SKIPPED (h5py or numpy is not importable): a python block"; skipped=$((skipped + 1))
+      elif [[ "$cmd" == *"import wte"* ]] && ! PYTHONPATH="$pymodule" "$py" -c 'import wte' 2> /dev/null; then
+        echo "[$section] SKIPPED (the Python module is not built: target wte_python): a python block"
+        skipped=$((skipped + 1))
+      else
+        run_cmd "$section" "PYTHONPATH=$pymodule ${cmd/#python3/$py}"
+      fi ;;
     *models/gpt2*)
       if [ -z "$gpt2_note" ]; then run_cmd "$section" "$cmd"
       else echo "[$section] SKIPPED (no stand-in for GPT-2's download: $gpt2_note): $cmd"; skipped=$((skipped + 1)); fi ;;
@@ -184,6 +194,7 @@ while IFS=$'\t' read -r -d '' section cmd; do
       fi ;;
     *) run_cmd "$section" "$cmd" ;;
   esac
+  [ "$ran" -gt "$ran_before" ] || continue   # skipped: nothing to check
   case "$cmd" in
     *"hidden-states"*"The bank was muddy"*)
       grep -q "why equal" "$work/out" || { cat "$work/out"; fail "hidden-states printed no 'why equal' for the pair"; } ;;
