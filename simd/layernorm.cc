@@ -84,7 +84,8 @@ inline float* PartialScratch(size_t floats) {
 void LayerNormBackward(float* HWY_RESTRICT dinp, float* HWY_RESTRICT dg, float* HWY_RESTRICT db,
                        const float* HWY_RESTRICT dout, const float* HWY_RESTRICT inp,
                        const float* HWY_RESTRICT g, const float* HWY_RESTRICT mean,
-                       const float* HWY_RESTRICT rstd, size_t N, size_t C) {
+                       const float* HWY_RESTRICT rstd, size_t N, size_t C,
+                       uint16_t* HWY_RESTRICT dinp16) {
   if (N == 0 || C == 0) return;
   const float c_float = static_cast<float>(C);
   const size_t rows_per_block = RowsPerBlock(N);
@@ -136,6 +137,7 @@ void LayerNormBackward(float* HWY_RESTRICT dinp, float* HWY_RESTRICT dg, float* 
                                   hn::Mul(xhat, hn::Set(d, mean_dxhat_xhat)));
         hn::StoreU(hn::Add(hn::LoadU(d, dx + c), hn::Mul(hn::Set(d, s), term)), d, dx + c);
       });
+      if (dinp16 != nullptr) ConvertRowToBf16(dinp16 + n * C, dx, C);  // while in cache
     }
   }
 
@@ -169,8 +171,9 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 }
 
 void layernorm_backward(float* dinp, float* dg, float* db, const float* dout, const float* inp,
-                        const float* g, const float* mean, const float* rstd, size_t N, size_t C) {
-  HWY_DYNAMIC_DISPATCH(LayerNormBackward)(dinp, dg, db, dout, inp, g, mean, rstd, N, C);
+                        const float* g, const float* mean, const float* rstd, size_t N, size_t C,
+                        uint16_t* dinp16) {
+  HWY_DYNAMIC_DISPATCH(LayerNormBackward)(dinp, dg, db, dout, inp, g, mean, rstd, N, C, dinp16);
 }
 
 }  // namespace wte

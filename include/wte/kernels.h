@@ -263,9 +263,11 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 // All three accumulate (+=): dinp is the residual stream's gradient. The sums over n are taken in
 // fixed row blocks combined in block order, so the bits do not depend on the thread count.
 // dinp (N,C); dg, db (C); dout, inp (N,C); g (C); mean, rstd (N) from the forward. No output may
-// alias an input.
+// alias an input. dinp16 (N,C), optional: the bf16 copy of the updated dinp (the next GEMM's
+// input under bf16 GEMMs), written row by row while each row is in cache.
 void layernorm_backward(float* dinp, float* dg, float* db, const float* dout, const float* inp,
-                        const float* g, const float* mean, const float* rstd, size_t N, size_t C);
+                        const float* g, const float* mean, const float* rstd, size_t N, size_t C,
+                        uint16_t* dinp16 = nullptr);
 
 // GELU, GPT-2's tanh form: gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))).
 // out, inp (n); out may alias inp. Parallel over elements.

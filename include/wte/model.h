@@ -87,34 +87,8 @@ inline SparseRowGrad sparse_row_grad_view(std::vector<float>& rows, const std::v
   return SparseRowGrad{rows.data(), ids.data(), ids.size(), C};
 }
 
-/// Wall-clock seconds of each part of forward()/backward(), when a StepTimes is attached with
-/// Model::set_step_times (each part then ends with a stream wait, so parts do not overlap). Every
-/// part adds (+=) its time: the block parts sum over the layers; reset the struct between steps.
-struct StepTimes {
-  double lookup = 0, ln_f_fwd = 0, logits_gemm = 0, cross_entropy = 0, dlm_head_gemm = 0,
-         dh_gemm = 0, ln_f_bwd = 0, scatter = 0, dwpe = 0;
-  // The fused unembedding + cross-entropy (model.loss_chunk): its logits, loss and both gradient
-  // GEMMs in one part, charged to the forward (the unfused path's four parts above stay 0).
-  double fused_loss = 0;
-  // Transformer blocks, summed over the layers. Forward:
-  double ln_fwd = 0, qkv_gemm_fwd = 0, attn_qk_fwd = 0, softmax_fwd = 0, attn_v_fwd = 0,
-         attn_proj_gemm_fwd = 0, residual_fwd = 0, fc_gemm_fwd = 0, gelu_fwd = 0,
-         fc_proj_gemm_fwd = 0;
-  // Backward (each GEMM family's dX and dW; its bias sums in bias_bwd):
-  double fc_proj_gemm_bwd = 0, gelu_bwd = 0, fc_gemm_bwd = 0, ln_bwd = 0, attn_proj_gemm_bwd = 0,
-         attn_v_bwd = 0, softmax_bwd = 0, attn_qk_bwd = 0, qkv_gemm_bwd = 0, bias_bwd = 0;
-  // bf16 GEMMs (model.matmul_precision = bf16): every float32 -> bf16 conversion of a GEMM input
-  // (weights, activations, gradients), summed.
-  double bf16_convert = 0;
-};
-
-/// The oneDNN kernel of one GEMM primitive of the model, and the step part (StepTimes field) that
-/// runs it: the part whose timing mark first followed its creation (nullptr: not yet attributed).
-struct GemmKernel {
-  double StepTimes::*part = nullptr;
-  std::string impl;   // oneDNN's primitive_desc::impl_info_str(), e.g. "brg:avx512_core_bf16"
-  bool bf16 = false;  // bf16 inputs (else float32)
-};
+class PartTimer;    // src/model/part_timer.h: seconds per step part (`wte profile step`)
+struct GemmKernel;  // src/model/matmul.h: one GEMM primitive's kernel and step part
 
 /// One tensor of the arena: its name (also its HDF5 dataset name), shape, offset and size in floats.
 struct TensorSpec {
@@ -226,11 +200,13 @@ class Model {
   /// "bf16 inputs, float32 accumulation (oneDNN brg:avx512_core_bf16)", or why bf16 fell back.
   std::string gemm_precision_note() const;
   /// Every oneDNN GEMM primitive created so far (after a forward/backward: all of a step's), with
-  /// its kernel and the StepTimes part that runs it.
+  /// its kernel and the step part that runs it (include src/model/matmul.h to use them).
   std::vector<GemmKernel> gemm_kernels() const;
 
-  /// Attach (or detach with nullptr) per-part timing of forward()/backward() (`wte profile step`).
-  void set_step_times(StepTimes* times) { times_ = times; }
+  /// Attach (or detach with nullptr) per-part timing of forward()/backward() (`wte profile step`):
+  /// each part of a step then ends with a stream wait (parts do not overlap) and adds (+=) its
+  /// seconds to `timer` under its name (src/model/part_timer.h); block parts sum over the layers.
+  void set_part_timer(PartTimer* timer) { timer_ = timer; }
 
   /// hidden_states[0] = wte[x] + wpe[t] (B,T,C) of the last forward (= residual(0)).
   const float* hidden_states() const;
@@ -307,7 +283,7 @@ class Model {
   ParameterTensors params_{};
   ParameterTensors grads_{};
   std::unique_ptr<Impl> impl_;
-  StepTimes* times_ = nullptr;
+  PartTimer* timer_ = nullptr;
   MatmulPrecision gemm_precision_ = MatmulPrecision::f32;
 };
 

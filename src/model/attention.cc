@@ -29,62 +29,58 @@ HeadViews views(size_t B, size_t T, size_t C, size_t NH) {
 
 }  // namespace
 
-void attention_forward(float* out, float* att, const float* qkv, uint16_t* qkv16, uint16_t* att16,
-                       size_t B, size_t T, size_t C, size_t NH, Gemm& gemm) {
+void attention_forward(Activation out, Activation att, GemmInput qkv, size_t B, size_t T,
+                       size_t C, size_t NH, Gemm& gemm) {
   const HeadViews v = views(B, T, C, NH);
   const float scale = 1.0f / std::sqrt(static_cast<float>(C / NH));
   const size_t N = B * T, Z = B * NH;
   // q, k, v of every head: strided views into qkv, or into its bf16 copy.
-  if (qkv16 != nullptr) {
-    convert_f32_to_bf16(qkv16, qkv, N * 3 * C);
-    gemm.mark(&StepTimes::bf16_convert);
-  }
-  const GemmInput q(qkv, qkv16), k(qkv + C, qkv16 ? qkv16 + C : nullptr),
-      val(qkv + 2 * C, qkv16 ? qkv16 + 2 * C : nullptr);
+  const GemmInput q = qkv, k = qkv.at(C), val = qkv.at(2 * C);
   // preatt = q · kᵀ   (Z,T,hs) x (Z,hs,T) -> (Z,T,T), into att
-  gemm.run(att, v.att(), q.operand(v.qkv_part()), k.operand(v.qkv_part_t()));
+  gemm.part("attn_qk_fwd");
+  gemm.run(att.f32, v.att(), q.operand(v.qkv_part()), k.operand(v.qkv_part_t()));
   gemm.wait();
-  gemm.mark(&StepTimes::attn_qk_fwd);
   // att = causal_softmax(preatt / √hs), in place (and its bf16 copy for bf16 GEMMs)
-  attention_softmax_forward(att, att, Z, T, scale, att16);
-  gemm.mark(&StepTimes::softmax_fwd);
+  gemm.part("softmax_fwd");
+  attention_softmax_forward(att.f32, att.f32, Z, T, scale, att.bf16);
   // out_h = att · v_h   (Z,T,T) x (Z,T,hs) -> head h's columns of out
-  gemm.run(out, v.merged(), GemmInput(att, att16).operand(v.att()), val.operand(v.qkv_part()));
+  gemm.part("attn_v_fwd");
+  gemm.run(out.f32, v.merged(), GemmInput(att).operand(v.att()), val.operand(v.qkv_part()));
   gemm.wait();
-  gemm.mark(&StepTimes::attn_v_fwd);
+  if (out.bf16 != nullptr) {
+    gemm.part("bf16_convert");
+    to_bf16(out, N * C);  // c_proj's input
+  }
 }
 
-void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
-                        const float* att, const uint16_t* qkv16, const uint16_t* att16,
-                        uint16_t* dout16, uint16_t* datt16, size_t B, size_t T, size_t C,
-                        size_t NH, Gemm& gemm) {
+void attention_backward(Activation dqkv, Activation datt, GemmInput dout, GemmInput qkv,
+                        GemmInput att, size_t B, size_t T, size_t C, size_t NH, Gemm& gemm) {
   const HeadViews v = views(B, T, C, NH);
   const float scale = 1.0f / std::sqrt(static_cast<float>(C / NH));
   const size_t N = B * T, Z = B * NH;
-  const GemmInput q(qkv, qkv16), k(qkv + C, qkv16 ? qkv16 + C : nullptr),
-      val(qkv + 2 * C, qkv16 ? qkv16 + 2 * C : nullptr), a(att, att16);
-  if (dout16 != nullptr) {
-    convert_f32_to_bf16(dout16, dout, N * C);
-    gemm.mark(&StepTimes::bf16_convert);
-  }
-  const GemmInput d(dout, dout16);
+  const GemmInput q = qkv, k = qkv.at(C), val = qkv.at(2 * C);
+  float* dq = dqkv.f32;
   // out_h = att · v_h  =>  datt = dout_h · v_hᵀ   (Z,T,hs) x (Z,hs,T)
-  gemm.run(datt, v.att(), d.operand(v.merged()), val.operand(v.qkv_part_t()));
+  gemm.part("attn_v_bwd");
+  gemm.run(datt.f32, v.att(), dout.operand(v.merged()), val.operand(v.qkv_part_t()));
   //                    =>  dv_h = attᵀ · dout_h   (Z,T,T) x (Z,T,hs), into dqkv's v columns
-  gemm.run(dqkv + 2 * C, v.qkv_part(), a.operand(v.att_t()), d.operand(v.merged()));
+  gemm.run(dq + 2 * C, v.qkv_part(), att.operand(v.att_t()), dout.operand(v.merged()));
   gemm.wait();
-  gemm.mark(&StepTimes::attn_v_bwd);
   // att = causal_softmax(preatt / √hs)  =>  dpreatt (in place; 0 above the diagonal; and its
   // bf16 copy for bf16 GEMMs)
-  attention_softmax_backward(datt, datt, att, Z, T, scale, datt16);
-  gemm.mark(&StepTimes::softmax_bwd);
-  const GemmInput dp(datt, datt16);
+  gemm.part("softmax_bwd");
+  attention_softmax_backward(datt.f32, datt.f32, att.f32, Z, T, scale, datt.bf16);
+  const GemmInput dp(datt);
   // preatt = q_h · k_hᵀ  =>  dq_h = dpreatt · k_h    (Z,T,T) x (Z,T,hs)
-  gemm.run(dqkv, v.qkv_part(), dp.operand(v.att()), k.operand(v.qkv_part()));
+  gemm.part("attn_qk_bwd");
+  gemm.run(dq, v.qkv_part(), dp.operand(v.att()), k.operand(v.qkv_part()));
   //                      =>  dk_h = dpreattᵀ · q_h   (Z,T,T) x (Z,T,hs)
-  gemm.run(dqkv + C, v.qkv_part(), dp.operand(v.att_t()), q.operand(v.qkv_part()));
+  gemm.run(dq + C, v.qkv_part(), dp.operand(v.att_t()), q.operand(v.qkv_part()));
   gemm.wait();
-  gemm.mark(&StepTimes::attn_qk_bwd);
+  if (dqkv.bf16 != nullptr) {
+    gemm.part("bf16_convert");
+    to_bf16(dqkv, N * 3 * C);  // c_attn's backward reads it
+  }
 }
 
 }  // namespace wte

@@ -18,20 +18,21 @@ namespace wte {
 
 /// out (B,T,C) written; att (B,NH,T,T) written (softmax probabilities, saved for backward; entries
 /// j > t are 0); qkv (B,T,3C). NH must divide C.
-/// bf16 GEMMs: qkv16 (B,T,3C) and att16 (B,NH,T,T) receive bf16 copies of qkv and att, which the
-/// two batched GEMMs read (the softmax stays float32); both nullptr: float32 GEMMs.
-void attention_forward(float* out, float* att, const float* qkv, uint16_t* qkv16, uint16_t* att16,
-                       size_t B, size_t T, size_t C, size_t NH, Gemm& gemm);
+/// bf16 GEMMs: qkv carries its bf16 copy (c_attn's matmul_forward made it) and att.bf16 receives
+/// att's, which the two batched GEMMs read (the softmax stays float32); out.bf16 (if given)
+/// receives out's, for c_proj. All nullptr: float32 GEMMs.
+/// Step parts (Gemm::part): "attn_qk_fwd", "softmax_fwd", "attn_v_fwd", "bf16_convert".
+void attention_forward(Activation out, Activation att, GemmInput qkv, size_t B, size_t T,
+                       size_t C, size_t NH, Gemm& gemm);
 
 /// Its backward: dqkv (B,T,3C) written (=); datt (B,NH,T,T) scratch (overwritten); dout (B,T,C);
 /// qkv and att from the forward.
 ///   datt = dout_h · v_hᵀ;  dv_h = attᵀ · dout_h;  dpreatt = softmax backward (in place in datt);
 ///   dq_h = dpreatt · k_h;  dk_h = dpreattᵀ · q_h
-/// bf16 GEMMs: qkv16, att16 as the forward left them; dout16 (B,T,C) and datt16 (B,NH,T,T) scratch
-/// for bf16 copies of dout and dpreatt. All four nullptr: float32 GEMMs.
-void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
-                        const float* att, const uint16_t* qkv16, const uint16_t* att16,
-                        uint16_t* dout16, uint16_t* datt16, size_t B, size_t T, size_t C,
-                        size_t NH, Gemm& gemm);
+/// bf16 GEMMs: qkv, att and dout carry their bf16 copies; datt.bf16 is scratch for dpreatt's and
+/// dqkv.bf16 (if given) receives dqkv's, for c_attn's backward. All nullptr: float32 GEMMs.
+/// Step parts: "attn_v_bwd", "softmax_bwd", "attn_qk_bwd", "bf16_convert".
+void attention_backward(Activation dqkv, Activation datt, GemmInput dout, GemmInput qkv,
+                        GemmInput att, size_t B, size_t T, size_t C, size_t NH, Gemm& gemm);
 
 }  // namespace wte

@@ -4,98 +4,83 @@
 #include "wte/kernels.h"
 
 namespace wte {
-namespace {
 
-// bf16 GEMMs: dst16 = bf16(src) (n), charged to StepTimes::bf16_convert; returns dst16. A no-op
-// returning nullptr for float32 GEMMs (dst16 == nullptr). For GEMM outputs; the other kernels
-// write their outputs' bf16 copies themselves, while the rows are in cache.
-uint16_t* to_bf16(uint16_t* dst16, const float* src, size_t n, Gemm& gemm) {
-  if (dst16 == nullptr) return nullptr;
-  convert_f32_to_bf16(dst16, src, n);
-  gemm.mark(&StepTimes::bf16_convert);
-  return dst16;
-}
-
-}  // namespace
-
-// bf16 GEMMs (w16 != nullptr): every GEMM reads bf16 copies; a's bf16 buffers are then set.
+// bf16 GEMMs (w16 != nullptr): every GEMM reads bf16 copies, which the layers that write a's
+// tensors write too; float32 GEMMs: a's bf16 copies are nullptr.
 void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& s, const float* x,
                    const BlockTensors& w, const BlockWeights16* w16, size_t B, size_t T, size_t C,
                    size_t NH, float eps, Gemm& gemm) {
   const size_t N = B * T;
-  const bool bf16 = w16 != nullptr;
+  const BlockWeights16 w16s = w16 != nullptr ? *w16 : BlockWeights16{};
   // ln1 = ln_1(x)
-  layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln_1_g, w.ln_1_b, N, C, eps, a.ln1_16);
-  gemm.mark(&StepTimes::ln_fwd);
+  gemm.part("ln_fwd");
+  layernorm_forward(a.ln1.f32, a.ln1_mean, a.ln1_rstd, x, w.ln_1_g, w.ln_1_b, N, C, eps, a.ln1.bf16);
   // qkv = ln1 · attn/c_attn/w + attn/c_attn/b
-  matmul_forward(a.qkv, {a.ln1, a.ln1_16}, {w.c_attn_w, bf16 ? w16->c_attn_w : nullptr},
-                 w.c_attn_b, N, C, 3 * C, gemm);
-  gemm.mark(&StepTimes::qkv_gemm_fwd);
+  gemm.part("qkv_gemm_fwd");
+  matmul_forward(a.qkv, a.ln1, {w.c_attn_w, w16s.c_attn_w}, w.c_attn_b, N, C, 3 * C, gemm);
   // atty = merge_heads(causal_softmax(q·kᵀ/√hs) · v)
-  attention_forward(a.atty, a.att, a.qkv, a.qkv16, a.att16, B, T, C, NH, gemm);
+  attention_forward(a.atty, a.att, a.qkv, B, T, C, NH, gemm);
   // x_mid = x + atty · attn/c_proj/w + attn/c_proj/b
-  const GemmInput atty(a.atty, to_bf16(a.atty16, a.atty, N * C, gemm));
-  matmul_forward(s.proj, atty, {w.attn_c_proj_w, bf16 ? w16->attn_c_proj_w : nullptr},
-                 w.attn_c_proj_b, N, C, C, gemm);
-  gemm.mark(&StepTimes::attn_proj_gemm_fwd);
+  gemm.part("attn_proj_gemm_fwd");
+  matmul_forward(s.proj, a.atty, {w.attn_c_proj_w, w16s.attn_c_proj_w}, w.attn_c_proj_b, N, C, C,
+                 gemm);
+  gemm.part("residual_fwd");
   residual_forward(a.xmid, x, s.proj, N * C);
-  gemm.mark(&StepTimes::residual_fwd);
   // ln2 = ln_2(x_mid)
-  layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.xmid, w.ln_2_g, w.ln_2_b, N, C, eps, a.ln2_16);
-  gemm.mark(&StepTimes::ln_fwd);
+  gemm.part("ln_fwd");
+  layernorm_forward(a.ln2.f32, a.ln2_mean, a.ln2_rstd, a.xmid, w.ln_2_g, w.ln_2_b, N, C, eps,
+                    a.ln2.bf16);
   // fch_gelu = gelu(ln2 · mlp/c_fc/w + mlp/c_fc/b)
-  matmul_forward(a.fch, {a.ln2, a.ln2_16}, {w.c_fc_w, bf16 ? w16->c_fc_w : nullptr}, w.c_fc_b, N,
-                 C, 4 * C, gemm);
-  gemm.mark(&StepTimes::fc_gemm_fwd);
-  gelu_forward(a.fch_gelu, a.fch, N * 4 * C, a.fch_gelu16);
-  gemm.mark(&StepTimes::gelu_fwd);
+  gemm.part("fc_gemm_fwd");
+  matmul_forward(a.fch, a.ln2, {w.c_fc_w, w16s.c_fc_w}, w.c_fc_b, N, C, 4 * C, gemm);
+  gemm.part("gelu_fwd");
+  gelu_forward(a.fch_gelu.f32, a.fch, N * 4 * C, a.fch_gelu.bf16);
   // x_out = x_mid + fch_gelu · mlp/c_proj/w + mlp/c_proj/b
-  matmul_forward(s.proj, {a.fch_gelu, a.fch_gelu16},
-                 {w.mlp_c_proj_w, bf16 ? w16->mlp_c_proj_w : nullptr}, w.mlp_c_proj_b, N, 4 * C,
-                 C, gemm);
-  gemm.mark(&StepTimes::fc_proj_gemm_fwd);
+  gemm.part("fc_proj_gemm_fwd");
+  matmul_forward(s.proj, a.fch_gelu, {w.mlp_c_proj_w, w16s.mlp_c_proj_w}, w.mlp_c_proj_b, N,
+                 4 * C, C, gemm);
+  gemm.part("residual_fwd");
   residual_forward(x_out, a.xmid, s.proj, N * C);
-  gemm.mark(&StepTimes::residual_fwd);
 }
 
-void block_backward(float* dx, const BlockTensors& g, const BlockScratch& s,
+void block_backward(Activation dx, const BlockTensors& g, const BlockScratch& s,
                     const BlockActivations& a, const float* x, const BlockTensors& w,
                     const BlockWeights16* w16, size_t B, size_t T, size_t C, size_t NH,
                     Gemm& gemm) {
   const size_t N = B * T;
-  const bool bf16 = w16 != nullptr;
-  uint16_t* d16 = bf16 ? s.d16 : nullptr;  // the upstream gradient's bf16 copy (scratch)
+  const BlockWeights16 w16s = w16 != nullptr ? *w16 : BlockWeights16{};
   float* dln = s.proj;
   // x_out = x_mid + fch_gelu · mlp/c_proj/w + b: the residual passes dx on to x_mid unchanged;
   //   d fch_gelu = dx · wᵀ, dw = fch_geluᵀ · dx, db = Σ dx
-  matmul_backward(s.d4c, g.mlp_c_proj_w, g.mlp_c_proj_b, {dx, to_bf16(d16, dx, N * C, gemm)},
-                  {a.fch_gelu, a.fch_gelu16}, {w.mlp_c_proj_w, bf16 ? w16->mlp_c_proj_w : nullptr},
-                  N, 4 * C, C, gemm, &StepTimes::fc_proj_gemm_bwd);
+  gemm.part("fc_proj_gemm_bwd");
+  matmul_backward(s.d4c.f32, g.mlp_c_proj_w, g.mlp_c_proj_b, dx, a.fch_gelu,
+                  {w.mlp_c_proj_w, w16s.mlp_c_proj_w}, N, 4 * C, C, gemm);
   // fch_gelu = gelu(fch)
-  gelu_backward(s.d4c, a.fch, s.d4c, N * 4 * C, d16);
-  gemm.mark(&StepTimes::gelu_bwd);
+  gemm.part("gelu_bwd");
+  gelu_backward(s.d4c.f32, a.fch, s.d4c.f32, N * 4 * C, s.d4c.bf16);
   // fch = ln2 · mlp/c_fc/w + b
-  matmul_backward(dln, g.c_fc_w, g.c_fc_b, {s.d4c, d16}, {a.ln2, a.ln2_16},
-                  {w.c_fc_w, bf16 ? w16->c_fc_w : nullptr}, N, C, 4 * C, gemm,
-                  &StepTimes::fc_gemm_bwd);
-  // ln2 = ln_2(x_mid): dx += d x_mid through ln_2 (dx now holds d x_mid)
-  layernorm_backward(dx, g.ln_2_g, g.ln_2_b, dln, a.xmid, w.ln_2_g, a.ln2_mean, a.ln2_rstd, N, C);
-  gemm.mark(&StepTimes::ln_bwd);
+  gemm.part("fc_gemm_bwd");
+  matmul_backward(dln, g.c_fc_w, g.c_fc_b, s.d4c, a.ln2, {w.c_fc_w, w16s.c_fc_w}, N, C, 4 * C,
+                  gemm);
+  // ln2 = ln_2(x_mid): dx += d x_mid through ln_2 (dx now holds d x_mid, and its bf16 copy)
+  gemm.part("ln_bwd");
+  layernorm_backward(dx.f32, g.ln_2_g, g.ln_2_b, dln, a.xmid, w.ln_2_g, a.ln2_mean, a.ln2_rstd, N,
+                     C, dx.bf16);
   // x_mid = x + atty · attn/c_proj/w + b: the residual passes dx on to x unchanged
-  matmul_backward(s.datty, g.attn_c_proj_w, g.attn_c_proj_b, {dx, to_bf16(d16, dx, N * C, gemm)},
-                  {a.atty, a.atty16}, {w.attn_c_proj_w, bf16 ? w16->attn_c_proj_w : nullptr}, N,
-                  C, C, gemm, &StepTimes::attn_proj_gemm_bwd);
+  gemm.part("attn_proj_gemm_bwd");
+  matmul_backward(s.datty, g.attn_c_proj_w, g.attn_c_proj_b, dx, a.atty,
+                  {w.attn_c_proj_w, w16s.attn_c_proj_w}, N, C, C, gemm);
   // atty = merge_heads(causal_softmax(q·kᵀ/√hs) · v)
-  float* dqkv = s.d4c;
-  attention_backward(dqkv, s.datt, s.datty, a.qkv, a.att, a.qkv16, a.att16, s.datty16, s.datt16,
-                     B, T, C, NH, gemm);
+  const Activation dqkv = s.d4c;
+  attention_backward(dqkv, s.datt, s.datty, a.qkv, a.att, B, T, C, NH, gemm);
   // qkv = ln1 · attn/c_attn/w + b
-  matmul_backward(dln, g.c_attn_w, g.c_attn_b, {dqkv, to_bf16(d16, dqkv, N * 3 * C, gemm)},
-                  {a.ln1, a.ln1_16}, {w.c_attn_w, bf16 ? w16->c_attn_w : nullptr}, N, C, 3 * C,
-                  gemm, &StepTimes::qkv_gemm_bwd);
-  // ln1 = ln_1(x): dx += d x through ln_1 (dx now holds d x)
-  layernorm_backward(dx, g.ln_1_g, g.ln_1_b, dln, x, w.ln_1_g, a.ln1_mean, a.ln1_rstd, N, C);
-  gemm.mark(&StepTimes::ln_bwd);
+  gemm.part("qkv_gemm_bwd");
+  matmul_backward(dln, g.c_attn_w, g.c_attn_b, dqkv, a.ln1, {w.c_attn_w, w16s.c_attn_w}, N, C,
+                  3 * C, gemm);
+  // ln1 = ln_1(x): dx += d x through ln_1 (dx now holds d x, and its bf16 copy)
+  gemm.part("ln_bwd");
+  layernorm_backward(dx.f32, g.ln_1_g, g.ln_1_b, dln, x, w.ln_1_g, a.ln1_mean, a.ln1_rstd, N, C,
+                     dx.bf16);
 }
 
 }  // namespace wte

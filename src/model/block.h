@@ -13,27 +13,22 @@
 namespace wte {
 
 /// What one block's forward keeps for its backward (views into the model's activation arena).
+/// Under bf16 GEMMs the GEMM inputs among them carry their bf16 copies (Activation::bf16), written
+/// in the forward by the kernel that writes the values and read again by the backward's weight
+/// gradients; otherwise every bf16 is nullptr.
 struct BlockActivations {
-  float* ln1;       // (N,C)      ln_1(x)
-  float* ln1_mean;  // (N)
-  float* ln1_rstd;  // (N)
-  float* qkv;       // (N,3C)     c_attn output [q | k | v]
-  float* att;       // (B,NH,T,T) causal softmax probabilities
-  float* atty;      // (N,C)      attention output, heads merged (c_proj's input)
-  float* xmid;      // (N,C)      x + attn(ln_1(x))
-  float* ln2;       // (N,C)      ln_2(x_mid)
-  float* ln2_mean;  // (N)
-  float* ln2_rstd;  // (N)
-  float* fch;       // (N,4C)     c_fc output (GELU's input)
-  float* fch_gelu;  // (N,4C)     gelu(fch) (mlp c_proj's input)
-  // bf16 GEMMs only (else nullptr): bfloat16 copies of the GEMM inputs above, made once in the
-  // forward and read again by the backward's weight gradients.
-  uint16_t* ln1_16 = nullptr;       // (N,C)
-  uint16_t* qkv16 = nullptr;        // (N,3C)     (bf16 attention only)
-  uint16_t* att16 = nullptr;        // (B,NH,T,T) (bf16 attention only)
-  uint16_t* atty16 = nullptr;       // (N,C)
-  uint16_t* ln2_16 = nullptr;       // (N,C)
-  uint16_t* fch_gelu16 = nullptr;   // (N,4C)
+  Activation ln1;       // (N,C)      ln_1(x)
+  float* ln1_mean;      // (N)
+  float* ln1_rstd;      // (N)
+  Activation qkv;       // (N,3C)     c_attn output [q | k | v]
+  Activation att;       // (B,NH,T,T) causal softmax probabilities
+  Activation atty;      // (N,C)      attention output, heads merged (c_proj's input)
+  float* xmid;          // (N,C)      x + attn(ln_1(x))
+  Activation ln2;       // (N,C)      ln_2(x_mid)
+  float* ln2_mean;      // (N)
+  float* ln2_rstd;      // (N)
+  float* fch;           // (N,4C)     c_fc output (GELU's input)
+  Activation fch_gelu;  // (N,4C)     gelu(fch) (mlp c_proj's input)
 };
 
 /// bf16 copies of one block's GEMM weights (views into the model's bf16 parameter mirror).
@@ -44,28 +39,26 @@ struct BlockWeights16 {
   const uint16_t* mlp_c_proj_w;   // (4C,C)
 };
 
-/// Scratch shared by every block (overwritten by each call).
+/// Scratch shared by every block (overwritten by each call); the bf16 copies under bf16 GEMMs only.
 struct BlockScratch {
-  float* proj;  // (N,C)      forward: a c_proj output before its residual add; backward: dln
-  float* datty; // (N,C)      backward: d atty
-  float* d4c;   // (N,4C)     backward: d fch_gelu / d fch, then d qkv (first 3C columns' worth)
-  float* datt;  // (B,NH,T,T) backward: d att, then d preatt
-  // bf16 GEMMs only (else nullptr): bf16 copies of the backward's GEMM inputs.
-  uint16_t* d16 = nullptr;     // (N,4C)     the upstream gradient of a linear layer
-  uint16_t* datty16 = nullptr; // (N,C)      d atty (bf16 attention only)
-  uint16_t* datt16 = nullptr;  // (B,NH,T,T) d preatt (bf16 attention only)
+  float* proj;      // (N,C)      forward: a c_proj output before its residual add; backward: dln
+  Activation datty; // (N,C)      backward: d atty
+  Activation d4c;   // (N,4C)     backward: d fch_gelu / d fch, then d qkv (first 3C columns' worth)
+  Activation datt;  // (B,NH,T,T) backward: d att, then d preatt
 };
 
 /// x_out (N,C) written; act written; x (N,C) the residual stream entering the block.
-/// w16: the weights' bf16 copies for bf16 GEMMs (act's bf16 buffers are then filled), or nullptr.
+/// w16: the weights' bf16 copies for bf16 GEMMs (act's bf16 copies are then written), or nullptr.
+/// Step parts (Gemm::part): every layer opens its own ("ln_fwd", "qkv_gemm_fwd", ...).
 void block_forward(float* x_out, const BlockActivations& act, const BlockScratch& s,
                    const float* x, const BlockTensors& w, const BlockWeights16* w16, size_t B,
                    size_t T, size_t C, size_t NH, float eps, Gemm& gemm);
 
-/// dx (N,C): on entry d x_out, on return d x (the residual stream's gradient, updated in place).
-/// Every gradient of g is added into (+=; Model::zero_grad zeroes them once per step). act and x as
-/// the forward left them; w16 as in the forward.
-void block_backward(float* dx, const BlockTensors& g, const BlockScratch& s,
+/// dx (N,C): on entry d x_out, on return d x (the residual stream's gradient, updated in place);
+/// under bf16 GEMMs dx.bf16 holds its bf16 copy on entry (made by the layer that wrote dx), and
+/// on return that of d x. Every gradient of g is added into (+=; Model::zero_grad zeroes them once
+/// per step). act and x as the forward left them; w16 as in the forward.
+void block_backward(Activation dx, const BlockTensors& g, const BlockScratch& s,
                     const BlockActivations& act, const float* x, const BlockTensors& w,
                     const BlockWeights16* w16, size_t B, size_t T, size_t C, size_t NH,
                     Gemm& gemm);

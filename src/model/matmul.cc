@@ -67,7 +67,7 @@ struct Gemm::Prim {
   memory src, wei, dst, bias;
   std::string impl;
   bool bf16 = false;
-  double StepTimes::*part = nullptr;
+  std::string part;  // the part open when it was created
 };
 
 Gemm::Gemm() : stream_(cpu_engine()) {}
@@ -118,7 +118,7 @@ void Gemm::run(float* dst, const MatView& dst_v, const Operand& src, const Opera
     p->prim = dnnl::matmul(pd);
     p->impl = impl_with_isa(pd.impl_info_str());
     p->bf16 = src.type == dt::bf16;
-    unattributed_.push_back(p.get());
+    if (part_ != nullptr) p->part = part_;
     p->src = memory(src_md, cpu_engine(), DNNL_MEMORY_NONE);
     p->wei = memory(wei_md, cpu_engine(), DNNL_MEMORY_NONE);
     p->dst = memory(dst_md, cpu_engine(), DNNL_MEMORY_NONE);
@@ -136,19 +136,29 @@ void Gemm::run(float* dst, const MatView& dst_v, const Operand& src, const Opera
   p->prim.execute(stream_, args);
 }
 
-void Gemm::start_timing(StepTimes* times) {
-  times_ = times;
-  if (times_ != nullptr) last_mark_ = std::chrono::steady_clock::now();
+void Gemm::set_timer(PartTimer* timer) {
+  timer_ = timer;
+  part_ = nullptr;
 }
 
-void Gemm::mark(double StepTimes::*field) {
-  for (Prim* p : unattributed_) p->part = field;
-  unattributed_.clear();
-  if (times_ == nullptr) return;
-  stream_.wait();
-  const auto now = std::chrono::steady_clock::now();
-  times_->*field += std::chrono::duration<double>(now - last_mark_).count();
-  last_mark_ = now;
+void Gemm::part(const char* name) {
+  if (timer_ != nullptr) {
+    const auto now = std::chrono::steady_clock::now();
+    if (part_ != nullptr) {
+      stream_.wait();
+      const auto end = std::chrono::steady_clock::now();
+      timer_->add(part_, std::chrono::duration<double>(end - part_start_).count());
+      part_start_ = end;
+    } else {
+      part_start_ = now;
+    }
+  }
+  part_ = name;
+}
+
+Activation to_bf16(Activation a, size_t n) {
+  if (a.bf16 != nullptr) convert_f32_to_bf16(a.bf16, a.f32, n);
+  return a;
 }
 
 std::vector<GemmKernel> Gemm::kernels() const {
@@ -157,30 +167,36 @@ std::vector<GemmKernel> Gemm::kernels() const {
   return out;
 }
 
-void matmul_forward(float* out, GemmInput inp, GemmInput weight, const float* bias, size_t N,
+void matmul_forward(Activation out, GemmInput inp, GemmInput weight, const float* bias, size_t N,
                     size_t C, size_t OC, Gemm& gemm) {
   const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C),
              oc = static_cast<int64_t>(OC);
-  gemm.run(out, plain(n, oc), inp.operand(plain(n, c)), weight.operand(plain(c, oc)), bias);
+  gemm.run(out.f32, plain(n, oc), inp.operand(plain(n, c)), weight.operand(plain(c, oc)), bias);
   gemm.wait();
+  if (out.bf16 != nullptr) {
+    gemm.part("bf16_convert");
+    to_bf16(out, N * OC);
+  }
 }
 
-void matmul_backward(float* dinp, float* dweight, float* dbias, GemmInput dout, GemmInput inp,
-                     GemmInput weight, size_t N, size_t C, size_t OC, Gemm& gemm,
-                     double StepTimes::*gemm_part) {
+void matmul_backward(Activation dinp, float* dweight, float* dbias, GemmInput dout, GemmInput inp,
+                     GemmInput weight, size_t N, size_t C, size_t OC, Gemm& gemm) {
   const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C),
              oc = static_cast<int64_t>(OC);
   // dinp = dout · weightᵀ   (N,OC) x (OC,C): weight (C,OC) read transposed by strides
-  gemm.run(dinp, plain(n, c), dout.operand(plain(n, oc)), weight.operand(transposed(c, oc)));
+  gemm.run(dinp.f32, plain(n, c), dout.operand(plain(n, oc)), weight.operand(transposed(c, oc)));
   // dweight += inpᵀ · dout   (C,N) x (N,OC): inp (N,C) read transposed by strides; added to the
   // gradient (oneDNN's sum post-op)
   gemm.run(dweight, plain(c, oc), inp.operand(transposed(n, c)), dout.operand(plain(n, oc)),
            nullptr, /*accumulate=*/true);
   gemm.wait();
-  if (gemm_part != nullptr) gemm.mark(gemm_part);
+  if (dinp.bf16 != nullptr) {
+    gemm.part("bf16_convert");
+    to_bf16(dinp, N * C);
+  }
   if (dbias != nullptr) {
+    gemm.part("bias_bwd");
     bias_backward(dbias, dout.f32, N, OC);  // dbias += Σ_n dout[n,:]
-    if (gemm_part != nullptr) gemm.mark(&StepTimes::bias_bwd);
   }
 }
 

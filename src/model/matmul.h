@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "src/model/memory.h"
-#include "wte/model.h"  // StepTimes
+#include "src/model/part_timer.h"
 
 namespace wte {
 
@@ -53,13 +53,46 @@ inline Operand as_bf16(const uint16_t* p, MatView v) {
   return {p, std::move(v), dnnl::memory::data_type::bf16};
 }
 
+/// An activation (or activation gradient) of the model: its float32 values and, when the model's
+/// GEMMs are bf16 and a GEMM reads it, its bfloat16 copy (bits), written by the same kernel that
+/// writes the values, in the same pass where it can (bf16 == nullptr: no copy, float32 GEMMs).
+/// Converts implicitly from `float*`.
+struct Activation {
+  Activation(float* f = nullptr, uint16_t* b = nullptr) : f32(f), bf16(b) {}  // NOLINT: implicit
+  float* f32;
+  uint16_t* bf16;
+  /// The view `elems` elements further in (a column block of a wider tensor).
+  Activation at(size_t elems) const {
+    return {f32 + elems, bf16 != nullptr ? bf16 + elems : nullptr};
+  }
+};
+
 /// A GEMM input of a layer: its float32 values and, when the model's GEMMs are bf16, the bfloat16
-/// copy they read instead (bf16 == nullptr: f32 GEMMs). Converts implicitly from `const float*`.
+/// copy they read instead (bf16 == nullptr: f32 GEMMs). Converts implicitly from `const float*`
+/// and from an Activation.
 struct GemmInput {
   GemmInput(const float* f, const uint16_t* b = nullptr) : f32(f), bf16(b) {}  // NOLINT: implicit
+  GemmInput(const Activation& a) : f32(a.f32), bf16(a.bf16) {}                // NOLINT: implicit
   const float* f32;
   const uint16_t* bf16;
   Operand operand(MatView v) const { return bf16 != nullptr ? as_bf16(bf16, std::move(v)) : as_f32(f32, std::move(v)); }
+  /// The view `elems` elements further in (a column block of a wider tensor).
+  GemmInput at(size_t elems) const {
+    return {f32 + elems, bf16 != nullptr ? bf16 + elems : nullptr};
+  }
+};
+
+/// a.bf16 = bf16(a.f32) (n elements) when a carries a copy; nothing otherwise. For GEMM outputs
+/// that a later GEMM reads (the other kernels write their outputs' copies themselves, while the
+/// rows are in cache). Returns a.
+Activation to_bf16(Activation a, size_t n);
+
+/// The oneDNN kernel of one GEMM primitive of the model and the step part (PartTimer name) that
+/// was open when it was created ("" when none was).
+struct GemmKernel {
+  std::string part;
+  std::string impl;   // oneDNN's primitive_desc::impl_info_str(), e.g. "brg:avx512_core_bf16"
+  bool bf16 = false;  // bf16 inputs (else float32)
 };
 
 /// 64-byte-aligned bfloat16 storage (bits), zeroed (src/model/memory.h).
@@ -102,32 +135,34 @@ class Gemm {
 
   dnnl::stream& stream() { return stream_; }
   void wait() { stream_.wait(); }
-  /// Primitives created so far (one per distinct shape/stride/flag combination).
 
-  /// Per-part timing for `wte profile step` (Model::set_step_times). start_timing(times) attaches
-  /// `times` (nullptr detaches) and starts the clock; then mark(field) waits for the stream and
-  /// adds the time since the previous mark to times->*field. Detached, mark only attributes the
-  /// primitives created since the previous mark to `field` (no wait).
-  void start_timing(StepTimes* times);
-  void mark(double StepTimes::*field);
+  /// Step parts, for `wte profile step`. part(name) opens the part `name` (a PartTimer name such
+  /// as "qkv_gemm_fwd") and closes the one open before; the primitives created while a part is
+  /// open are attributed to it (kernels()). With a timer attached (set_timer), closing a part
+  /// waits for the stream and adds the time since it opened to the timer; detached, part() only
+  /// records the name. part(nullptr) closes the open part and opens none.
+  void part(const char* name);
+  /// Attaches `timer` (nullptr detaches); no part is open.
+  void set_timer(PartTimer* timer);
 
   /// Every primitive's kernel (one entry per primitive) with the part that runs it.
   std::vector<GemmKernel> kernels() const;
 
  private:
-  StepTimes* times_ = nullptr;
-  std::chrono::steady_clock::time_point last_mark_;
+  PartTimer* timer_ = nullptr;
+  const char* part_ = nullptr;  // the open part
+  std::chrono::steady_clock::time_point part_start_;
   struct Prim;
-  std::vector<Prim*> unattributed_;  // created since the last mark
   dnnl::stream stream_;
   std::map<std::vector<int64_t>, std::unique_ptr<Prim>> cache_;
 };
 
 /// Linear layer forward (GPT-2's conv1d), llm.c's argument order:
 ///   out (N,OC) = inp (N,C) · weight (C,OC) + bias (OC)      (bias may be nullptr)
-/// out written. inp and weight both float32 or both with bf16 copies (GemmInput). Runs and waits
-/// for oneDNN.
-void matmul_forward(float* out, GemmInput inp, GemmInput weight, const float* bias, size_t N,
+/// out written, and out.bf16 (if given) with out's bf16 copy, for a GEMM that reads it next (in
+/// step part "bf16_convert"; the GEMM runs in the part the caller opened). inp and weight both
+/// float32 or both with bf16 copies (GemmInput). Runs and waits for oneDNN.
+void matmul_forward(Activation out, GemmInput inp, GemmInput weight, const float* bias, size_t N,
                     size_t C, size_t OC, Gemm& gemm);
 
 /// Its backward. The parameter gradients accumulate (+=, Model::zero_grad zeroes them once per
@@ -136,12 +171,11 @@ void matmul_forward(float* out, GemmInput inp, GemmInput weight, const float* bi
 /// (dweight through oneDNN's sum post-op: one float add of the product to the old value).
 /// dbias may be nullptr (no bias); the bias sum is the bias_backward kernel (fixed row blocks, so
 /// its bits do not depend on the thread count) and reads the float32 dout.
-/// bf16 GEMMs: dout, inp and weight all carry bf16 copies (made by the caller), which the GEMMs
-/// read; otherwise none does.
-/// `gemm_part` (optional): the StepTimes field its two GEMMs are charged to (gemm.mark); the bias
-/// sum is then charged to StepTimes::bias_bwd.
-void matmul_backward(float* dinp, float* dweight, float* dbias, GemmInput dout, GemmInput inp,
-                     GemmInput weight, size_t N, size_t C, size_t OC, Gemm& gemm,
-                     double StepTimes::*gemm_part = nullptr);
+/// bf16 GEMMs: dout, inp and weight all carry bf16 copies, which the GEMMs read; otherwise none
+/// does. dinp.bf16 (optional): receives the bf16 copy of dinp, for a GEMM that reads it next.
+/// Step parts: the GEMMs run in the part the caller opened (Gemm::part), the bias sum in
+/// "bias_bwd"; no part is open on return.
+void matmul_backward(Activation dinp, float* dweight, float* dbias, GemmInput dout, GemmInput inp,
+                     GemmInput weight, size_t N, size_t C, size_t OC, Gemm& gemm);
 
 }  // namespace wte

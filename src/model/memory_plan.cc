@@ -128,17 +128,18 @@ size_t lay_out_activations16(uint16_t* base, size_t N, size_t BTT, const ModelCo
   const size_t C = c.d_model, V = c.vocab_size, NH = c.n_head;
   ArenaCarver<uint16_t> a(base, parts);
   for (BlockActivations& b : v->blocks) {
-    b.ln1_16 = a.take(N * C, kInputs16);
-    b.atty16 = a.take(N * C, kInputs16);
-    b.ln2_16 = a.take(N * C, kInputs16);
-    b.fch_gelu16 = a.take(N * 4 * C, kInputs16);
-    b.qkv16 = a.take(N * 3 * C, kInputs16);  // attention's QKᵀ and ·V GEMMs read bf16 too
-    b.att16 = a.take(BTT * NH, kInputs16);
+    b.ln1.bf16 = a.take(N * C, kInputs16);
+    b.atty.bf16 = a.take(N * C, kInputs16);
+    b.ln2.bf16 = a.take(N * C, kInputs16);
+    b.fch_gelu.bf16 = a.take(N * 4 * C, kInputs16);
+    b.qkv.bf16 = a.take(N * 3 * C, kInputs16);  // attention's QKᵀ and ·V GEMMs read bf16 too
+    b.att.bf16 = a.take(BTT * NH, kInputs16);
   }
   if (!v->blocks.empty()) {
-    v->scratch.d16 = a.take(N * 4 * C, kInputs16);
-    v->scratch.datty16 = a.take(N * C, kInputs16);
-    v->scratch.datt16 = a.take(BTT * NH, kInputs16);
+    v->scratch.d4c.bf16 = a.take(N * 4 * C, kInputs16);
+    v->scratch.datty.bf16 = a.take(N * C, kInputs16);
+    v->scratch.datt.bf16 = a.take(BTT * NH, kInputs16);
+    v->dresidual16 = a.take(N * C, kInputs16);
   }
   v->h16 = a.take(N * C, kInputs16);
   const bool fused = v->loss_tiles.fused();

@@ -88,6 +88,7 @@ struct ActivationViews {
   float* wte_rows = nullptr;   // (N,C) untied: one backward's wte gradient rows
   // bf16 GEMMs (lay_out_activations16):
   uint16_t* h16 = nullptr;
+  uint16_t* dresidual16 = nullptr;  // (N,C) dresidual's copy, read by each block's first GEMMs
   uint16_t* dlogits16 = nullptr;
   uint16_t* loss_ws16 = nullptr;
   size_t loss16_elems = 0;

@@ -83,12 +83,6 @@ struct Model::Impl : ActivationViews {
   Bf16Buffer arena16;
   size_t arena16_elems = 0;
 
-  // Per-part timing (Model::set_step_times), kept by the Gemm so the blocks' layers mark their
-  // parts too: each mark waits for the stream, then adds the time since the previous mark.
-  void start(StepTimes* t) { gemm.start_timing(t); }
-  // Detached (t == nullptr), a mark costs nothing but attributes new GEMM primitives to `field`.
-  void mark(StepTimes* /*t*/, double StepTimes::*field) { gemm.mark(field); }
-
 
   // Sizes the arenas for N = B·T rows and `k` backward passes per zero_grad, as plan_memory does.
   void reserve(size_t B_, size_t T_, size_t k, const ModelConfig& c) {
@@ -397,33 +391,34 @@ const float* Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
   std::memcpy(m.inputs.data(), inputs, N * sizeof(int32_t));
   m.B = B;
   m.T = T;
-  m.start(times_);
+  // Step parts (set_part_timer): each section opens its own (Gemm::part).
+  m.gemm.set_timer(timer_);
   // bf16 GEMMs: the weights' bf16 copies, once per forward (the whole arena: one pass)
   if (m.bf16) {
+    m.gemm.part("bf16_convert");
     convert_f32_to_bf16(m.params16.get(), params_memory_.get(), num_parameters_);
-    m.mark(times_, &StepTimes::bf16_convert);
   }
 
   // residual(0) = hidden_states[0] = wte[x] + wpe[t]
+  m.gemm.part("lookup");
   embedding_forward(m.residual[0], inputs, params_.wte, params_.wpe, B, T, C);
-  m.mark(times_, &StepTimes::lookup);
   // residual(l+1) = block_l(residual(l)):  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))
   for (size_t l = 0; l < L; ++l)
     block_forward(m.residual[l + 1], m.blocks[l], m.scratch, m.residual[l], params_.h[l],
                   m.bf16 ? &m.w16[l] : nullptr, B, T, C, config_.n_head, config_.ln_eps, m.gemm);
-  // h' = ln_f(residual(n_layer))
+  // h' = ln_f(residual(n_layer)); bf16 GEMMs: the unembedding's GEMMs (fused or not) read h'
+  // through its bf16 copy, which ln_f writes in the same pass
   const float* h = m.residual[L];
   if (config_.ln_f) {
+    m.gemm.part("ln_f_fwd");
     m.stream.wait();  // residual(n_layer) complete (the kernel runs outside oneDNN's stream)
     layernorm_forward(m.ln_out, m.ln_mean, m.ln_rstd, m.residual[L], params_.ln_f_g,
-                      params_.ln_f_b, N, C, config_.ln_eps);
+                      params_.ln_f_b, N, C, config_.ln_eps, m.bf16 ? m.h16 : nullptr);
     h = m.ln_out;
-    m.mark(times_, &StepTimes::ln_f_fwd);
-  }
-  // bf16 GEMMs: the unembedding's GEMMs (fused or not) read h' through its bf16 copy
-  if (m.bf16) {
+  } else if (m.bf16) {
+    m.gemm.part("bf16_convert");
+    m.stream.wait();
     convert_f32_to_bf16(m.h16, h, N * C);
-    m.mark(times_, &StepTimes::bf16_convert);
   }
   return h;
 }
@@ -433,11 +428,11 @@ void Model::logits_gemm(float* logits, const float* h, size_t N) {
   const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(config_.d_model),
              v = static_cast<int64_t>(config_.vocab_size);
   // bf16 GEMMs: h' and lm_head through their bf16 copies (run_forward made h16)
-  const Impl& m = *impl_;
-  impl_->gemm.run(logits, plain(n, v), GemmInput(h, m.h16).operand(plain(n, c)),
-                  GemmInput(lm_head(), m.lm_head16).operand(transposed(v, c)));
-  impl_->stream.wait();
-  impl_->mark(times_, &StepTimes::logits_gemm);
+  Impl& m = *impl_;
+  m.gemm.part("logits_gemm");
+  m.gemm.run(logits, plain(n, v), GemmInput(h, m.h16).operand(plain(n, c)),
+             GemmInput(lm_head(), m.lm_head16).operand(transposed(v, c)));
+  m.stream.wait();
 }
 
 float Model::forward(const int32_t* inputs, const int32_t* targets, size_t B, size_t T,
@@ -451,22 +446,23 @@ float Model::forward(const int32_t* inputs, const int32_t* targets, size_t B, si
     // loss, dh' and dlm_head (tied: dwte) in one pass, no (N,V) buffer; dlm_head is added to
     // (the gradient accumulates, backward()); under bf16 GEMMs the tiles' GEMMs read h16,
     // lm_head16 and a bf16 copy of each dlogits tile
+    m.gemm.part("fused_loss");
     unembedding_loss_forward_backward(
         m.losses, config_.ln_f ? m.dln_out : m.dresidual,
         config_.tie_embeddings ? grads_.wte : grads_.lm_head, GemmInput(h, m.h16),
         GemmInput(lm_head(), m.lm_head16), targets, N, V, C, grad_scale, m.loss_tiles, m.loss_ws,
         m.loss_ws16, m.gemm, /*accumulate_dW=*/true);
     m.fused_grads = true;
-    m.mark(times_, &StepTimes::fused_loss);
   } else {
     logits_gemm(m.logits, h, N);
     // loss = mean_n CE(logits[n], targets[n]); dlogits = (softmax - onehot) · grad_scale, in place
     // bf16 GEMMs: the backward's GEMMs read dlogits' bf16 copy, made here row by row
+    m.gemm.part("cross_entropy");
     softmax_cross_entropy(m.logits, m.losses, targets, N, V, grad_scale,
                           m.bf16 ? m.dlogits16 : nullptr);
     m.fused_grads = false;
-    m.mark(times_, &StepTimes::cross_entropy);
   }
+  m.gemm.part(nullptr);
   m.has_dlogits = true;
   m.wte_sumsq_count = 0;  // the gradient is about to change (the fused loss has written some)
   double total = 0.0;  // fixed order: the same bits for any thread count
@@ -490,6 +486,7 @@ void Model::forward_losses(const int32_t* inputs, const int32_t* targets, size_t
     logits_gemm(m.logits, h, N);
     cross_entropy_loss(losses, m.logits, targets, N, V);
   }
+  m.gemm.part(nullptr);
 }
 
 const float* Model::forward_logits(const int32_t* inputs, size_t B, size_t T,
@@ -500,6 +497,7 @@ const float* Model::forward_logits(const int32_t* inputs, size_t B, size_t T,
   impl_->has_dlogits = false;
   float* logits = impl_->logits_buffer(N, V);
   logits_gemm(logits, h, N);
+  impl_->gemm.part(nullptr);
   if (targets != nullptr && losses != nullptr)
     cross_entropy_loss(losses, logits, targets, N, V);
   return logits;
@@ -528,7 +526,7 @@ void Model::backward() {
   const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C), v = static_cast<int64_t>(V);
   const GemmInput h(config_.ln_f ? m.ln_out : m.residual[L], m.bf16 ? m.h16 : nullptr);
   float* dres = m.dresidual;
-  m.start(times_);
+  m.gemm.set_timer(timer_);
   const GemmInput dlogits(m.logits, m.bf16 ? m.dlogits16 : nullptr);
   const GemmInput head(lm_head(), m.bf16 ? m.lm_head16 : nullptr);
 
@@ -541,29 +539,36 @@ void Model::backward() {
     // output is what stays in the cache for the scatter, the gradient norm and AdamW; dh' is only
     // N×C, dlm_head V×C (at V 8192, C 256 this took AdamW from 0.85-0.90 to 0.59-0.62 ms at 2
     // threads: wte profile step).
+    m.gemm.part("dh_gemm");
     m.gemm.run(config_.ln_f ? m.dln_out : dres, plain(n, c), dlogits.operand(plain(n, v)),
                head.operand(plain(v, c)));
-    m.mark(times_, &StepTimes::dh_gemm);
+    m.gemm.part("dlm_head_gemm");
     m.gemm.run(config_.tie_embeddings ? grads_.wte : grads_.lm_head, plain(v, c),
                dlogits.operand(transposed(n, v)), h.operand(plain(n, c)), nullptr,
                /*accumulate=*/true);
-    m.mark(times_, &StepTimes::dlm_head_gemm);
   }
   // h' = ln_f(residual(n_layer))  =>  dres, dg, db. The kernel adds (+=) into all three: dg and
   // db into the gradient (zeroed once per step by zero_grad), dres after zeroing it (it holds
   // nothing yet: dh' went to dln_out). It reads dh', which the GEMMs above may still be writing.
+  // bf16 GEMMs: the last block's first GEMMs read dres through its bf16 copy, which ln_f's
+  // backward writes in the same pass (without ln_f, a conversion of the GEMM's output).
+  m.gemm.part("ln_f_bwd");
   m.stream.wait();
+  const Activation dx(dres, m.bf16 && L > 0 ? m.dresidual16 : nullptr);
   if (config_.ln_f) {
     std::memset(dres, 0, N * C * sizeof(float));
     layernorm_backward(dres, grads_.ln_f_g, grads_.ln_f_b, m.dln_out, m.residual[L],
-                       params_.ln_f_g, m.ln_mean, m.ln_rstd, N, C);
+                       params_.ln_f_g, m.ln_mean, m.ln_rstd, N, C, dx.bf16);
+  } else if (dx.bf16 != nullptr) {
+    m.gemm.part("bf16_convert");
+    to_bf16(dx, N * C);
   }
-  m.mark(times_, &StepTimes::ln_f_bwd);
   // residual(l+1) = block_l(residual(l)), last block first: dres becomes d residual(l)
   for (size_t l = L; l-- > 0;)
-    block_backward(dres, grads_.h[l], m.scratch, m.blocks[l], m.residual[l], params_.h[l],
+    block_backward(dx, grads_.h[l], m.scratch, m.blocks[l], m.residual[l], params_.h[l],
                    m.bf16 ? &m.w16[l] : nullptr, B, T, C, config_.n_head, m.gemm);
   // residual(0) = wte[x] + wpe[t]  =>  dwte[x] += dres (scatter), dwpe[t] += sum_b dres
+  m.gemm.part("scatter");
   if (config_.tie_embeddings) {
     // The scatter is the last writer of dwte in this backward, so its block sums are those of
     // the whole gradient since zero_grad (wte is the arena's first tensor: its blocks are the
@@ -578,9 +583,9 @@ void Model::backward() {
                             m.inputs.data(), N, C, V, &m.scatter);
     m.merge_wte_rows(C);
   }
-  m.mark(times_, &StepTimes::scatter);
+  m.gemm.part("dwpe");
   embedding_backward_wpe(grads_.wpe, dres, B, T, C);
-  m.mark(times_, &StepTimes::dwpe);
+  m.gemm.part(nullptr);
   m.has_dlogits = false;
 }
 

@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "src/profile/profile.h"
+#include "src/model/matmul.h"
+#include "src/model/part_timer.h"
 #include "src/model/unembedding.h"
 #include "wte/model.h"
 #include "wte/optimizer.h"
@@ -25,10 +27,11 @@ double causal_model_flops_per_step(const ModelConfig& model, size_t parameters, 
 
 namespace {
 
-// One timed part: its label, where the model leaves its time, and its GEMM work per step.
+// One timed part: its label, the name the model times it under (src/model/part_timer.h), and its
+// GEMM work per step.
 struct PartSpec {
   const char* name;
-  double StepTimes::*field;
+  const char* key;
   double gflop;
   bool gemm;
 };
@@ -43,59 +46,59 @@ std::vector<PartSpec> part_specs(const ModelConfig& m, size_t B, size_t T, bool 
   const double qkv = 2 * N * C * 3 * C * L * g, proj = 2 * N * C * C * L * g,
                fc = 2 * N * C * 4 * C * L * g, att = 2.0 * B * T * T * C * L * g,
                logits = 2 * N * C * V * g;
-  std::vector<PartSpec> parts = {{"lookup (gather + wpe)", &StepTimes::lookup, 0, false}};
+  std::vector<PartSpec> parts = {{"lookup (gather + wpe)", "lookup", 0, false}};
   if (m.n_layer > 0) {
     const std::vector<PartSpec> fwd = {
-        {"LayerNorms ln_1, ln_2 forward", &StepTimes::ln_fwd, 0, false},
-        {"qkv GEMM (c_attn) forward", &StepTimes::qkv_gemm_fwd, qkv, true},
-        {"attention QKᵀ forward", &StepTimes::attn_qk_fwd, att, true},
-        {"causal softmax forward", &StepTimes::softmax_fwd, 0, false},
-        {"attention ·V forward", &StepTimes::attn_v_fwd, att, true},
-        {"attn-proj GEMM forward", &StepTimes::attn_proj_gemm_fwd, proj, true},
-        {"residual adds", &StepTimes::residual_fwd, 0, false},
-        {"fc GEMM (c_fc) forward", &StepTimes::fc_gemm_fwd, fc, true},
-        {"GELU forward", &StepTimes::gelu_fwd, 0, false},
-        {"fc-proj GEMM forward", &StepTimes::fc_proj_gemm_fwd, fc, true}};
+        {"LayerNorms ln_1, ln_2 forward", "ln_fwd", 0, false},
+        {"qkv GEMM (c_attn) forward", "qkv_gemm_fwd", qkv, true},
+        {"attention QKᵀ forward", "attn_qk_fwd", att, true},
+        {"causal softmax forward", "softmax_fwd", 0, false},
+        {"attention ·V forward", "attn_v_fwd", att, true},
+        {"attn-proj GEMM forward", "attn_proj_gemm_fwd", proj, true},
+        {"residual adds", "residual_fwd", 0, false},
+        {"fc GEMM (c_fc) forward", "fc_gemm_fwd", fc, true},
+        {"GELU forward", "gelu_fwd", 0, false},
+        {"fc-proj GEMM forward", "fc_proj_gemm_fwd", fc, true}};
     parts.insert(parts.end(), fwd.begin(), fwd.end());
   }
   // The loss: unfused, four parts; fused (model.loss_chunk), one part holding its three GEMMs and
   // the tile kernels (src/model/unembedding.h).
   const std::vector<PartSpec> head =
       resolve_loss_tiles(m, B * T).fused()
-          ? std::vector<PartSpec>{{"ln_f forward", &StepTimes::ln_f_fwd, 0, false},
+          ? std::vector<PartSpec>{{"ln_f forward", "ln_f_fwd", 0, false},
                                   {"fused logits + cross-entropy + dh + dlm_head",
-                                   &StepTimes::fused_loss, 3 * logits, true},
-                                  {"ln_f backward", &StepTimes::ln_f_bwd, 0, false}}
-          : std::vector<PartSpec>{{"ln_f forward", &StepTimes::ln_f_fwd, 0, false},
-                                  {"logits GEMM", &StepTimes::logits_gemm, logits, true},
-                                  {"softmax cross-entropy", &StepTimes::cross_entropy, 0, false},
+                                   "fused_loss", 3 * logits, true},
+                                  {"ln_f backward", "ln_f_bwd", 0, false}}
+          : std::vector<PartSpec>{{"ln_f forward", "ln_f_fwd", 0, false},
+                                  {"logits GEMM", "logits_gemm", logits, true},
+                                  {"softmax cross-entropy", "cross_entropy", 0, false},
                                   {m.tie_embeddings ? "dh GEMM (dlogits·wte)" : "dh GEMM (dlogits·lm_head)",
-                                   &StepTimes::dh_gemm, logits, true},
-                                  {"dlm_head GEMM (dlogitsᵀ·h)", &StepTimes::dlm_head_gemm, logits,
+                                   "dh_gemm", logits, true},
+                                  {"dlm_head GEMM (dlogitsᵀ·h)", "dlm_head_gemm", logits,
                                    true},
-                                  {"ln_f backward", &StepTimes::ln_f_bwd, 0, false}};
+                                  {"ln_f backward", "ln_f_bwd", 0, false}};
   parts.insert(parts.end(), head.begin(), head.end());
   if (m.n_layer > 0) {
     const std::vector<PartSpec> bwd = {
-        {"fc-proj GEMM backward", &StepTimes::fc_proj_gemm_bwd, 2 * fc, true},
-        {"GELU backward", &StepTimes::gelu_bwd, 0, false},
-        {"fc GEMM backward", &StepTimes::fc_gemm_bwd, 2 * fc, true},
-        {"LayerNorms backward", &StepTimes::ln_bwd, 0, false},
-        {"attn-proj GEMM backward", &StepTimes::attn_proj_gemm_bwd, 2 * proj, true},
-        {"attention ·V backward", &StepTimes::attn_v_bwd, 2 * att, true},
-        {"causal softmax backward", &StepTimes::softmax_bwd, 0, false},
-        {"attention QKᵀ backward", &StepTimes::attn_qk_bwd, 2 * att, true},
-        {"qkv GEMM backward", &StepTimes::qkv_gemm_bwd, 2 * qkv, true},
-        {"bias gradients", &StepTimes::bias_bwd, 0, false}};
+        {"fc-proj GEMM backward", "fc_proj_gemm_bwd", 2 * fc, true},
+        {"GELU backward", "gelu_bwd", 0, false},
+        {"fc GEMM backward", "fc_gemm_bwd", 2 * fc, true},
+        {"LayerNorms backward", "ln_bwd", 0, false},
+        {"attn-proj GEMM backward", "attn_proj_gemm_bwd", 2 * proj, true},
+        {"attention ·V backward", "attn_v_bwd", 2 * att, true},
+        {"causal softmax backward", "softmax_bwd", 0, false},
+        {"attention QKᵀ backward", "attn_qk_bwd", 2 * att, true},
+        {"qkv GEMM backward", "qkv_gemm_bwd", 2 * qkv, true},
+        {"bias gradients", "bias_bwd", 0, false}};
     parts.insert(parts.end(), bwd.begin(), bwd.end());
   }
-  if (bf16) parts.push_back({"bf16 conversions (all)", &StepTimes::bf16_convert, 0, false});
+  if (bf16) parts.push_back({"bf16 conversions (all)", "bf16_convert", 0, false});
   // Tied: the scatter also sums the squares of dwte's blocks for the gradient norm (Model::
   // grad_norm_head), and the norm's own part reads only the rest of the gradient.
   parts.push_back({m.tie_embeddings ? "scatter (lookup bwd) + norm sums"
                                     : "scatter (lookup backward)",
-                   &StepTimes::scatter, 0, false});
-  parts.push_back({"dwpe", &StepTimes::dwpe, 0, false});
+                   "scatter", 0, false});
+  parts.push_back({"dwpe", "dwpe", 0, false});
   return parts;
 }
 
@@ -118,9 +121,11 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   const bool bf16 = model.gemm_precision() == MatmulPrecision::bf16;
   const std::vector<PartSpec> specs = part_specs(config.model, B, T, bf16);
 
-  StepTimes times;
-  model.set_step_times(&times);
+  PartTimer times;
+  model.set_part_timer(&times);
   std::vector<std::vector<double>> samples(specs.size());
+  std::vector<std::string> extra_names;
+  std::vector<std::vector<double>> extra_samples;
   std::vector<double> clip, adamw, total, peak;
   // The GEMM peak is timed between the steps, so both see the same machine (a shared machine's
   // load changes by the second).
@@ -137,7 +142,7 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
     return std::chrono::duration<double>(b - a).count();
   };
   for (size_t k = 0; k < steps + 1; ++k) {
-    times = StepTimes{};
+    times.reset();
     const auto t0 = Clock::now();
     model.zero_grad();  // as train_step: once per step, backward adds
     model.forward(inputs.data(), targets.data(), B, T);
@@ -157,12 +162,25 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
       logits_copy->run();
       copy_s.push_back(seconds(c0, Clock::now()));
     }
-    for (size_t i = 0; i < specs.size(); ++i) samples[i].push_back(times.*specs[i].field);
+    for (size_t i = 0; i < specs.size(); ++i) samples[i].push_back(times.seconds(specs[i].key));
+    // A part the list above does not name (a layer's new part) gets a row of its own, by name.
+    for (const auto& [name, s] : times.parts()) {
+      const bool listed = std::any_of(specs.begin(), specs.end(),
+                                      [&](const PartSpec& p) { return name == p.key; });
+      if (listed) continue;
+      auto it = std::find(extra_names.begin(), extra_names.end(), name);
+      if (it == extra_names.end()) {
+        extra_names.push_back(name);
+        extra_samples.emplace_back();
+        it = extra_names.end() - 1;
+      }
+      extra_samples[static_cast<size_t>(it - extra_names.begin())].push_back(s);
+    }
     clip.push_back(seconds(t1, t2));
     adamw.push_back(seconds(t2, t3));
     total.push_back(seconds(t0, t3));
   }
-  model.set_step_times(nullptr);
+  model.set_part_timer(nullptr);
 
   StepProfile p;
   p.B = B;
@@ -174,12 +192,14 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   for (size_t i = 0; i < specs.size(); ++i) {
     std::string kernel;  // the distinct kernels of this part's primitives, " + "-separated
     for (const GemmKernel& k : kernels) {
-      if (k.part != specs[i].field || kernel.find(k.impl) != std::string::npos) continue;
+      if (k.part != specs[i].key || kernel.find(k.impl) != std::string::npos) continue;
       if (!kernel.empty()) kernel += " + ";
       kernel += k.impl;
     }
     p.parts.push_back({specs[i].name, median_ms(samples[i]), specs[i].gflop, specs[i].gemm, kernel});
   }
+  for (size_t i = 0; i < extra_names.size(); ++i)
+    p.parts.push_back({extra_names[i], median_ms(extra_samples[i]), 0, false, ""});
   p.gemm_precision = model.gemm_precision_note();
   p.bf16 = bf16;
   p.parts.push_back({config.model.tie_embeddings ? "gradient norm (the rest)" : "gradient norm (clip)",

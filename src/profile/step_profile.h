@@ -63,7 +63,7 @@ double causal_model_flops_per_step(const ModelConfig& model, size_t parameters, 
 
 /// Runs `steps` + 1 training steps (the first untimed: primitives created, pages touched) of a
 /// model built from `config` on the given ids (B·T + 1 of them: inputs, then targets shifted by
-/// one) at the current OpenMP thread count, and times every part through Model::set_step_times.
+/// one) at the current OpenMP thread count, and times every part through Model::set_part_timer.
 /// A peak_size³ GemmProbe runs after every step (outside the step's time): its median is the peak
 /// (2048: large and square, the GEMM's best case; `--quick` uses 512), with bf16 inputs when the
 /// model's GEMMs are bf16 (model.matmul_precision); the MFU is given with both FLOP counts (mfu:

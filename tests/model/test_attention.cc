@@ -108,7 +108,7 @@ TEST(Attention, ForwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
     const std::string where = describe(s);
     const std::vector<float> qkv = random_qkv(B, T, C, &rng);
     std::vector<float> out(B * T * C, -7.0f), att(B * NH * T * T, -7.0f);
-    attention_forward(out.data(), att.data(), qkv.data(), nullptr, nullptr, B, T, C, NH, gemm);
+    attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, gemm);
 
     const std::vector<double> x(qkv.begin(), qkv.end());
     std::vector<double> want(B * T * C), preatt(B * NH * T * T), want_att(B * NH * T * T);
@@ -156,12 +156,12 @@ TEST(Attention, BackwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
     const std::string where = describe(s);
     const std::vector<float> qkv = random_qkv(B, T, C, &rng);
     std::vector<float> out(B * T * C), att(B * NH * T * T), dout(B * T * C);
-    attention_forward(out.data(), att.data(), qkv.data(), nullptr, nullptr, B, T, C, NH, gemm);
+    attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, gemm);
     test::fill_uniform(&dout, &rng, 1.0);
     // Zeroed output: the layer's result is its gradient whether it writes or adds.
     std::vector<float> dqkv(B * T * 3 * C, 0.0f), datt(B * NH * T * T, -7.0f);
-    attention_backward(dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data(), nullptr,
-                       nullptr, nullptr, nullptr, B, T, C, NH, gemm);
+    attention_backward(dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH,
+                       gemm);
 
     const std::vector<double> x(qkv.begin(), qkv.end()), a(att.begin(), att.end()),
         dy(dout.begin(), dout.end());

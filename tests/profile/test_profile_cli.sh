@@ -148,6 +148,8 @@ for s in steps:
     assert abs(parts["qkv GEMM (c_attn) forward"]["gflop"] - 2 * B * T * C * 3 * C * L / 1e9) < 1e-12
     # unfused loss (V 300): the streaming read + write of its B*T x V logits was timed
     assert s["logits_bytes"] == B * T * V * 4 and s["logits_copy_ms"] > 0, s
+    # every GEMM part was timed (the model opened it): none is left at 0 ms
+    assert all(p["ms"] > 0 for p in s["parts"] if p["gemm"]), [p for p in s["parts"] if p["gemm"]]
 PY
 
 # Config keys on the command line change --config's keys for step (as wte train takes them): the
@@ -164,6 +166,7 @@ assert (s["B"], s["T"], s["n_layer"], s["V"]) == (3, 16, 2, 300), s
 parts = [p["part"] for p in s["parts"]]
 assert "fused logits + cross-entropy + dh + dlm_head" in parts, parts   # model.loss_chunk=8
 assert "softmax cross-entropy" not in parts and s["logits_bytes"] == 0, parts
+assert all(p["ms"] > 0 for p in s["parts"] if p["gemm"]), [p for p in s["parts"] if p["gemm"]]
 PY
 # The table's columns line up, also the fused loss's 44-character row (names counted in characters:
 # they hold ᵀ and ·).
