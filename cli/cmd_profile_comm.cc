@@ -16,6 +16,7 @@
 #include "wte/error.h"
 #include "wte/model.h"
 #include "cli/options.h"
+#include "cli/config_path.h"
 #include "train/distributed/comm.h"
 #include "cli/commands.h"
 #include "train/distributed/grad_sync.h"
@@ -101,7 +102,7 @@ CommOptions parse_comm_options(int argc, char** argv) {
   }
   const po::variables_map& vm = cl.vm;
   o.config = usage_errors_of_overrides([&] {
-    return load_config(file_option(vm, "config"), cl.overrides);
+    return load_config(resolve_config_path(file_option(vm, "config")), cl.overrides);
   });
   o.repeat = whole_number_option(vm, "repeat", 3, 10000);
   o.nets = parse_networks(vm["net"].as<std::string>());

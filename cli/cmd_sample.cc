@@ -31,16 +31,9 @@ namespace fs = std::filesystem;
 namespace wte::cli {
 namespace {
 
-// A checkpoint file, or a run directory's newest checkpoint_<step>.h5.
+// A checkpoint file, or a run directory's newest checkpoint_<step>.h5 (as every command).
 std::string resolve_checkpoint(const std::string& arg) {
-  if (fs::is_directory(arg)) {
-    const auto list = list_snapshots(arg, "checkpoint_");
-    if (list.empty())
-      throw Error("--checkpoint " + arg + ": the directory has no checkpoint_<step>.h5 files");
-    return list.back().second;
-  }
-  io::require_input_file("--checkpoint ", arg, " (give a checkpoint .h5 or a run directory)");
-  return arg;
+  return checkpoint_option("--checkpoint", arg);
 }
 
 // A decimal number typed for an option, or NaN if `text` is not one (empty, leading space, junk

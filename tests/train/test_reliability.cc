@@ -248,8 +248,8 @@ TEST_F(Reliability, AbbreviatedOptionsAreUnknown) {
     std::string out;
     EXPECT_NE(run(kCli + " train --config " + q(cfg) + " --out " + q(dir_ / "o") + " " + opt, &out), 0)
         << opt << "\n" << out;
-    // "unknown option '--train.step'" (a config key: the config loader) or "unrecognised option
-    // '--res=auto'" (any other option: Boost's words, as in every command).
+    // "unknown option '--train.step'" (a config key: the config loader) or "unknown option
+    // '--res=auto'" (any other option: the command-line parser), by the same words.
     EXPECT_NE(out.find("option '" + opt.substr(0, opt.find('='))), std::string::npos) << out;
     EXPECT_FALSE(fs::exists(dir_ / "o")) << opt;
   }
@@ -259,6 +259,10 @@ TEST_F(Reliability, AbbreviatedOptionsAreUnknown) {
   EXPECT_EQ(run(kCli + " grad --check x --tokens y --out z", &out), 2) << out;
   // Config parser: exact names only.
   EXPECT_NE(error_of([] { wte::load_config("", {"--train.step=3"}); }).find("unknown option"),
+            std::string::npos);
+  // ... with the key meant.
+  EXPECT_NE(error_of([] { wte::load_config("", {"--train.step=3"}); })
+                .find("did you mean '--train.steps'?"),
             std::string::npos);
 }
 

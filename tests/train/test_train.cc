@@ -63,7 +63,7 @@ TEST(Config, DefaultsRoundTripThroughIni) {
   const Config a = wte::load_config("", {});
   const Config b = wte::parse_config(a.to_ini(), "round trip");
   EXPECT_EQ(a.to_ini(), b.to_ini());
-  EXPECT_NE(a.to_ini().find("[model]\nvocab_size = 4096"), std::string::npos) << a.to_ini();
+  EXPECT_NE(a.to_ini().find("[model]\nvocab_size = 8192"), std::string::npos) << a.to_ini();
 }
 
 // Every string key's value reads back from config.ini unchanged, or is refused at start-up: the
