@@ -167,7 +167,9 @@ std::vector<std::string> parse_precisions(const std::string& text) {
 // printed with the step's table.
 void load_step_config(ProfileOptions& o, const std::string& config_path,
                       const std::vector<std::string>& overrides) {
-  o.config_name = !config_path.empty() ? config_path : std::string("the built-in defaults");
+  o.config_name = !config_path.empty()
+                      ? config_path
+                      : std::string("the built-in defaults (configs/default.ini's model)");
   for (const std::string& ov : overrides) o.config_name += " " + ov;
   if (!o.with_step) return;
   o.config = usage_errors_of_overrides([&] {

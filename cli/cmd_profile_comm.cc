@@ -141,9 +141,9 @@ class MpiExchange : public profile::RankExchange {
 
 // The first line (rank 0): the config's shapes, the parameters and the ranks.
 void print_comm_header(const Config& cfg, size_t parameters, const Comm& comm) {
-  std::printf("profile comm: vocab_size %zu, d_model %zu, n_ctx %zu, %s lm_head, batch %zu x %zu; "
-              "%zu parameters; %d ranks (%s)\n",
-              cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx,
+  std::printf("profile comm: vocab_size %zu, d_model %zu, n_ctx %zu, n_layer %zu, %s lm_head, "
+              "batch %zu x %zu; %zu parameters; %d ranks (%s)\n",
+              cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx, cfg.model.n_layer,
               cfg.model.tie_embeddings ? "tied" : "untied", cfg.train.batch_size, cfg.data.seq_len,
               parameters, comm.size(), comm.describe().c_str());
   std::fflush(stdout);

@@ -173,7 +173,8 @@ struct Say {
     std::printf(fmt, args...);
     // A progress line that cannot be written (a full disk, /dev/full) stops the run here rather
     // than at its end: the lines a user asked for are lost, and so would be the end's summary.
-    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    // A closed pipe (EPIPE) is SIGPIPE's: the run stops after the step as for SIGTERM.
+    if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && errno != EPIPE) {
       const int err = errno;
       throw Error(std::string("cannot write standard output: ") +
                   (err != 0 ? std::strerror(err) : "a write failed") +

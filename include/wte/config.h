@@ -33,16 +33,19 @@ class ConfigValueError : public Error {
 /// (Model::gemm_precision_note).
 enum class MatmulPrecision { f32, bf16 };
 
-// The built-in defaults of every key below are configs/default.ini's values (the Quick start's
-// 4-block model and its 600-step job), so a command run without a config (wte train's --help,
-// gradcheck, profile) means that model; tests/io/test_default_config.cc checks that they agree.
+// The built-in defaults of every config key (a default-constructed Config) are configs/default.ini's
+// values (the Quick start's 4-block model and its 600-step job), so a command run without a config
+// (wte train's --help, gradcheck, profile) means that model; tests/io/test_default_config.cc checks
+// that they agree.
 
 /// Model shapes. GPT-2 names: vocab_size V, d_model C, n_ctx the number of position rows.
+/// A ModelConfig built field by field starts from a small embedding-only model (vocab_size 4096,
+/// d_model 128, n_layer 0); the configuration's default model is default_model_config().
 struct ModelConfig {
-  size_t vocab_size = 8192;
-  size_t d_model = 256;
+  size_t vocab_size = 4096;
+  size_t d_model = 128;
   size_t n_ctx = 128;
-  size_t n_layer = 4;           // transformer blocks h0..h{n_layer-1}; 0: the embedding-only model
+  size_t n_layer = 0;           // transformer blocks h0..h{n_layer-1}; 0: the embedding-only model
   size_t n_head = 4;            // NH attention heads per block; must divide d_model (hs = C / NH)
   bool ln_f = true;             // final LayerNorm before the tied unembedding
   bool tie_embeddings = true;   // true: logits = h · wteᵀ; false: separate lm_head (V,C)
@@ -56,6 +59,16 @@ struct ModelConfig {
   size_t loss_chunk = 0;
   size_t loss_vocab_tile = 0;   // vocabulary ids per tile of the fused path (0: automatic)
 };
+
+/// configs/default.ini's model, the model of a default-constructed Config: vocab_size 8192,
+/// d_model 256, n_ctx 128, 4 blocks of 4 heads, ln_f, tied lm_head.
+inline ModelConfig default_model_config() {
+  ModelConfig m;
+  m.vocab_size = 8192;
+  m.d_model = 256;
+  m.n_layer = 4;
+  return m;
+}
 
 /// "f32" or "bf16".
 const char* to_string(MatmulPrecision p);
@@ -114,7 +127,7 @@ struct CheckpointConfig {
 
 /// The whole resolved configuration.
 struct Config {
-  ModelConfig model;
+  ModelConfig model = default_model_config();
   DataConfig data;
   TrainConfig train;
   OptimConfig optim;
