@@ -22,7 +22,7 @@ int cmd_export(int argc, char** argv) {
   // clang-format off
   opts.add_options()
       ("help,h", "print this help")
-      ("checkpoint", po::value<std::string>(), "a checkpoint or snapshot .h5 (wte train, wte import)")
+      ("checkpoint", po::value<std::string>(), "a checkpoint or snapshot .h5 (wte train, wte import), or a run directory (its newest checkpoint)")
       ("format", po::value<std::string>()->default_value("safetensors"),
        "safetensors (model.safetensors) or npy (one NAME.npy per tensor)")
       ("out,o", po::value<std::string>(), "the output directory (created if needed)");
@@ -49,9 +49,8 @@ int cmd_export(int argc, char** argv) {
   const std::string fmt = vm["format"].as<std::string>();
   if (fmt != "safetensors" && fmt != "npy")
     throw UsageError("--format = '" + fmt + "' is not allowed; allowed: safetensors, npy");
-  const std::string ckpt = vm["checkpoint"].as<std::string>(), out = vm["out"].as<std::string>();
-  if (fs::is_directory(ckpt))
-    throw Error("--checkpoint " + ckpt + " is a directory; give a checkpoint file (.h5)");
+  const std::string out = vm["out"].as<std::string>();
+  const std::string ckpt = checkpoint_option("--checkpoint", vm["checkpoint"].as<std::string>());
   if (fs::exists(out) && !fs::is_directory(out))
     throw Error("--out " + out + " exists and is not a directory");
   // The files export_hf_gpt2 writes into --out, each through NAME.tmp.

@@ -237,6 +237,8 @@ void write_geometry_out(const std::string& out, const GeometryReportInput& in,
 int cmd_geometry(int argc, char** argv) {
   const GeometryOptions o = parse_geometry_options(argc, argv);
   if (o.help) return 0;
+  std::error_code ec;
+  const RemoveEmptyDirOnError out_guard(o.out && !fs::exists(*o.out, ec) ? *o.out : "");
   if (o.out) prepare_geometry_out(o);
   // --- Read every checkpoint (validated) before any output.
   const WteSeries ws = read_wte_series(expand_checkpoints(o.checkpoints));

@@ -66,7 +66,7 @@ void write_ids(H5::Group& root, const std::string& name, size_t B, size_t T, con
 int cmd_grad(int argc, char** argv) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "print this help")(
-      "checkpoint", po::value<std::string>(), "HDF5 checkpoint (wte train writes them)")(
+      "checkpoint", po::value<std::string>(), "HDF5 checkpoint (wte train writes them), or a run directory (its newest checkpoint)")(
       "batch", po::value<std::string>(),
       "token batch: ids separated by spaces, a sequence a line")(
       "out,o", po::value<std::string>(), "HDF5 file to write")(
@@ -85,10 +85,9 @@ int cmd_grad(int argc, char** argv) {
   const std::string precision = vm["precision"].as<std::string>();
   if (precision != "float32" && precision != "float64")
     throw UsageError("--precision = '" + precision + "' is not allowed; allowed: float32 or float64");
-  const std::string ckpt = vm["checkpoint"].as<std::string>();
+  const std::string ckpt = checkpoint_option("--checkpoint", vm["checkpoint"].as<std::string>());
   const std::string tokens = vm["batch"].as<std::string>();
   const std::string out = vm["out"].as<std::string>();
-  require_checkpoint_file("--checkpoint", ckpt);
   check_output_not_input("--out", out, {{"--checkpoint", ckpt}, {"--batch", tokens}});
 
   Config cfg;

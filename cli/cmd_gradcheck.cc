@@ -16,6 +16,7 @@
 #include "src/analysis/gradcheck_setup.h"
 #include "wte/model.h"
 #include "cli/options.h"
+#include "cli/config_path.h"
 #include "cli/commands.h"
 
 namespace po = boost::program_options;
@@ -76,7 +77,7 @@ struct GradcheckCommand {
 void add_gradcheck_options(po::options_description& desc, GradcheckOptions& opt) {
   desc.add_options()("help,h", "print this help")(
       "config,c", po::value<std::string>(), "INI config (as for wte train)")(
-      "checkpoint", po::value<std::string>(), "HDF5 checkpoint to check instead of a config's model")(
+      "checkpoint", po::value<std::string>(), "HDF5 checkpoint (or a run directory: its newest) to check instead of a config's model")(
       "batch", po::value<std::string>(),
       "token batch file: ids separated by spaces, a sequence a line (default: a random batch; "
       "old name --tokens)")(
@@ -155,7 +156,7 @@ GradcheckCommand parse_gradcheck_options(int argc, char** argv) {
   s.n_layer = s.has_n_layer ? whole_number_option(vm, "n-layer", 0, 64) : 0;
   refuse_conflicts(vm, c.overrides);
   if (vm.count("checkpoint")) c.checkpoint = vm["checkpoint"].as<std::string>();
-  else c.config_path = file_option(vm, "config");
+  else c.config_path = resolve_config_path(file_option(vm, "config"));
   if (vm.count("batch")) c.batch_file = vm["batch"].as<std::string>();
   return c;
 }
@@ -165,8 +166,7 @@ GradcheckCommand parse_gradcheck_options(int argc, char** argv) {
 GradcheckModel load_gradcheck_model(const GradcheckCommand& c) {
   GradcheckModel m;
   if (c.checkpoint) {
-    require_checkpoint_file("--checkpoint", *c.checkpoint);
-    m = gradcheck_model_from_checkpoint(*c.checkpoint);
+    m = gradcheck_model_from_checkpoint(checkpoint_option("--checkpoint", *c.checkpoint));
   } else {
     const Config cfg =
         usage_errors_of_overrides([&] { return load_config(c.config_path, c.overrides); });

@@ -66,7 +66,7 @@ HiddenStatesOptions parse_hidden_states_options(int argc, char** argv) {
   // clang-format off
   opts.add_options()
       ("help,h", "print this help")
-      ("checkpoint", po::value<std::string>(), "a checkpoint or snapshot .h5 written by wte train")
+      ("checkpoint", po::value<std::string>(), "a checkpoint or snapshot .h5 written by wte train, or a run directory (its newest checkpoint)")
       ("text,t", po::value<std::vector<std::string>>(), "a text; repeat to compare texts")
       ("dims", po::value<std::string>()->default_value("8"),
        "values of each row to print, in [0, 2^16] (0: all d_model; above d_model: all)")
@@ -111,9 +111,8 @@ HiddenStatesOptions parse_hidden_states_options(int argc, char** argv) {
   require_options(vm, {"checkpoint", "text"});
   o.dims = whole_number_option(vm, "dims", 0, size_t{1} << 16);
   o.baseline_rows = whole_number_option(vm, "baseline-tokens", 2, size_t{1} << 20);
-  o.checkpoint = vm["checkpoint"].as<std::string>();
+  o.checkpoint = checkpoint_option("--checkpoint", vm["checkpoint"].as<std::string>());
   const std::string& path = o.checkpoint;
-  require_checkpoint_file("--checkpoint", path);
   o.out = vm.count("out") ? vm["out"].as<std::string>() : "";
   o.data_given = vm.count("data") > 0;
   if (o.data_given) o.data = vm["data"].as<std::string>();

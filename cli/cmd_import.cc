@@ -58,7 +58,8 @@ int cmd_import(int argc, char** argv) {
   HfImportSource src;
   const std::string from = vm.count("from") ? vm["from"].as<std::string>() : "";
   if (!from.empty() && !fs::is_directory(from))
-    throw Error("--from " + from + ": not a directory (it holds model.safetensors, config.json, "
+    throw Error("--from " + from + ": " + (fs::exists(from) ? "not a directory" : "does not exist") +
+                " (give the directory of a Hugging Face GPT-2: model.safetensors, config.json, "
                 "vocab.json and merges.txt)");
   src.safetensors = vm.count("safetensors") ? vm["safetensors"].as<std::string>()
                                             : (fs::path(from) / "model.safetensors").string();

@@ -20,7 +20,7 @@ int cmd_inspect(int argc, char** argv) {
   po::options_description opts("Options");
   opts.add_options()("help,h", "print this help")(
       "checkpoint", po::value<std::string>()->value_name("FILE"),
-      "the checkpoint (or snapshot) .h5 to inspect");
+      "the checkpoint (or snapshot) .h5 to inspect, or a run directory (its newest checkpoint)");
   po::positional_options_description positional;
   positional.add("checkpoint", 1);
   CommandSpec spec;
@@ -37,10 +37,7 @@ int cmd_inspect(int argc, char** argv) {
   const CommandLine cl = parse_command_line(argc, argv, opts, spec);
   if (cl.help) return 0;
   require_options(cl.vm, {"checkpoint"});
-  const std::string path = cl.vm["checkpoint"].as<std::string>();
-  if (std::filesystem::is_directory(path))
-    throw Error("'" + path + "' is a directory, not a checkpoint file; give one of its .h5 files "
-                "(wte train writes DIR/checkpoint_<step>.h5)");
+  const std::string path = checkpoint_option("--checkpoint", cl.vm["checkpoint"].as<std::string>());
   const CheckpointInfo info = read_checkpoint_info(path);  // throws wte::Error: exit 1
   std::printf("checkpoint: %s\nformat: %s version %lld (valid: every dataset read and checked)\n",
               path.c_str(), kCheckpointFormat, static_cast<long long>(info.format_version));

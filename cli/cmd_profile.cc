@@ -23,6 +23,7 @@
 #include "src/profile/step_profile.h"
 #include "src/analysis/svg.h"
 #include "cli/options.h"
+#include "cli/config_path.h"
 #include "cli/commands.h"
 #include "train/run_directory.h"
 
@@ -169,7 +170,9 @@ std::vector<std::string> parse_precisions(const std::string& text) {
 // printed with the step's table.
 void load_step_config(ProfileOptions& o, const std::string& config_path,
                       const std::vector<std::string>& overrides) {
-  o.config_name = !config_path.empty() ? config_path : std::string("the built-in defaults");
+  o.config_name = !config_path.empty()
+                      ? config_path
+                      : std::string("the built-in defaults (configs/default.ini's model)");
   for (const std::string& ov : overrides) o.config_name += " " + ov;
   if (!o.with_step) return;
   o.config = usage_errors_of_overrides([&] {
@@ -208,7 +211,7 @@ ProfileOptions parse_profile_options(int argc, char** argv) {
   if (!o.with_step && !cl.overrides.empty())
     throw UsageError("config keys (" + cl.overrides.front() + ") change the config of `step` only; "
                      "allowed with wte profile step or all");
-  const std::string config_path = file_option(vm, "config");
+  const std::string config_path = resolve_config_path(file_option(vm, "config"));
   if (!o.with_step && !config_path.empty())
     throw UsageError("--config is the config of `step` only; allowed with wte profile step or all");
   profile::KernelProfileSettings& s = o.settings;

@@ -16,6 +16,7 @@
 #include "wte/error.h"
 #include "wte/model.h"
 #include "cli/options.h"
+#include "cli/config_path.h"
 #include "train/distributed/comm.h"
 #include "cli/commands.h"
 #include "train/distributed/grad_sync.h"
@@ -101,7 +102,7 @@ CommOptions parse_comm_options(int argc, char** argv) {
   }
   const po::variables_map& vm = cl.vm;
   o.config = usage_errors_of_overrides([&] {
-    return load_config(file_option(vm, "config"), cl.overrides);
+    return load_config(resolve_config_path(file_option(vm, "config")), cl.overrides);
   });
   o.repeat = whole_number_option(vm, "repeat", 3, 10000);
   o.nets = parse_networks(vm["net"].as<std::string>());
@@ -140,9 +141,9 @@ class MpiExchange : public profile::RankExchange {
 
 // The first line (rank 0): the config's shapes, the parameters and the ranks.
 void print_comm_header(const Config& cfg, size_t parameters, const Comm& comm) {
-  std::printf("profile comm: vocab_size %zu, d_model %zu, n_ctx %zu, %s lm_head, batch %zu x %zu; "
-              "%zu parameters; %d ranks (%s)\n",
-              cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx,
+  std::printf("profile comm: vocab_size %zu, d_model %zu, n_ctx %zu, n_layer %zu, %s lm_head, "
+              "batch %zu x %zu; %zu parameters; %d ranks (%s)\n",
+              cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx, cfg.model.n_layer,
               cfg.model.tie_embeddings ? "tied" : "untied", cfg.train.batch_size, cfg.data.seq_len,
               parameters, comm.size(), comm.describe().c_str());
   std::fflush(stdout);

@@ -2,6 +2,7 @@
 #include <boost/program_options.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <fcntl.h>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "train/distributed/comm.h"
 #include "cli/build_info.h"
 #include "cli/options.h"
+#include "cli/config_path.h"
 #include "cli/commands.h"
 #include "src/io/hdf5_util.h"
 #include "src/io/snapshot.h"
@@ -30,41 +32,6 @@ namespace fs = std::filesystem;
 namespace wte::cli {
 namespace {
 int train_main(int argc, char** argv);
-
-// The keys whose value in configs/default.ini (as built into this binary) differs from the
-// built-in default, one "  key: built-in X, configs/default.ini Y" line each; so `--help` says
-// where each value of the Quick start's job comes from.
-std::string default_ini_differences() {
-  auto lines = [](const std::string& ini) {  // "section.key = value" per key, in key order
-    std::vector<std::pair<std::string, std::string>> out;
-    std::string section, line;
-    std::istringstream in(ini);
-    while (std::getline(in, line)) {
-      if (line.size() > 2 && line.front() == '[') {
-        section = line.substr(1, line.find(']') - 1);
-      } else if (const size_t eq = line.find(" = "); eq != std::string::npos) {
-        out.emplace_back(section + "." + line.substr(0, eq), line.substr(eq + 3));
-      }
-    }
-    return out;
-  };
-  Config from_file;
-  try {
-    from_file = parse_config(build::kDefaultIni, "configs/default.ini (built in)");
-  } catch (const Error& e) {
-    return std::string("  (configs/default.ini as built in does not parse: ") + e.what() + ")\n";
-  }
-  const auto file = lines(from_file.to_ini()), builtin = lines(Config().to_ini());
-  std::string out;
-  for (size_t i = 0; i < file.size() && i < builtin.size(); ++i) {
-    if (file[i].second == builtin[i].second || file[i].first == "data.text" ||
-        file[i].first == "data.train_tokens" || file[i].first == "data.val_tokens")
-      continue;
-    out += "  " + file[i].first + ": built-in " + (builtin[i].second.empty() ? "(empty)" : builtin[i].second) +
-           ", configs/default.ini " + (file[i].second.empty() ? "(empty)" : file[i].second) + "\n";
-  }
-  return out.empty() ? "  (none)\n" : out;
-}
 
 }  // namespace
 
@@ -124,7 +91,8 @@ constexpr const char* kTrainUsage =
       "metrics.csv columns: step, train_loss (this step's batch), val_loss (empty between\n"
       "evaluations), lr, grad_norm (before clipping), tokens_per_s_avg (a running average:\n"
       "tokens trained since the run or resume began over the time of those steps, without\n"
-      "evaluations and checkpoints), elapsed_s (wall time since the run or resume began).\n\n"
+      "evaluations and checkpoints), elapsed_s (wall time of the run, continued across\n"
+      "resumes: a resumed run adds its time to the last kept row's).\n\n"
       "Data-parallel: mpirun -np R wte train ... runs R ranks (processes, one or more\n"
       "machines); each trains on its slice of every batch of train.batch_size samples\n"
       "and the gradients are summed in rank order, so the loss curve is that of one\n"
@@ -153,8 +121,9 @@ struct TrainCommand {
 TrainCommand parse_train_options(int argc, char** argv) {
   po::options_description desc("Options");
   desc.add_options()("help,h", "print this help")(
-      "config,c", po::value<std::string>(), "INI config file, e.g. configs/default.ini (the Quick start's job); without one, every key "
-      "comes from its default and the command line")(
+      "config,c", po::value<std::string>(), "INI config file, or the name of a shipped config: "
+      "-c default (configs/default.ini, the Quick start's job); without one, every key comes from "
+      "its default (the same values but data.text) and the command line")(
       "out,o", po::value<std::string>(),
       "run directory for metrics.csv, checkpoints, tokenizer (default: runs/<config name>)")(
       "resume,r", po::value<std::string>(),
@@ -183,17 +152,17 @@ TrainCommand parse_train_options(int argc, char** argv) {
       "quiet,q", "no progress lines");
   CommandSpec spec;
   spec.usage = kTrainUsage;
-  // After the options: every config key, and where configs/default.ini differs from the defaults.
+  // After the options: every config key with its default (configs/default.ini's values).
   spec.example = "Config keys: INI sections [model] [data] [train] [optim] [checkpoint]; any key\n"
                  "can be overridden on the command line as --section.key=value (the command line\n"
                  "wins). Keys, built-in defaults (used for keys a config file does not set) and\n"
                  "allowed values:\n" +
                  config_help() +
-                 "\nconfigs/default.ini (the Quick start's job) sets these keys to other values than\n"
-                 "the built-in defaults (corpus paths left out):\n" +
-                 default_ini_differences() +
-                 "\nExample:\n  wte train --config configs/default.ini --train.steps=200 "
-                 "--out runs/short\n";
+                 "\nThe built-in defaults are configs/default.ini's values (the Quick start's model\n"
+                 "and job); that file also names the corpus, data.text, which has no default.\n"
+                 "-c NAME (no '/') is the config NAME.ini shipped with wte: share/wte/configs of\n"
+                 "an installed wte, the source tree's configs/ for a binary in its build directory.\n"
+                 "\nExample:\n  wte train -c default --train.steps=200 --out runs/short\n";
   spec.config_overrides = true;
   const CommandLine cl = parse_command_line(argc, argv, desc, spec);
   if (cl.help) {
@@ -205,7 +174,7 @@ TrainCommand parse_train_options(int argc, char** argv) {
   TrainCommand t;
   t.overwrite_given = vm.count("overwrite") > 0;
   t.overrides = cl.overrides;
-  t.config_path = file_option(vm, "config");
+  t.config_path = resolve_config_path(file_option(vm, "config"));
   t.user_config_path = t.config_path;  // --resume auto may read DIR/config.ini
   t.resume = vm.count("resume") ? vm["resume"].as<std::string>() : "";
   t.init_from = vm.count("init-from") ? vm["init-from"].as<std::string>() : "";
@@ -329,6 +298,7 @@ int64_t resolve_resume_auto(RunOptions& opts, std::string& config_path) {
       // and prepared files, if anything). Start it again from step 0; its snapshots are replaced
       // by the same ones (same config and seed).
       const size_t snapshots = list_snapshots(opts.out_dir).size();
+      if (!opts.overwrite) opts.overwrite_reason = "--resume auto (restarting from step 0)";
       opts.overwrite = true;
       if (!opts.quiet)
         std::printf("--resume auto: no checkpoint in '%s'; starting from step 0%s\n",
@@ -362,7 +332,34 @@ int report_interrupted(const Interrupted& e, std::optional<RunDirectory>& run_di
   return 128 + e.signal();
 }
 
+// `wte train` without arguments: how to start, naming the default (stderr; exit status 2).
+int print_short_usage() {
+  std::string configs;
+  for (const std::string& d : config_search_dirs()) {
+    std::error_code ec;
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(d, ec))
+      if (e.path().extension() == ".ini") names.push_back(e.path().stem().string());
+    std::sort(names.begin(), names.end());
+    if (names.empty()) continue;
+    configs += "\nConfigs (-c NAME, from " + d + "):";
+    for (const std::string& n : names) configs += " " + n;
+    break;
+  }
+  std::fprintf(stderr,
+               "Usage: wte train -c CONFIG [--out DIR] [--section.key=value ...]\n\n"
+               "The default model: wte train -c default\n"
+               "  a GPT-2 with 4 blocks, 4 heads, d_model 256, n_ctx 128, vocab_size 8192 (tied),\n"
+               "  600 steps of 16 x 128 tokens on the King James Bible, into runs/default;\n"
+               "  make the corpus first with datasets/make_kjv.sh (configs/default.ini; every\n"
+               "  built-in default is its value).%s\n\n"
+               "Every option and config key: wte train --help\n",
+               configs.c_str());
+  return 2;
+}
+
 int train_main(int argc, char** argv) {
+  if (argc <= 1) return print_short_usage();
   TrainCommand t = parse_train_options(argc, argv);
   if (t.help) return 0;
   RunOptions& opts = t.opts;
@@ -373,8 +370,10 @@ int train_main(int argc, char** argv) {
   opts.earlier_run_deleted = &earlier_run_deleted;
   // The user's config is read before the stop handlers and the run directory exist: one that
   // blocks (a FIFO nobody writes to) ends at the first Ctrl-C, and leaves nothing behind.
+  // A fresh run without --config is the built-in defaults and the command line: read here too, so
+  // a mistyped key is reported before anything about the run directory.
   std::optional<Config> user_cfg;
-  if (!config_path.empty())
+  if (!config_path.empty() || (resume.empty() && t.init_from.empty()))
     user_cfg = usage_errors_of_overrides([&] { return load_config(config_path, t.overrides); });
   // SIGINT/SIGTERM from before the directory exists: the start-up stops at its next stage and
   // removes what it made (train/signals.h), instead of dying and leaving it.

@@ -18,5 +18,6 @@ int cmd_hidden_states(int argc, char** argv);  // cli/cmd_hidden_states.cc
 int cmd_sample(int argc, char** argv);         // cli/cmd_sample.cc
 int cmd_import(int argc, char** argv);         // cli/cmd_import.cc
 int cmd_export(int argc, char** argv);         // cli/cmd_export.cc
+int cmd_eval(int argc, char** argv);           // cli/cmd_eval.cc
 
 }  // namespace wte::cli

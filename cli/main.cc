@@ -14,6 +14,7 @@
 #include "cli/build_info.h"
 #include "cli/options.h"
 #include "cli/commands.h"
+#include "src/io/suggest.h"
 #include "train/omp_env.h"
 
 namespace {
@@ -26,6 +27,8 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"train", wte::cli::cmd_train, "train a GPT-2-style model from an INI config"},
+    {"eval", wte::cli::cmd_eval,
+     "loss, perplexity and unigram baseline of a checkpoint on its validation split or a file"},
     {"tokenize", wte::cli::cmd_tokenize, "print the BPE token ids and pieces of texts"},
     {"inspect", wte::cli::cmd_inspect,
      "validate a checkpoint and print its step, shapes and config"},
@@ -49,7 +52,7 @@ void print_usage(FILE* out) {
                "wte: trains GPT-2-style models on the CPU, with the token embedding (wte) at their\n"
                "centre, and measures what they learn.\n\n"
                "Usage: wte <command> [options]\n"
-               "       wte help <command>      that command's options (same as wte <command> --help)\n"
+               "       wte help <command> [<subcommand>]   its options (wte <command> --help)\n"
                "       wte --version           version, git commit, oneDNN and Highway versions, SIMD target\n\n"
                "Commands:\n");
   for (const Command& c : kCommands) std::fprintf(out, "  %-13s %s\n", c.name, c.summary);
@@ -70,6 +73,13 @@ void print_version() {
               dnnl->patch, wte::onednn_isa().c_str());
   std::printf("Highway %s (SIMD target chosen on this CPU: %s)\n", wte::build::kHighwayVersion,
               hwy::TargetName(wte::simd_dispatch_target()));
+}
+
+// "; did you mean 'train'?" for the command closest to a mistyped `name`, or "".
+std::string command_suggestion(const std::string& name) {
+  std::vector<std::string> names;
+  for (const Command& c : kCommands) names.push_back(c.name);
+  return wte::io::did_you_mean(name, names);
 }
 
 const Command* find_command(const std::string& name) {
@@ -104,14 +114,19 @@ int main_unchecked(int argc, char** argv) {
     return 2;
   }
   const std::string verb = argv[1];
-  if (verb == "help" && argc >= 3) {  // wte help CMD: CMD's --help
+  if (verb == "help" && argc >= 3) {  // wte help CMD [SUB]: CMD's (or CMD SUB's) --help
     const Command* c = find_command(argv[2]);
     if (c == nullptr) {
-      std::fprintf(stderr, "wte help: unknown command '%s'.\n\n", argv[2]);
+      std::fprintf(stderr, "wte help: unknown command '%s'%s\n\n", argv[2],
+                   command_suggestion(argv[2]).c_str());
       print_usage(stderr);
       return 2;
     }
     char help_flag[] = "--help";
+    if (argc >= 4) {  // a subcommand (wte help profile comm): CMD SUB --help
+      char* args[] = {argv[2], argv[3], help_flag, nullptr};
+      return run_command(*c, 3, args);
+    }
     char* args[] = {argv[2], help_flag, nullptr};
     return run_command(*c, 2, args);
   }
@@ -129,7 +144,8 @@ int main_unchecked(int argc, char** argv) {
     if (verb != "profile") wte::apply_default_wait_policy(argv);
     return run_command(*c, argc - 1, argv + 1);
   }
-  std::fprintf(stderr, "wte: unknown command '%s'.\n\n", verb.c_str());
+  std::fprintf(stderr, "wte: unknown command '%s'%s\n\n", verb.c_str(),
+               command_suggestion(verb).c_str());
   print_usage(stderr);
   return 2;
 }

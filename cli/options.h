@@ -21,6 +21,7 @@
 
 #include "src/io/file_checks.h"
 #include "src/io/program_options_message.h"
+#include "src/io/suggest.h"
 #include "wte/checkpoint.h"
 #include "wte/config.h"
 #include "wte/error.h"
@@ -114,6 +115,16 @@ inline std::vector<std::string> with_aliases(int argc, char** argv, const std::v
 inline int exact_style() {
   namespace cls = boost::program_options::command_line_style;
   return cls::unix_style & ~cls::allow_guessing;
+}
+
+/// "unknown option '--TYPED'" (the one wording of every command), with "; did you mean
+/// '--NAME'?" for the closest long option of `options` (io::did_you_mean).
+inline std::string unknown_option_message(const std::string& typed,
+                                          const boost::program_options::options_description& options) {
+  std::vector<std::string> names;
+  for (const auto& d : options.options())
+    if (!d->long_name().empty()) names.push_back("--" + d->long_name());
+  return "unknown option '" + typed + "'" + io::did_you_mean(typed.substr(0, typed.find('=')), names);
 }
 
 /// How a `wte` command reads its command line and how its --help reads.
@@ -312,6 +323,8 @@ inline CommandLine parse_command_line(int argc, char** argv,
     throw UsageError("too many arguments without an option name: this command takes " +
                      std::to_string(n) + " (read as " + names + "); quote a value that holds "
                      "spaces");
+  } catch (const po::unknown_option& e) {
+    throw UsageError(unknown_option_message(e.get_option_name(), all));
   } catch (const po::error& e) {
     throw UsageError(io::program_options_message(e));
   }
@@ -320,7 +333,7 @@ inline CommandLine parse_command_line(int argc, char** argv,
       throw UsageError("unexpected argument '" + o + "'; config keys are written "
                        "--section.key=value, with '='");
     if (o.rfind("--", 0) != 0 || o.substr(0, o.find('=')).find('.') == std::string::npos)
-      throw UsageError("unrecognised option '" + o + "'");
+      throw UsageError(unknown_option_message(o, all));
   }
   return cl;
 }
@@ -387,6 +400,14 @@ inline void require_checkpoint_file(const std::string& option, const std::string
       hint = "; give a checkpoint file (it holds no checkpoint_<step>.h5)";
   }
   io::require_input_file(option + " ", path, hint);
+}
+
+/// The checkpoint file the `option` ("--checkpoint") value `path` names: a file as it is, a run
+/// directory's newest checkpoint_<step>.h5 (wte::resolve_checkpoint). Throws wte::Error naming the
+/// option and the path if it is neither (does not exist, /dev/null, a directory without
+/// checkpoints).
+inline std::string checkpoint_option(const std::string& option, const std::string& path) {
+  return wte::resolve_checkpoint(path, option + " ");
 }
 
 /// The whole-number option `name` (without "--") of `vm`, declared as po::value<std::string>
@@ -506,5 +527,26 @@ inline void prepare_output_dir(const std::string& option, const std::string& dir
   }
   fs::remove(probe_path, ec);
 }
+
+/// Removes the directory `dir` (if not "") when the scope is left by an exception and the
+/// directory is still empty: an output directory a command created before its checks and work
+/// (prepare_output_dir) is not left behind, empty, by an error. Give "" for a directory that
+/// existed before.
+class RemoveEmptyDirOnError {
+ public:
+  explicit RemoveEmptyDirOnError(std::string dir)
+      : dir_(std::move(dir)), exceptions_(std::uncaught_exceptions()) {}
+  ~RemoveEmptyDirOnError() {
+    if (dir_.empty() || std::uncaught_exceptions() <= exceptions_) return;
+    std::error_code ec;
+    if (std::filesystem::is_empty(dir_, ec) && !ec) std::filesystem::remove(dir_, ec);
+  }
+  RemoveEmptyDirOnError(const RemoveEmptyDirOnError&) = delete;
+  RemoveEmptyDirOnError& operator=(const RemoveEmptyDirOnError&) = delete;
+
+ private:
+  std::string dir_;
+  int exceptions_;
+};
 
 }  // namespace wte::cli

@@ -272,6 +272,18 @@ void check_stop_at(const Config& cfg, const RunOptions& opts, bool resuming, int
                           " and before train.steps = " + std::to_string(cfg.train.steps));
 }
 
+void note_warmup_covers_run(const Config& cfg) {
+  if (cfg.optim.warmup_steps < cfg.train.steps) return;
+  std::fprintf(stderr,
+               "wte train: note: optim.warmup_steps = %zu >= train.steps = %zu: the whole run is "
+               "the linear warmup: the learning rate rises to %.3g at the last step (optim.lr = %.3g) "
+               "and the cosine decay never starts (lower optim.warmup_steps for a full schedule)\n",
+               cfg.optim.warmup_steps, cfg.train.steps,
+               static_cast<double>(cfg.optim.lr) * static_cast<double>(cfg.train.steps) /
+                   static_cast<double>(cfg.optim.warmup_steps),
+               static_cast<double>(cfg.optim.lr));
+}
+
 void note_skipped_snapshots(const Config& cfg) {
   std::string skipped;
   for (size_t v : cfg.train.snapshot_steps)

@@ -40,5 +40,8 @@ void check_stop_at(const Config& cfg, const RunOptions& opts, bool resuming, int
 
 /// A note on stderr naming train.snapshot_steps beyond train.steps (they will not be written).
 void note_skipped_snapshots(const Config& cfg);
+/// Prints a note on stderr when optim.warmup_steps >= train.steps: the run never leaves the
+/// warmup, so its learning rate never reaches optim.lr.
+void note_warmup_covers_run(const Config& cfg);
 
 }  // namespace wte

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include <array>
+#include <charconv>
+#include <cmath>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -119,8 +121,11 @@ std::string hex64(uint64_t v) {
 // wrote after its last checkpoint are dropped; the resumed run writes them again), rewritten
 // atomically. A missing file gets just the header. A last line without its newline is a row cut
 // by a kill in mid-write (wte ends every row with one): dropped, whatever step it seems to name.
-void truncate_metrics(const std::string& path, uint64_t step, const std::string& header) {
+// Returns the elapsed_s of the last row kept (0 if none): the resumed run's elapsed_s goes on
+// from there, so the column is the run's time across resumes.
+double truncate_metrics(const std::string& path, uint64_t step, const std::string& header) {
   std::string kept = header;
+  double elapsed = 0;
   if (fs::exists(path)) {
     std::istringstream in(without_torn_line(read_text_file(path)));
     std::string line;
@@ -128,10 +133,16 @@ void truncate_metrics(const std::string& path, uint64_t step, const std::string&
     while (std::getline(in, line)) {
       if (line.empty()) continue;
       const uint64_t row_step = std::strtoull(line.c_str(), nullptr, 10);
-      if (row_step >= 1 && row_step <= step) kept += line + "\n";
+      if (row_step >= 1 && row_step <= step) {
+        kept += line + "\n";
+        size_t pos = 0;  // elapsed_s: the 7th column
+        for (int col = 0; col < 6 && pos != std::string::npos; ++col) pos = line.find(',', pos + 1);
+        if (pos != std::string::npos) elapsed = std::strtod(line.c_str() + pos + 1, nullptr);
+      }
     }
   }
   write_file_atomic(path, kept);
+  return std::isfinite(elapsed) && elapsed > 0 ? elapsed : 0;
 }
 
 // Deletes the oldest of the trainer's checkpoints in `dir` so that `keep` of those with a step
@@ -158,8 +169,17 @@ struct Say {
   template <typename... Args>
   void operator()(const char* fmt, Args... args) const {
     if (quiet) return;
+    errno = 0;
     std::printf(fmt, args...);
-    std::fflush(stdout);
+    // A progress line that cannot be written (a full disk, /dev/full) stops the run here rather
+    // than at its end: the lines a user asked for are lost, and so would be the end's summary.
+    // A closed pipe (EPIPE) is SIGPIPE's: the run stops after the step as for SIGTERM.
+    if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && errno != EPIPE) {
+      const int err = errno;
+      throw Error(std::string("cannot write standard output: ") +
+                  (err != 0 ? std::strerror(err) : "a write failed") +
+                  "; the run stops (its last checkpoint, if any, is whole)");
+    }
   }
 };
 
@@ -300,8 +320,8 @@ void clear_earlier_run(const RunOptions& opts, const Say& say) {
   }
   if (!earlier.empty()) {
     if (opts.earlier_run_deleted) *opts.earlier_run_deleted = true;
-    say("--overwrite: deleted %zu checkpoint/snapshot file(s) of an earlier run in '%s'\n",
-        earlier.size(), opts.out_dir.c_str());
+    say("%s: deleted %zu checkpoint/snapshot file(s) of an earlier run in '%s'\n",
+        opts.overwrite_reason.c_str(), earlier.size(), opts.out_dir.c_str());
   }
 }
 
@@ -344,7 +364,8 @@ const char* const kMetricsHeader = metrics_header();
 // Everything a later tool needs to read this run: config.ini, tokenizer/, train.bin, val.bin, and
 // metrics.csv opened for appending (a resumed run keeps its rows up to the checkpoint's step).
 std::ofstream write_run_files(const Config& cfg, const RunOptions& opts, const RunData& d,
-                              size_t start_step, const Say& say, std::string* metrics_path) {
+                              size_t start_step, const Say& say, std::string* metrics_path,
+                              double* elapsed_before) {
   fs::create_directories(opts.out_dir);
   const fs::path dir(opts.out_dir);
   // Each file is recorded before it is written (and the temporary name of an atomic write), so a
@@ -371,7 +392,7 @@ std::ofstream write_run_files(const Config& cfg, const RunOptions& opts, const R
   const bool resuming = !opts.resume.empty();
   const bool continuing = resuming && in_run_directory(opts.resume, opts.out_dir);
   if (resuming) {
-    if (continuing) truncate_metrics(*metrics_path, start_step, kMetricsHeader);
+    if (continuing) *elapsed_before = truncate_metrics(*metrics_path, start_step, kMetricsHeader);
     remove_unfinished_checkpoints(opts.out_dir, say);
     if (continuing && opts.overwrite) remove_later_checkpoints(opts, start_step, say);
   }
@@ -556,7 +577,11 @@ void log_step(std::ofstream& metrics, const Say& say, const Config& cfg, size_t 
               double step_seconds, double elapsed, bool force_line, int ranks,
               double eval_seconds_left) {
   metrics << done << ',' << r.loss << ',';
-  if (val_loss >= 0) metrics << val_loss;
+  if (val_loss >= 0) {  // exactly (shortest round-trip form): `wte eval` reproduces it
+    char buf[32];
+    const auto end = std::to_chars(buf, buf + sizeof buf, val_loss).ptr;
+    metrics.write(buf, end - buf);
+  }
   metrics << ',' << r.lr << ',' << r.grad_norm << ',' << tok_s << ',' << elapsed << ',' << ranks
           << '\n';
   if (done % cfg.train.log_interval == 0 || force_line || done == 1) {
@@ -602,15 +627,24 @@ void print_summary(const Config& cfg, const RunData& d, size_t val_windows_all,
   const std::vector<int32_t> val_targets(
       d.val_ids.begin() + 1, d.val_ids.begin() + 1 + static_cast<long>(val_windows_all * T));
   summary->unigram_baseline = unigram_cross_entropy(d.train_ids, val_targets, cfg.model.vocab_size);
+  const size_t split_tokens = (d.val_ids.size() - 1) / T * T;
+  const std::string coverage =
+      val_windows_all * T == split_tokens
+          ? "whole validation split, " + std::to_string(split_tokens) + " tokens"
+          : "first " + std::to_string(val_windows_all * T) + " of the validation split's " +
+                std::to_string(split_tokens) + " tokens, train.eval_tokens";
   std::printf(
-      "final validation loss %.4f nats/token (whole validation split, %zu tokens) vs unigram "
+      "final validation loss %.4f nats/token (%s) vs unigram "
       "baseline %.4f (train-split frequencies): %.4f %s the baseline.\n",
-      summary->final_val_loss, val_windows_all * T, summary->unigram_baseline,
+      summary->final_val_loss, coverage.c_str(), summary->unigram_baseline,
       std::fabs(summary->unigram_baseline - summary->final_val_loss),
       summary->final_val_loss < summary->unigram_baseline ? "below" : "ABOVE (worse than)");
   std::printf("trained %zu steps in %s, %.0f tokens/s; checkpoint %s; metrics %s\n", trained,
               format_duration(summary->train_seconds).c_str(), summary->tokens_per_second,
               summary->last_checkpoint.c_str(), metrics_path.c_str());
+  std::printf("evaluations: %zu in %s (%.3f s), besides %.3f s of training steps\n",
+              summary->evaluations, format_duration(summary->eval_seconds).c_str(),
+              summary->eval_seconds, summary->train_seconds);
   std::printf("checkpoints: %zu written, %.3f s each on average (%s)\n",
               summary->checkpoints_written,
               summary->checkpoints_written
@@ -622,6 +656,14 @@ void print_summary(const Config& cfg, const RunData& d, size_t val_windows_all,
 }
 
 }  // namespace
+
+double evaluate_loss(Model& model, const std::vector<int32_t>& tokens, size_t T, size_t B,
+                     size_t max_windows) {
+  if (T == 0 || B == 0 || tokens.size() < T + 1 || max_windows == 0)
+    throw Error("evaluate_loss: needs at least one window of " + std::to_string(T + 1) +
+                " tokens (have " + std::to_string(tokens.size()) + ")");
+  return evaluate(model, tokens, T, B, max_windows);
+}
 
 RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   // Set-up: every check that needs no work, then the data, then the model. Nothing is written
@@ -650,7 +692,10 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   start_thread_team(cfg);
   throw_if_stop_requested("start-up");
   const Say say{opts.quiet};
-  note_skipped_snapshots(cfg);
+  if (writer) {  // once, not once per rank
+    note_skipped_snapshots(cfg);
+    note_warmup_covers_run(cfg);
+  }
   const RunData d = prepare_data(cfg, opts, resuming || initing ? &ckpt : nullptr, say);
   const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
   BatchLoader loader(&d.train_ids, T, /*shuffle=*/true, cfg.train.seed ^ 0x5eed0da7aULL);
@@ -699,7 +744,9 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   }
   std::string metrics_path;
   std::ofstream metrics;  // ranks other than 0 write nothing
-  if (writer) metrics = write_run_files(cfg, opts, d, start_step, say, &metrics_path);
+  double elapsed_before = 0;  // elapsed_s of the rows kept from before a resume
+  if (writer)
+    metrics = write_run_files(cfg, opts, d, start_step, say, &metrics_path, &elapsed_before);
   // Snapshots of steps 0 and start_step + 1 are written before the first step has finished: part
   // of the start-up, recorded like the run files.
   auto will_write_snapshot = [&](size_t step) {
@@ -712,22 +759,31 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, 0);
   }
   SampleTrace trace(writer);
+  // "1 thread", "2 threads", "2 ranks x 1 thread" (threads per rank).
+  const int threads = omp_get_max_threads();
+  const std::string workers =
+      (comm.size() > 1 ? std::to_string(comm.size()) + " ranks x " : std::string()) +
+      std::to_string(threads) + (threads == 1 ? " thread" : " threads");
   say("model: vocab_size %zu, d_model %zu, n_ctx %zu, n_layer %zu, n_head %zu, ln_f %s, %s; "
-      "%zu parameters; %d threads%s (%s)\n",
+      "%zu parameters; %s%s (%s)\n",
       cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx, cfg.model.n_layer,
       cfg.model.n_head, cfg.model.ln_f ? "on" : "off",
       cfg.model.tie_embeddings ? "tied lm_head" : "untied lm_head", model.num_parameters(),
-      omp_get_max_threads(), sync.describe().c_str(), wait_policy_description());
+      workers.c_str(), sync.describe().c_str(), wait_policy_description());
   // Which GEMMs run: model.matmul_precision, the kernel oneDNN picks for it on this CPU (its ISA),
   // or why bf16 fell back to float32.
   say("gemms: %s\n", model.gemm_precision_note().c_str());
   print_memory(model, cfg, B_micro, T, resident_before_model, say);
 
   // The loop: a step, then (when due) evaluation, a log line, a checkpoint.
-  const size_t val_windows_all = (d.val_ids.size() - 1) / T;
-  const size_t val_windows_periodic = std::min(
-      val_windows_all,
-      cfg.train.eval_tokens == 0 ? val_windows_all : std::max<size_t>(1, cfg.train.eval_tokens / T));
+  // Every evaluation, the final one too, covers the same first windows of the split
+  // (train.eval_tokens, eval_token_cap).
+  const size_t val_windows_split = (d.val_ids.size() - 1) / T;
+  const size_t eval_cap = eval_token_cap(cfg);
+  const size_t val_windows_all =
+      eval_cap == 0 ? val_windows_split
+                    : std::min(val_windows_split, std::max<size_t>(1, eval_cap / T));
+  const size_t val_windows_periodic = val_windows_all;
   EvalClock eval_clock;
   std::vector<int32_t> inputs(B * T), targets(B * T);
   RunSummary summary;
@@ -756,17 +812,20 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
     if (eval_now && writer) {
       const size_t windows = last ? val_windows_all : val_windows_periodic;
       say("step %6zu/%zu | evaluating on %zu validation tokens%s...\n", done, cfg.train.steps,
-          windows * T, last ? " (the whole split)" : "");
+          windows * T, windows == val_windows_split ? " (the whole split)" : "");
       const auto t_eval = Clock::now();
       pause_for_test("evaluation after step " + std::to_string(done));
       val_loss = evaluate(model, d.val_ids, T, B_micro, windows);
-      eval_clock.add(seconds_since(t_eval), windows);
+      const double eval_s = seconds_since(t_eval);
+      eval_clock.add(eval_s, windows);
+      summary.eval_seconds += eval_s;
+      summary.evaluations += 1;
     }
     // A SIGINT/SIGTERM seen by any rank stops every rank after the same step. Read after the
     // evaluation, so a signal during it stops after this step, not the next one.
     bool stop_now = done == opts.stop_at || agreed_stop_signal(comm) != 0;
     log_step(metrics, say, cfg, done, start_step, r, val_loss, tok_s, step_seconds,
-             seconds_since(t_start), eval_now, comm.size(),
+             elapsed_before + seconds_since(t_start), eval_now, comm.size(),
              eval_clock.seconds_left(done, cfg.train.steps, cfg.train.eval_interval,
                                      val_windows_periodic, val_windows_all,
                                      step_seconds / static_cast<double>(done - start_step) /

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <string>
+#include <cstdint>
 #include <vector>
 
 #include "wte/config.h"
@@ -37,6 +38,7 @@ struct RunOptions {
                            // checkpoints and snapshots in out_dir, a resume in its own directory
                            // the checkpoints of later steps, after every check passed; without it,
                            // cmd_train refuses such a directory (train/run_directory.h)
+  std::string overwrite_reason = "--overwrite";  // what set `overwrite`, as the note names it
   bool* earlier_run_deleted = nullptr;  // if set: made true once --overwrite deleted an earlier
                                         // run's checkpoints or snapshots in out_dir
   std::function<bool(const StepProgress&)> on_step;
@@ -53,7 +55,7 @@ struct RunOptions {
 
 /// What a finished run measured.
 struct RunSummary {
-  double final_val_loss = 0;      // nats/token on the whole validation split
+  double final_val_loss = 0;      // nats/token on the validation split (at most train.eval_tokens)
   double unigram_baseline = 0;    // nats/token, unigram model counted on the train split
   double tokens_per_second = 0;   // training tokens per second of step time
   double train_seconds = 0;       // wall time of the optimizer steps (excludes data preparation)
@@ -61,9 +63,21 @@ struct RunSummary {
   bool stopped = false;           // stopped at opts.stop_at, before train.steps
   int signal = 0;                 // SIGINT/SIGTERM received (0: none): it stopped the run after a
                                   // checkpoint, or, received in the last step, the run is complete
+  size_t evaluations = 0;         // validation losses computed by this run (or resume)
+  double eval_seconds = 0;        // wall time they took (not part of train_seconds)
   size_t checkpoints_written = 0;
   double checkpoint_seconds = 0;  // wall time spent in save_checkpoint (write, fsync, rename)
 };
+
+class Model;
+
+/// The validation loss as wte train computes it: the mean next-token cross-entropy (nats/token)
+/// of `model` over the first min(max_windows, (tokens.size() - 1) / T) non-overlapping windows of
+/// `tokens` (inputs tokens[w*T, w*T+T), targets one further), B windows per forward pass, summed
+/// in double in window order. The same tokens, T, B and thread count give the same bits as the
+/// run's evaluation (`wte eval` relies on it). Throws wte::Error if there is no whole window.
+double evaluate_loss(Model& model, const std::vector<int32_t>& tokens, size_t T, size_t B,
+                     size_t max_windows);
 
 /// Runs a whole training job: prepares the data (reads data.text, splits it, trains or loads the
 /// tokenizer, encodes), trains cfg.train.steps AdamW steps, evaluates, and writes into

@@ -33,7 +33,14 @@ class ConfigValueError : public Error {
 /// (Model::gemm_precision_note).
 enum class MatmulPrecision { f32, bf16 };
 
+// The built-in defaults of every config key (a default-constructed Config) are configs/default.ini's
+// values (the Quick start's 4-block model and its 600-step job), so a command run without a config
+// (wte train's --help, gradcheck, profile) means that model; tests/io/test_default_config.cc checks
+// that they agree.
+
 /// Model shapes. GPT-2 names: vocab_size V, d_model C, n_ctx the number of position rows.
+/// A ModelConfig built field by field starts from a small embedding-only model (vocab_size 4096,
+/// d_model 128, n_layer 0); the configuration's default model is default_model_config().
 struct ModelConfig {
   size_t vocab_size = 4096;
   size_t d_model = 128;
@@ -53,6 +60,16 @@ struct ModelConfig {
   size_t loss_vocab_tile = 0;   // vocabulary ids per tile of the fused path (0: automatic)
 };
 
+/// configs/default.ini's model, the model of a default-constructed Config: vocab_size 8192,
+/// d_model 256, n_ctx 128, 4 blocks of 4 heads, ln_f, tied lm_head.
+inline ModelConfig default_model_config() {
+  ModelConfig m;
+  m.vocab_size = 8192;
+  m.d_model = 256;
+  m.n_layer = 4;
+  return m;
+}
+
 /// "f32" or "bf16".
 const char* to_string(MatmulPrecision p);
 
@@ -62,24 +79,34 @@ struct DataConfig {
   std::string val_tokens;       //   (both or neither; needs a tokenizer directory)
   std::string tokenizer = "train";  // "train" (BPE on the train split) or a dir with encoder.json + vocab.bpe
   double val_fraction = 0.1;    // share of documents in the validation split (spread evenly)
-  size_t seq_len = 64;          // T, tokens per training sequence (<= model.n_ctx)
+  size_t seq_len = 128;         // T, tokens per training sequence (<= model.n_ctx)
 };
 
+/// train.eval_tokens = auto: every evaluation covers at most as many validation tokens as the run
+/// trains on (train.steps x batch_size x seq_len). An evaluation is a forward pass only (about a
+/// third of a training step's work per token), so a short run spends a fraction of its training
+/// time evaluating, and a run that trains on more tokens than the split holds (the default 600
+/// steps: 1.2 M tokens) evaluates on the whole split.
+inline constexpr size_t kEvalTokensAuto = ~size_t{0};
+
 struct TrainConfig {
-  size_t batch_size = 32;       // B
-  size_t steps = 1000;
+  size_t batch_size = 16;       // B
+  size_t steps = 600;
   uint64_t seed = 1337;
   size_t threads = 0;           // 0: OpenMP's default (OMP_NUM_THREADS or all cores)
-  size_t eval_interval = 100;   // steps between validation losses (0: only at the end)
-  size_t eval_tokens = 0;       // validation tokens per periodic evaluation (0: the whole split)
-  size_t log_interval = 10;     // steps between progress lines
+  size_t eval_interval = 200;   // steps between validation losses (0: only at the end)
+  // Validation tokens each evaluation covers at most, the final one included (the first ones of
+  // the split, in whole windows of seq_len): 0 the whole split; kEvalTokensAuto ("auto") the
+  // tokens the run trains on (steps x batch_size x seq_len), see eval_token_cap.
+  size_t eval_tokens = kEvalTokensAuto;
+  size_t log_interval = 50;     // steps between progress lines
   // Micro-batches per optimizer step: each step's batch_size sequences run forward + backward in
   // grad_accum_steps slices of batch_size / grad_accum_steps, their gradients summed; loss and
   // gradient are those of the whole batch (a mean over every target token). Must divide batch_size.
   size_t grad_accum_steps = 1;
   // Steps after which wte is saved as a weights-only snapshot DIR/snapshot_<step>.h5 (src/io/snapshot.h);
   // step 0 is the initial noise. Strictly increasing, each <= steps. Empty: none.
-  std::vector<size_t> snapshot_steps;
+  std::vector<size_t> snapshot_steps = {0, 100, 300, 600};
 };
 
 struct OptimConfig {
@@ -94,13 +121,13 @@ struct OptimConfig {
 };
 
 struct CheckpointConfig {
-  size_t interval = 0;          // steps between checkpoints (0: only at the end)
+  size_t interval = 200;        // steps between checkpoints (0: only at the end)
   size_t keep_last = 3;         // keep the newest K checkpoints of the run directory (0: keep all)
 };
 
 /// The whole resolved configuration.
 struct Config {
-  ModelConfig model;
+  ModelConfig model = default_model_config();
   DataConfig data;
   TrainConfig train;
   OptimConfig optim;
@@ -136,6 +163,10 @@ Config parse_config(const std::string& ini_text, const std::string& origin,
 /// allowed: "out of range (it rounds to 0 in float32, whose smallest normal value is
 /// 1.17549e-38); allowed: a number in (0, 1]". Throws wte::Error for a key that does not exist.
 std::string set_config_key(Config& config, const std::string& key, const std::string& value);
+
+/// The validation tokens each evaluation of a run with config `c` covers at most:
+/// train.eval_tokens, or for auto train.steps x batch_size x seq_len (saturating); 0: no cap.
+size_t eval_token_cap(const Config& c);
 
 /// The help text listing every key with its default and meaning (for `wte train --help`).
 std::string config_help();

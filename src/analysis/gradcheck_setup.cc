@@ -38,7 +38,9 @@ GradcheckModel gradcheck_model_from_config(Config cfg, const std::string& config
   }
   m.model = std::make_unique<Model>(cfg.model);
   m.model->init_weights(cfg.train.seed);
-  m.source = (config_path.empty() ? std::string("the default config") : "config " + config_path) +
+  m.source = (config_path.empty()
+                  ? std::string("the default config (configs/default.ini's model)")
+                  : "config " + config_path) +
              ", init from train.seed " + std::to_string(cfg.train.seed);
   m.config = std::move(cfg);
   return m;

@@ -22,6 +22,7 @@
 #include "wte/data.h"
 #include "wte/error.h"
 #include "src/io/program_options_message.h"
+#include "src/io/suggest.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -280,8 +281,20 @@ const std::vector<Key>& keys() {
       WTE_UINT(train, seed, 0, kMaxU, "seed of the init and of the data order"),
       WTE_UINT(train, threads, 0, 1024, "OpenMP threads (0: OMP_NUM_THREADS or all cores)"),
       WTE_UINT(train, eval_interval, 0, kMaxU, "steps between validation losses (0: end only)"),
-      WTE_UINT(train, eval_tokens, 0, kMaxU,
-               "validation tokens per periodic evaluation (0: the whole split, as at the end)"),
+      Key{"train.eval_tokens",
+          "validation tokens each evaluation covers at most, the final one included (the first "
+          "of the split, in whole data.seq_len windows; the final loss and the unigram baseline "
+          "are over the same tokens). 0: the whole split; auto: as many as the run trains on "
+          "(train.steps x batch_size x seq_len), so a short run evaluates briefly and a long one "
+          "(600 default steps) on the whole split",
+          "auto, or a whole number in [0, 2^64-1)",
+          [](Config& c, const std::string& s) {
+            c.train.eval_tokens = s == "auto" ? kEvalTokensAuto : parse_uint(s, 0, kMaxU - 1);
+          },
+          [](const Config& c) {
+            return c.train.eval_tokens == kEvalTokensAuto ? std::string("auto")
+                                                          : std::to_string(c.train.eval_tokens);
+          }},
       WTE_UINT(train, log_interval, 1, kMaxU, "steps between progress lines"),
       WTE_UINT(train, grad_accum_steps, 1, 1u << 20,
                "micro-batches per optimizer step (gradient accumulation): the batch of "
@@ -332,6 +345,13 @@ const std::vector<Key>& keys() {
                "keep the newest K checkpoints in the run directory, delete older ones (0: all)"),
   };
   return table;
+}
+
+// "; did you mean 'PREFIXsection.key'?" for the config key closest to `typed`, or "".
+std::string key_suggestion(const std::string& typed, const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const Key& k : keys()) names.push_back(prefix + k.name);
+  return io::did_you_mean(typed, names);
 }
 
 po::options_description describe() {
@@ -474,7 +494,8 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
     for (const auto& [key, value] : empty_values) {
       if (desc.find_nothrow(key, false) == nullptr)
         throw Error("unknown option '--" + key +
-                    "' on the command line (option names are exact; keys are --section.key=value)");
+                    "' on the command line (option names are exact; keys are --section.key=value)" +
+                    key_suggestion("--" + key, "--"));
       po::option opt(key, {value});
       cli.options.push_back(opt);
     }
@@ -483,7 +504,8 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
   } catch (const po::unknown_option& e) {
     const std::string name = e.get_option_name();
     throw Error("unknown option '" + name.substr(0, name.find('=')) +
-                "' on the command line (option names are exact; keys are --section.key=value)");
+                "' on the command line (option names are exact; keys are --section.key=value)" +
+                key_suggestion(name.substr(0, name.find('=')), "--"));
   } catch (const po::error& e) {
     throw Error(std::string("command line: ") + io::program_options_message(e));
   }
@@ -492,7 +514,7 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
   } catch (const po::unknown_option& e) {
     throw Error(origin + ": unknown key '" + printable(e.get_option_name()) +
                 "'; sections are [model], [data], [train], [optim], [checkpoint]; see "
-                "'wte train --help' for every key");
+                "'wte train --help' for every key" + key_suggestion(e.get_option_name(), ""));
   } catch (const po::error& e) {
     throw Error(origin + ": " + printable(io::program_options_message(e), 200));
   }
@@ -580,6 +602,14 @@ std::string set_config_key(Config& config, const std::string& key, const std::st
     return "";
   }
   throw Error("internal error: no config key '" + key + "'");
+}
+
+size_t eval_token_cap(const Config& c) {
+  if (c.train.eval_tokens != kEvalTokensAuto) return c.train.eval_tokens;
+  const size_t per_step = c.train.batch_size * c.data.seq_len;  // both <= 2^20
+  if (per_step != 0 && c.train.steps > std::numeric_limits<size_t>::max() / per_step)
+    return std::numeric_limits<size_t>::max();
+  return c.train.steps * per_step;
 }
 
 std::string config_help() {

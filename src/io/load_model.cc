@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "src/io/file_checks.h"
+#include "src/io/snapshot.h"
 #include "wte/checkpoint.h"
 #include "wte/error.h"
 
@@ -13,14 +14,17 @@ namespace wte {
 
 std::string resolve_checkpoint(const std::string& path, const std::string& what) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    const auto list = list_checkpoints(path);
-    if (list.empty())
-      throw Error(what + "'" + path + "' is a directory without checkpoint_<step>.h5 files (give a "
-                  "checkpoint file, or a run directory wte train has written a checkpoint into)");
-    return list.back().second;
+  if (!path.empty() && std::filesystem::is_directory(path, ec)) {
+    const auto found = list_checkpoints(path);
+    if (!found.empty()) return found.back().second;
+    const auto snapshots = list_snapshots(path);
+    throw Error(what + "'" + path + "' is a directory that holds no checkpoint_<step>.h5" +
+                (snapshots.empty()
+                     ? std::string("; give a checkpoint file or a run directory of wte train")
+                     : "; give one of its snapshots (weights only), e.g. " +
+                           snapshots.back().second));
   }
-  io::require_input_file(what, path, " (give a checkpoint .h5 file or a run directory)");
+  io::require_input_file(what, path, " (give a checkpoint .h5 or a run directory)");
   return path;
 }
 

@@ -259,7 +259,8 @@ TEST(Snapshots, ConfigKeyParsesAndRejects) {
   Config c = load_config("", {"--train.steps=100", "--train.snapshot_steps=0, 10,100"});
   EXPECT_EQ(c.train.snapshot_steps, (std::vector<size_t>{0, 10, 100}));
   EXPECT_EQ(parse_config(c.to_ini(), "round trip").train.snapshot_steps, c.train.snapshot_steps);
-  EXPECT_TRUE(load_config("", {}).train.snapshot_steps.empty());
+  // The built-in default is configs/default.ini's.
+  EXPECT_EQ(load_config("", {}).train.snapshot_steps, (std::vector<size_t>{0, 100, 300, 600}));
   const std::string e1 = error_of([] { load_config("", {"--train.snapshot_steps=0,10,5"}); });
   EXPECT_NE(e1.find("not strictly increasing"), std::string::npos) << e1;
   // Steps past train.steps are kept (a shorter run of the same config reaches fewer of them; the

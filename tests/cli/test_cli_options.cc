@@ -129,7 +129,10 @@ TEST(CliOptions, ParseCommandLineExactNamesAliasesOverridesAndHelp) {
   cl = parse({"--train.snapshot_steps=", "--steps", "2"}, with_overrides);
   EXPECT_EQ(cl.overrides, (std::vector<std::string>{"--train.snapshot_steps="}));
   EXPECT_EQ(error_of([&] { parse({"--no-such-option=3"}, with_overrides); }),
-            "unrecognised option '--no-such-option=3'");
+            "unknown option '--no-such-option=3'");
+  // A close name is suggested, by the same words.
+  EXPECT_EQ(error_of([&] { parse({"--stpes", "2"}, with_overrides); }),
+            "unknown option '--stpes'; did you mean '--steps'?");
   EXPECT_EQ(error_of([&] { parse({"--train.steps", "5"}, with_overrides); }),
             "unexpected argument '5'; config keys are written --section.key=value, with '='");
   // With positional options the words are theirs, the config keys still collected.
@@ -345,7 +348,7 @@ TEST(CliOptions, InspectNamesADirectory) {
   const fs::path dir = temp_dir("cli_options_inspect");
   std::string out;
   EXPECT_EQ(run(kCli + " inspect " + dir.string(), &out), 1) << out;
-  const std::string expected = "'" + dir.string() + "' is a directory, not a checkpoint file";
+  const std::string expected = "'" + dir.string() + "' is a directory that holds no checkpoint_<step>.h5";
   EXPECT_NE(out.find(expected), std::string::npos) << out;
   EXPECT_EQ(out.find("H5Fis_hdf5"), std::string::npos) << out;
 }

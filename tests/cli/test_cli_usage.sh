@@ -38,7 +38,7 @@ for c in "train" "profile" "profile step" "profile loss" "profile comm"; do
   name=${c% step}   # `profile step` is `wte profile`'s step part
   for opt in --no-such-option --no-such-option=3; do
     "$WTE_CLI" $c $opt > "$dir/out" 2> "$dir/err"; rc=$?
-    want="wte $name: error: unrecognised option '$opt' (see wte $name --help)"
+    want="wte $name: error: unknown option '$opt' (see wte $name --help)"
     if [ $rc = 2 ] && [ "$(cat "$dir/err")" = "$want" ] && [ ! -s "$dir/out" ]; then
       echo "ok   exit 2  wte $c $opt"
     else
@@ -185,17 +185,21 @@ expect 1 "wte sample: error: --checkpoint '/dev/null' is not a regular file (a c
 expect 1 "wte geometry: error: --checkpoint '$dir/fifo' is not a regular file (a FIFO)" -- geometry --checkpoint "$dir/fifo"
 expect 1 "wte import: error: --safetensors '/dev/null' is not a regular file (a character device)" \
   -- import --safetensors /dev/null -o "$dir/imported.h5"
-expect 1 "wte inspect: error: '$dir/fifo' is not a regular file (a FIFO)" -- inspect "$dir/fifo"
+expect 1 "wte inspect: error: --checkpoint '$dir/fifo' is not a regular file (a FIFO)" -- inspect "$dir/fifo"
 expect 1 "token file '/dev/null' is not a regular file (a character device)" -- gradcheck --batch /dev/null
 expect 1 "wte profile: error: --dist file: '$dir/fifo' is not a regular file (a FIFO)" \
   -- profile gather --quick --dist "file:$dir/fifo"
 expect 1 "wte train: error: --resume '$dir/rundir' is a directory, not a file; to continue the run in that directory, give --resume auto --out $dir/rundir" \
   -- train --resume "$dir/rundir"
-for c in "train -o $dir/r --init-from" "hidden-states --text hi --checkpoint" "gradcheck --checkpoint" \
-         "grad --batch $dir/b.txt --out $dir/g.h5 --checkpoint"; do
-  opt=${c##* }
-  expect 1 "$opt '$dir/rundir' is a directory, not a file; give a checkpoint file (it holds no checkpoint_<step>.h5)" \
-    -- $c "$dir/rundir"
+expect 1 "--init-from '$dir/rundir' is a directory, not a file; give a checkpoint file (it holds no checkpoint_<step>.h5)" \
+  -- train -o "$dir/r" --init-from "$dir/rundir"
+# A run directory means its newest checkpoint in every command that reads one model; one without
+# checkpoints is named as such.
+for c in "hidden-states --text hi --checkpoint" "gradcheck --checkpoint" "inspect --checkpoint" \
+         "grad --batch $dir/b.txt --out $dir/g.h5 --checkpoint" "eval --checkpoint" \
+         "export --out $dir/exp --checkpoint" "sample --checkpoint"; do
+  expect 1 "'$dir/rundir' " -- $c "$dir/rundir"
+  grep -q "no checkpoint_<step>.h5" "$dir/err" || fail "wte $c DIR: the error does not say the directory holds no checkpoint"
 done
 [ -e "$dir/r" ] && fail "train left the run directory it created behind"
 
@@ -248,10 +252,30 @@ expect 2 "wte train: error: optim.lr = '0.1abc' from the command line (--optim.l
 expect 2 "wte train: error: --stop-at = '0' is out of range; allowed: a whole number >= 1" -- train --stop-at 0
 expect 2 "wte profile: error: unknown option '--foo.bar' on the command line (option names are exact; keys are --section.key=value) (see wte profile --help)" \
   -- profile step --foo.bar=1
-# (found once the run directory exists: the message then also says what the start-up removed)
-expect 2 "wte train: error: unknown option '--foo.bar' on the command line (option names are exact; keys are --section.key=value); removed the run directory" \
+# (found before the run directory is looked at: nothing is created, and an occupied default
+# directory is not what the user hears about first)
+expect 2 "wte train: error: unknown option '--foo.bar' on the command line (option names are exact; keys are --section.key=value) (see wte train --help)" \
   -- train -o "$dir/r" --foo.bar=
-[ -e "$dir/r" ] && fail "train left the run directory it created behind"
+[ -e "$dir/r" ] && fail "train created the run directory for a config error"
+mkdir -p "$dir/cwd/runs/default" && : > "$dir/cwd/runs/default/checkpoint_00000600.h5"
+(cd "$dir/cwd" && "$WTE_CLI" train --train.step=3 > "$dir/out" 2> "$dir/err"); rc=$?
+if [ $rc = 2 ] && grep -qF "unknown option '--train.step' on the command line" "$dir/err" \
+   && grep -qF "did you mean '--train.steps'?" "$dir/err" && ! grep -q "runs/default" "$dir/err"; then
+  echo "ok   exit 2  wte train --train.step=3 (the key first, with a suggestion)"
+else
+  fail "wte train --train.step=3 beside an occupied runs/default: exit $rc, $(head -c 400 "$dir/err")"
+fi
+# "Did you mean" for options and commands; `wte help CMD SUB` is SUB's help.
+expect 2 "unknown option '--overwirte'; did you mean '--overwrite'?" -- train --overwirte
+expect 2 "wte: unknown command 'trian'; did you mean 'train'?" -- trian
+"$WTE_CLI" help profile comm > "$dir/out" 2>&1
+grep -q "^Usage: mpirun -np 2 .*wte profile comm" "$dir/out" \
+  && ! grep -q "wte profile step \[--config" "$dir/out" \
+  && echo "ok   wte help profile comm" || fail "wte help profile comm: $(head -3 "$dir/out")"
+# `wte train` without arguments: usage naming the default, exit 2.
+"$WTE_CLI" train > "$dir/out" 2> "$dir/err"; rc=$?
+[ $rc = 2 ] && grep -qF "wte train -c default" "$dir/err" && grep -q "4 blocks" "$dir/err" \
+  && echo "ok   exit 2  wte train (usage naming the default)" || fail "wte train: exit $rc, $(head -c 400 "$dir/err")"
 
 # A binary file given where a text file is read: named as such, its bytes never printed raw.
 printf '[model]\nvocab_size = 4\000\004x\n' > "$dir/binary.ini"

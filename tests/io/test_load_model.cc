@@ -71,10 +71,10 @@ TEST(LoadModel, ErrorsNameThePathAndWhereItCameFrom) {
   const fs::path dir = wte::test::temp_dir("load_model_errors");
   EXPECT_EQ(error_of((dir / "missing.h5").string(), "--checkpoint "),
             "--checkpoint '" + (dir / "missing.h5").string() +
-                "' does not exist (give a checkpoint .h5 file or a run directory)");
+                "' does not exist (give a checkpoint .h5 or a run directory)");
   EXPECT_EQ(error_of(dir.string()),
-            "'" + dir.string() + "' is a directory without checkpoint_<step>.h5 files (give a "
-            "checkpoint file, or a run directory wte train has written a checkpoint into)");
+            "'" + dir.string() + "' is a directory that holds no checkpoint_<step>.h5; give a "
+            "checkpoint file or a run directory of wte train");
   wte::test::write(dir / "text.h5", "not HDF5\n");
   EXPECT_NE(error_of((dir / "text.h5").string()).find("text.h5"), std::string::npos);
 }

@@ -185,7 +185,7 @@ PY
 # gather (which take no config) are refused rather than ignored.
 for args in "step --model.loss_chunk=-1|model.loss_chunk" "step --model.no_such_key=1|--model.no_such_key" \
             "scatter --model.loss_chunk=8|change the config of \`step\` only" \
-            "step --no-such-option|unrecognised option '--no-such-option'"; do
+            "step --no-such-option|unknown option '--no-such-option'"; do
   rc=0
   "$WTE_CLI" profile ${args%%|*} --quick --config "$dir/blocks.ini" > "$dir/e.out" 2> "$dir/e.err" || rc=$?
   [ $rc = 2 ] && grep -qF -- "${args#*|}" "$dir/e.err" && ! grep -q "machine:" "$dir/e.out" \

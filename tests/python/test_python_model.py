@@ -275,7 +275,7 @@ if INSIDE:
                 (ValueError, "Model.generate: slide = 17", lambda: m.generate("the", slide=17)),
                 (ValueError, "Model.generate: prompt is empty", lambda: m.generate("")),
                 (ValueError, "/nonexistent/run' does not exist", lambda: wte.Model.load("/nonexistent/run")),
-                (ValueError, "is a directory without checkpoint_<step>.h5 files",
+                (ValueError, "is a directory that holds no checkpoint_<step>.h5",
                  lambda: wte.Model.load(TMP + "/..")),
                 (TypeError, "Model.load: path is a NoneType", lambda: wte.Model.load(None)),
             ]

@@ -49,10 +49,10 @@ bool have(const char* tool) {
 
 // A tiny run: vocab 300, d_model 16, T 16, B 4; `steps` steps, checkpoint every `interval`.
 std::string tiny_config(const fs::path& corpus, size_t steps, size_t interval) {
-  return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\n"
+  return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\nn_layer = 0\n"
          "[data]\ntext = " + corpus.string() + "\nseq_len = 16\nval_fraction = 0.1\n"
          "[train]\nbatch_size = 4\nsteps = " + std::to_string(steps) +
-         "\neval_interval = 0\neval_tokens = 256\nlog_interval = 1\nthreads = 2\n"
+         "\neval_interval = 0\neval_tokens = 256\nlog_interval = 1\nthreads = 2\nsnapshot_steps =\n"
          "[optim]\nlr = 0.01\nmin_lr = 0.001\nwarmup_steps = 2\n"
          "[checkpoint]\ninterval = " + std::to_string(interval) + "\nkeep_last = 0\n";
 }
@@ -248,8 +248,8 @@ TEST_F(Reliability, AbbreviatedOptionsAreUnknown) {
     std::string out;
     EXPECT_NE(run(kCli + " train --config " + q(cfg) + " --out " + q(dir_ / "o") + " " + opt, &out), 0)
         << opt << "\n" << out;
-    // "unknown option '--train.step'" (a config key: the config loader) or "unrecognised option
-    // '--res=auto'" (any other option: Boost's words, as in every command).
+    // "unknown option '--train.step'" (a config key: the config loader) or "unknown option
+    // '--res=auto'" (any other option: the command-line parser), by the same words.
     EXPECT_NE(out.find("option '" + opt.substr(0, opt.find('='))), std::string::npos) << out;
     EXPECT_FALSE(fs::exists(dir_ / "o")) << opt;
   }
@@ -259,6 +259,10 @@ TEST_F(Reliability, AbbreviatedOptionsAreUnknown) {
   EXPECT_EQ(run(kCli + " grad --check x --tokens y --out z", &out), 2) << out;
   // Config parser: exact names only.
   EXPECT_NE(error_of([] { wte::load_config("", {"--train.step=3"}); }).find("unknown option"),
+            std::string::npos);
+  // ... with the key meant.
+  EXPECT_NE(error_of([] { wte::load_config("", {"--train.step=3"}); })
+                .find("did you mean '--train.steps'?"),
             std::string::npos);
 }
 

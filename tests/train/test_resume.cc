@@ -59,12 +59,12 @@ constexpr size_t kT = 16;
 // moments must round-trip through checkpoints bit for bit too.
 std::string tiny_config(const fs::path& corpus, size_t batch_size, size_t warmup,
                         size_t n_layer = 0, bool bf16 = false) {
-  return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\n" +
-         (n_layer > 0 ? "n_layer = " + std::to_string(n_layer) + "\nn_head = 2\n" : std::string()) +
+  return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\nn_layer = " +
+         std::to_string(n_layer) + "\n" + (n_layer > 0 ? "n_head = 2\n" : std::string()) +
          (bf16 ? "matmul_precision = bf16\n" : "") +
          "[data]\ntext = " + corpus.string() + "\nseq_len = 16\nval_fraction = 0.1\n"
          "[train]\nbatch_size = " + std::to_string(batch_size) +
-         "\nsteps = 8\neval_interval = 4\neval_tokens = 256\nlog_interval = 1\n"
+         "\nsteps = 8\neval_interval = 4\neval_tokens = 256\nlog_interval = 1\nsnapshot_steps =\n"
          "[optim]\nlr = 0.01\nmin_lr = 0.001\nwarmup_steps = " + std::to_string(warmup) +
          "\nweight_decay = 0.1\n[checkpoint]\ninterval = 0\n";
 }

@@ -39,9 +39,10 @@ using wte::test::write;
 namespace {
 
 std::string tiny_config(const fs::path& corpus) {
-  return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\n"
+  return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\nn_layer = 0\n"
          "[data]\ntext = " + corpus.string() + "\nseq_len = 16\nval_fraction = 0.1\n"
-         "[train]\nbatch_size = 4\nsteps = 30\neval_interval = 10\neval_tokens = 256\n"
+         "[train]\nbatch_size = 4\nsteps = 30\neval_interval = 10\neval_tokens = 0\n"
+         "snapshot_steps =\n"
          "log_interval = 10\n[optim]\nlr = 0.01\nmin_lr = 0.001\nwarmup_steps = 5\n"
          "[checkpoint]\ninterval = 20\n";
 }
@@ -51,7 +52,7 @@ const std::string kCli = WTE_CLI;
 // The model of the checkpoint tests: V 300 (a tokenizer trained on tiny_corpus() reaches it), C 8.
 Config small_checkpoint_config() {
   return wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8", "--model.n_ctx=4",
-                               "--data.seq_len=4"});
+                               "--model.n_layer=0", "--data.seq_len=4"});
 }
 
 }  // namespace
@@ -63,7 +64,7 @@ TEST(Config, DefaultsRoundTripThroughIni) {
   const Config a = wte::load_config("", {});
   const Config b = wte::parse_config(a.to_ini(), "round trip");
   EXPECT_EQ(a.to_ini(), b.to_ini());
-  EXPECT_NE(a.to_ini().find("[model]\nvocab_size = 4096"), std::string::npos) << a.to_ini();
+  EXPECT_NE(a.to_ini().find("[model]\nvocab_size = 8192"), std::string::npos) << a.to_ini();
 }
 
 // Every string key's value reads back from config.ini unchanged, or is refused at start-up: the

@@ -177,9 +177,8 @@ std::string GradientSync::describe() const {
   const size_t R = static_cast<size_t>(comm_.size());
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                " x %zu ranks (data-parallel, ZeRO-1, %s; %zu%s samples of each batch of %zu per "
-                "rank)",
-                R, comm_.describe().c_str(), batch_slice(B_, 0, comm_.size()).count,
+                " (data-parallel, ZeRO-1, %s; %zu%s samples of each batch of %zu per rank)",
+                comm_.describe().c_str(), batch_slice(B_, 0, comm_.size()).count,
                 B_ % R ? " or fewer" : "", B_);
   return buf;
 }

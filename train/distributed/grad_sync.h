@@ -81,8 +81,8 @@ class GradientSync {
   /// construction, and bytes this rank sent in its last step.
   double seconds() const { return t_.comm(); }
   size_t bytes_sent_last() const { return bytes_sent_; }
-  /// " x 2 ranks (data-parallel, ZeRO-1, Open MPI v4.1.4; 8 samples of each batch of 16 per
-  /// rank)", or "" for one rank (the model line of `wte train`).
+  /// " (data-parallel, ZeRO-1, Open MPI v4.1.4; 8 samples of each batch of 16 per rank)", or
+  /// "" for one rank (the model line of `wte train`, after "2 ranks x 1 thread").
   std::string describe() const;
   /// Prints (stdout) the share of `step_seconds` (this rank's time in `steps` steps) spent in
   /// communication, per step and split by phase, the bytes sent per step, and the time of the

@@ -127,7 +127,7 @@ check_losses "$dir/one_blocks" "$dir/two_blocks" "n_layer=2, 1 vs 2 ranks"
 # (To a file, not `grep -q <(...)`: grep's early exit left the job running beside the next runs.)
 "${MPI[@]}" -np 2 "$WTE_CLI" train --config "$dir/tiny.ini" --out "$dir/progress" \
   --train.steps=2 > "$dir/out_progress.txt"
-grep -q "1 threads x 2 ranks" "$dir/out_progress.txt" || fail "model line does not name 2 ranks"
+grep -q "2 ranks x 1 thread " "$dir/out_progress.txt" || fail "model line does not name 2 ranks"
 
 # An error on one rank names it and ends the job (rank 0 alone checks the run directory).
 set +e
