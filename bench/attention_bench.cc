@@ -5,7 +5,7 @@
 // per-round speed-ups. Also a sweep of the tiled path's tile shapes.
 //
 //   wte_attention_bench [--B 1] [--T 1024] [--C 768] [--NH 12] [--threads 2] [--rounds 5]
-//                       [--repeat 3] [--tiles 64x64] [--sweep] [--bf16]
+//                       [--repeat 3] [--tiles 64x64] [--sweep] [--bf16] [--tiled-only]
 // --T may be a comma-separated list (one table row per T). Prints one line per shape:
 //   attention B=.. T=.. C=.. NH=.. threads=..: dense X ms, tiled Y ms, speed-up S (min-max)
 #include <omp.h>
@@ -53,7 +53,7 @@ struct Args {
   std::vector<size_t> Ts{1024};
   int threads = 2, rounds = 5, repeat = 3;
   wte::AttentionTiles tiles{};
-  bool sweep = false, bf16 = false;
+  bool sweep = false, bf16 = false, tiled_only = false;
 };
 
 std::vector<size_t> parse_list(const char* s) {
@@ -91,6 +91,10 @@ void run(const Args& a, size_t T) {
     wte::attention_tiled_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T,
                                   C, NH, a.bf16, tiles);
   };
+  if (a.tiled_only) {  // for a profiler: the tiled path alone
+    for (int r = 0; r < a.rounds * a.repeat; ++r) tiled(a.tiles);
+    return;
+  }
   dense();
   tiled(a.tiles);  // warm-up: primitives created, pages touched
   std::vector<double> td, tt, ratio;
@@ -143,6 +147,7 @@ int main(int argc, char** argv) {
       a.tiles.k_cols = xp ? std::strtoull(xp + 1, nullptr, 10) : a.tiles.q_rows;
     } else if (k == "--sweep") a.sweep = true;
     else if (k == "--bf16") a.bf16 = true;
+    else if (k == "--tiled-only") a.tiled_only = true;
     else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
   }
   if (a.B == 0 || a.C == 0 || a.NH == 0 || a.C % a.NH != 0 || a.rounds < 1 || a.repeat < 1 ||

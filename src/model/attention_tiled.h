@@ -25,6 +25,8 @@
 
 #include <cstddef>
 
+#include "wte/config.h"
+
 namespace wte {
 
 /// Tile shape of the tiled attention: query rows by keys per tile. Both are rounded up to a
@@ -33,6 +35,10 @@ struct AttentionTiles {
   size_t q_rows = 64;
   size_t k_cols = 64;
 };
+
+/// Whether a model of `config` runs the tiled attention on sequences of T tokens
+/// (model.attention: tiled, or auto with T >= kTiledAttentionMinT); otherwise the dense one.
+bool use_tiled_attention(const ModelConfig& config, size_t T);
 
 /// out (B,T,C) written: merge_heads(causal_softmax(q·kᵀ/√hs)·v); lse (B,NH,T) written: the
 /// log-sum-exp of each row's scaled scores, log Σ_{j<=t} exp(q_t·k_j/√hs). qkv (B,T,3C) is c_attn's

@@ -1,6 +1,7 @@
 #include "src/model/block.h"
 
 #include "src/model/attention.h"
+#include "src/model/attention_tiled.h"
 #include "wte/kernels.h"
 
 namespace wte {
@@ -21,7 +22,7 @@ uint16_t* to_bf16(uint16_t* dst16, const float* src, size_t n, Gemm& gemm) {
 // bf16 GEMMs (w16 != nullptr): every GEMM reads bf16 copies; a's bf16 buffers are then set.
 void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& s, const float* x,
                    const BlockTensors& w, const BlockWeights16* w16, size_t B, size_t T, size_t C,
-                   size_t NH, float eps, Gemm& gemm) {
+                   size_t NH, float eps, bool tiled_attention, Gemm& gemm) {
   const size_t N = B * T;
   const bool bf16 = w16 != nullptr;
   // ln1 = ln_1(x)
@@ -32,7 +33,12 @@ void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& 
                  w.c_attn_b, N, C, 3 * C, gemm);
   gemm.mark(&StepTimes::qkv_gemm_fwd);
   // atty = merge_heads(causal_softmax(q·kᵀ/√hs) · v)
-  attention_forward(a.atty, a.att, a.qkv, a.qkv16, a.att16, B, T, C, NH, gemm);
+  if (tiled_attention) {
+    attention_tiled_forward(a.atty, a.lse, a.qkv, B, T, C, NH, bf16);
+    gemm.mark(&StepTimes::attn_qk_fwd);  // the whole tiled attention
+  } else {
+    attention_forward(a.atty, a.att, a.qkv, a.qkv16, a.att16, B, T, C, NH, gemm);
+  }
   // x_mid = x + atty · attn/c_proj/w + attn/c_proj/b
   const GemmInput atty(a.atty, to_bf16(a.atty16, a.atty, N * C, gemm));
   matmul_forward(s.proj, atty, {w.attn_c_proj_w, bf16 ? w16->attn_c_proj_w : nullptr},
@@ -61,7 +67,7 @@ void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& 
 void block_backward(float* dx, const BlockTensors& g, const BlockScratch& s,
                     const BlockActivations& a, const float* x, const BlockTensors& w,
                     const BlockWeights16* w16, size_t B, size_t T, size_t C, size_t NH,
-                    Gemm& gemm) {
+                    bool tiled_attention, Gemm& gemm) {
   const size_t N = B * T;
   const bool bf16 = w16 != nullptr;
   uint16_t* d16 = bf16 ? s.d16 : nullptr;  // the upstream gradient's bf16 copy (scratch)
@@ -87,8 +93,13 @@ void block_backward(float* dx, const BlockTensors& g, const BlockScratch& s,
                   C, C, gemm, &StepTimes::attn_proj_gemm_bwd);
   // atty = merge_heads(causal_softmax(q·kᵀ/√hs) · v)
   float* dqkv = s.d4c;
-  attention_backward(dqkv, s.datt, s.datty, a.qkv, a.att, a.qkv16, a.att16, s.datty16, s.datt16,
-                     B, T, C, NH, gemm);
+  if (tiled_attention) {
+    attention_tiled_backward(dqkv, s.datty, a.qkv, a.atty, a.lse, B, T, C, NH, bf16);
+    gemm.mark(&StepTimes::attn_qk_bwd);  // the whole tiled attention
+  } else {
+    attention_backward(dqkv, s.datt, s.datty, a.qkv, a.att, a.qkv16, a.att16, s.datty16,
+                       s.datt16, B, T, C, NH, gemm);
+  }
   // qkv = ln1 · attn/c_attn/w + b
   matmul_backward(dln, g.c_attn_w, g.c_attn_b, {dqkv, to_bf16(d16, dqkv, N * 3 * C, gemm)},
                   {a.ln1, a.ln1_16}, {w.c_attn_w, bf16 ? w16->c_attn_w : nullptr}, N, C, 3 * C,

@@ -18,7 +18,8 @@ struct BlockActivations {
   float* ln1_mean;  // (N)
   float* ln1_rstd;  // (N)
   float* qkv;       // (N,3C)     c_attn output [q | k | v]
-  float* att;       // (B,NH,T,T) causal softmax probabilities
+  float* att;       // (B,NH,T,T) causal softmax probabilities (dense attention)
+  float* lse;       // (B,NH,T)   log-sum-exp of each row's scaled scores (tiled attention)
   float* atty;      // (N,C)      attention output, heads merged (c_proj's input)
   float* xmid;      // (N,C)      x + attn(ln_1(x))
   float* ln2;       // (N,C)      ln_2(x_mid)
@@ -49,7 +50,7 @@ struct BlockScratch {
   float* proj;  // (N,C)      forward: a c_proj output before its residual add; backward: dln
   float* datty; // (N,C)      backward: d atty
   float* d4c;   // (N,4C)     backward: d fch_gelu / d fch, then d qkv (first 3C columns' worth)
-  float* datt;  // (B,NH,T,T) backward: d att, then d preatt
+  float* datt;  // (B,NH,T,T) backward: d att, then d preatt (dense attention)
   // bf16 GEMMs only (else nullptr): bf16 copies of the backward's GEMM inputs.
   uint16_t* d16 = nullptr;     // (N,4C)     the upstream gradient of a linear layer
   uint16_t* datty16 = nullptr; // (N,C)      d atty (bf16 attention only)
@@ -58,16 +59,18 @@ struct BlockScratch {
 
 /// x_out (N,C) written; act written; x (N,C) the residual stream entering the block.
 /// w16: the weights' bf16 copies for bf16 GEMMs (act's bf16 buffers are then filled), or nullptr.
+/// tiled_attention: the tiled attention (src/model/attention_tiled.h; act.lse written, act.att and
+/// the bf16 copies of qkv and att unused), else the dense one (act.att written).
 void block_forward(float* x_out, const BlockActivations& act, const BlockScratch& s,
                    const float* x, const BlockTensors& w, const BlockWeights16* w16, size_t B,
-                   size_t T, size_t C, size_t NH, float eps, Gemm& gemm);
+                   size_t T, size_t C, size_t NH, float eps, bool tiled_attention, Gemm& gemm);
 
 /// dx (N,C): on entry d x_out, on return d x (the residual stream's gradient, updated in place).
 /// Every gradient of g is added into (+=; Model::zero_grad zeroes them once per step). act and x as
-/// the forward left them; w16 as in the forward.
+/// the forward left them; w16 and tiled_attention as in the forward.
 void block_backward(float* dx, const BlockTensors& g, const BlockScratch& s,
                     const BlockActivations& act, const float* x, const BlockTensors& w,
                     const BlockWeights16* w16, size_t B, size_t T, size_t C, size_t NH,
-                    Gemm& gemm);
+                    bool tiled_attention, Gemm& gemm);
 
 }  // namespace wte
