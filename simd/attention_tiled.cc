@@ -144,14 +144,20 @@ Geometry MakeGeometry(size_t B, size_t T, size_t C, size_t NH, bool bf16, Attent
 void CopyHead(float* rows, float* cols, const float* src, size_t stride, const Geometry& g,
               size_t b, size_t h, size_t part) {
   const float* base = src + b * g.T * stride + part * g.C + h * g.hs;
-  for (size_t t = 0; t < g.T; ++t) {
-    const float* s = base + t * stride;
-    for (size_t d = 0; d < g.hs; ++d) {
-      const float x = g.bf16 ? RoundToBf16(s[d]) : s[d];
-      if (rows != nullptr) rows[t * g.hp + d] = x;
-      if (cols != nullptr) cols[d * g.ldt + t] = x;
+  const auto value = [&](size_t t, size_t d) {
+    const float x = base[t * stride + d];
+    return g.bf16 ? RoundToBf16(x) : x;
+  };
+  if (rows != nullptr)
+    for (size_t t = 0; t < g.T; ++t)
+      for (size_t d = 0; d < g.hs; ++d) rows[t * g.hp + d] = value(t, d);
+  // The transpose by blocks of 16 tokens: each store loop fills one cache line of a column.
+  if (cols != nullptr)
+    for (size_t t0 = 0; t0 < g.T; t0 += 16) {
+      const size_t t1 = std::min(t0 + 16, g.T);
+      for (size_t d = 0; d < g.hs; ++d)
+        for (size_t t = t0; t < t1; ++t) cols[d * g.ldt + t] = value(t, d);
     }
-  }
 }
 
 // One row of a forward tile: the online softmax update. s (Bc) holds the row's scores q_t·k_j for
@@ -352,9 +358,11 @@ void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float*
       }
     }
   }
-  for (size_t t = 0; t < T; ++t) {
-    float* row = dqkv + (b * T + t) * C3 + h * g.hs;
-    for (size_t d = 0; d < g.hs; ++d) row[d] = w.dqt[d * g.ldt + t];
+  // dq from its transpose, by blocks of 16 tokens (each read loop takes one cache line of a row)
+  for (size_t t0 = 0; t0 < T; t0 += 16) {
+    const size_t t1 = std::min(t0 + 16, T);
+    for (size_t d = 0; d < g.hs; ++d)
+      for (size_t t = t0; t < t1; ++t) dqkv[(b * T + t) * C3 + h * g.hs + d] = w.dqt[d * g.ldt + t];
   }
 }
 
