@@ -20,7 +20,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 results_parse_out "$@"
 if [ -n "$results_out" ]; then
   results_run attention "causal attention's forward + backward, dense against tiled, and the step with each, same run" \
-    's/^attention B=1 T=1024 C=768 NH=12 threads=\([12]\) tiles=64x64: .*speed-up \([0-9.]*\).*/tiled over dense, attention at GPT-2 small, \1 threads=\2x/p' \
+    's/^attention B=1 T=1024 C=768 NH=12 threads=\([12]\) tiles=64x64: .*speed-up \([0-9.]*\).*/tiled over dense, attention at GPT-2 small, \1 threads=\2/p' \
     -- "$0" "${results_args[@]}"
   exit
 fi
