@@ -41,7 +41,7 @@ enum class MatmulPrecision { f32, bf16 };
 /// faster (bench/attention_speed.sh), dense below.
 enum class AttentionImpl { dense, tiled, automatic };
 /// model.attention = auto runs the tiled attention for sequences of at least this many tokens.
-inline constexpr size_t kTiledAttentionMinT = 512;
+inline constexpr size_t kTiledAttentionMinT = 256;
 
 /// Model shapes. GPT-2 names: vocab_size V, d_model C, n_ctx the number of position rows.
 struct ModelConfig {

@@ -256,5 +256,20 @@ TEST(AttentionTiled, AgreesWithDenseLayer) {
   }
 }
 
+// model.attention: dense and tiled are what they say at every T; auto is dense below
+// kTiledAttentionMinT tokens and tiled from there on.
+TEST(AttentionTiled, AutoChoosesTiledFromTheThreshold) {
+  ModelConfig c;
+  for (size_t T : {size_t{1}, kTiledAttentionMinT - 1, kTiledAttentionMinT, size_t{4096}}) {
+    c.attention = AttentionImpl::dense;
+    EXPECT_FALSE(use_tiled_attention(c, T)) << T;
+    c.attention = AttentionImpl::tiled;
+    EXPECT_TRUE(use_tiled_attention(c, T)) << T;
+    c.attention = AttentionImpl::automatic;
+    EXPECT_EQ(use_tiled_attention(c, T), T >= kTiledAttentionMinT) << T;
+  }
+  EXPECT_EQ(ModelConfig{}.attention, AttentionImpl::automatic) << "auto is the default";
+}
+
 }  // namespace
 }  // namespace wte
