@@ -33,6 +33,16 @@ class ConfigValueError : public Error {
 /// (Model::gemm_precision_note).
 enum class MatmulPrecision { f32, bf16 };
 
+/// Which causal attention the blocks run (model.attention). dense: q·kᵀ and att·v as full (T,T)
+/// GEMMs with the softmax probabilities kept per layer, (B,NH,T,T) floats. tiled: FlashAttention-2's
+/// scheme (src/model/attention_tiled.h): key blocks up to the diagonal only, keeping the output and
+/// one log-sum-exp per row, (B,NH,T) floats, and recomputing the probabilities in the backward.
+/// automatic (`auto`): tiled from T = kTiledAttentionMinT tokens per sequence on, where it measures
+/// faster (bench/attention_speed.sh), dense below.
+enum class AttentionImpl { dense, tiled, automatic };
+/// model.attention = auto runs the tiled attention for sequences of at least this many tokens.
+inline constexpr size_t kTiledAttentionMinT = 256;
+
 // The built-in defaults of every config key (a default-constructed Config) are configs/default.ini's
 // values (the Quick start's 4-block model and its 600-step job), so a command run without a config
 // (wte train's --help, gradcheck, profile) means that model; tests/io/test_default_config.cc checks
@@ -53,6 +63,7 @@ struct ModelConfig {
   float wpe_init_std = 0.01f;   // GPT-2 model.py: wpe ~ N(0, 0.01²)
   float ln_eps = 1e-5f;         // GPT-2 model.py norm(): epsilon 1e-5
   MatmulPrecision matmul_precision = MatmulPrecision::f32;  // the GEMMs' inputs: f32 or bf16
+  AttentionImpl attention = AttentionImpl::automatic;     // dense, tiled or auto (by T)
   // The loss (unembedding + cross-entropy, src/model/unembedding.h): rows of h' per block of the
   // fused, chunked path that never stores the (N, V) logits. 0: automatic (fused with an automatic
   // block height (256 rows, fewer past 64 MiB of logits) when vocab_size > 16384, else the unfused path with its (N, V) logits buffer).
@@ -72,6 +83,9 @@ inline ModelConfig default_model_config() {
 
 /// "f32" or "bf16".
 const char* to_string(MatmulPrecision p);
+
+/// "dense", "tiled" or "auto".
+const char* to_string(AttentionImpl a);
 
 struct DataConfig {
   std::string text;             // UTF-8 corpus; documents separated by a blank line

@@ -245,6 +245,19 @@ const std::vector<Key>& keys() {
             else bad("not a precision");
           },
           [](const Config& c) { return std::string(to_string(c.model.matmul_precision)); }},
+      Key{"model.attention",
+          "the causal attention: dense (full T x T score matrices, the softmax probabilities kept per "
+          "layer: B x n_head x T x T floats), tiled (key blocks up to the diagonal only, one "
+          "log-sum-exp per row kept, the probabilities recomputed in the backward), or auto (tiled "
+          "from 256 tokens per sequence on, where it is faster, dense below)",
+          "dense, tiled or auto",
+          [](Config& c, const std::string& s) {
+            if (s == "dense") c.model.attention = AttentionImpl::dense;
+            else if (s == "tiled") c.model.attention = AttentionImpl::tiled;
+            else if (s == "auto") c.model.attention = AttentionImpl::automatic;
+            else bad("not an attention");
+          },
+          [](const Config& c) { return std::string(to_string(c.model.attention)); }},
       WTE_UINT(model, loss_chunk, 0, kMaxLossChunk,
                "rows per block of the fused unembedding + cross-entropy, which never stores the "
                "(tokens, vocab_size) logits (memory: rows x vocab_size floats); 0: automatic (fused "
@@ -533,6 +546,10 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
 }  // namespace
 
 const char* to_string(MatmulPrecision p) { return p == MatmulPrecision::bf16 ? "bf16" : "f32"; }
+
+const char* to_string(AttentionImpl a) {
+  return a == AttentionImpl::dense ? "dense" : a == AttentionImpl::tiled ? "tiled" : "auto";
+}
 
 Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides) {
   if (ini_path.empty()) {

@@ -1,6 +1,7 @@
 #include "src/model/block.h"
 
 #include "src/model/attention.h"
+#include "src/model/attention_tiled.h"
 #include "wte/kernels.h"
 
 namespace wte {
@@ -9,7 +10,7 @@ namespace wte {
 // tensors write too; float32 GEMMs: a's bf16 copies are nullptr.
 void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& s, const float* x,
                    const BlockTensors& w, const BlockWeights16* w16, size_t B, size_t T, size_t C,
-                   size_t NH, float eps, Gemm& gemm) {
+                   size_t NH, float eps, bool tiled_attention, Gemm& gemm) {
   const size_t N = B * T;
   const BlockWeights16 w16s = w16 != nullptr ? *w16 : BlockWeights16{};
   // ln1 = ln_1(x)
@@ -19,7 +20,16 @@ void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& 
   gemm.part("qkv_gemm_fwd");
   matmul_forward(a.qkv, a.ln1, {w.c_attn_w, w16s.c_attn_w}, w.c_attn_b, N, C, 3 * C, gemm);
   // atty = merge_heads(causal_softmax(q·kᵀ/√hs) · v)
-  attention_forward(a.atty, a.att, a.qkv, B, T, C, NH, gemm);
+  if (tiled_attention) {
+    gemm.part("attn_tiled_fwd");  // the whole tiled attention (src/model/attention_tiled.h)
+    attention_tiled_forward(a.atty.f32, a.lse, a.qkv.f32, B, T, C, NH, w16 != nullptr);
+    if (a.atty.bf16 != nullptr) {
+      gemm.part("bf16_convert");
+      to_bf16(a.atty, N * C);  // c_proj's input
+    }
+  } else {
+    attention_forward(a.atty, a.att, a.qkv, B, T, C, NH, gemm);
+  }
   // x_mid = x + atty · attn/c_proj/w + attn/c_proj/b
   gemm.part("attn_proj_gemm_fwd");
   matmul_forward(s.proj, a.atty, {w.attn_c_proj_w, w16s.attn_c_proj_w}, w.attn_c_proj_b, N, C, C,
@@ -46,7 +56,7 @@ void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& 
 void block_backward(Activation dx, const BlockTensors& g, const BlockScratch& s,
                     const BlockActivations& a, const float* x, const BlockTensors& w,
                     const BlockWeights16* w16, size_t B, size_t T, size_t C, size_t NH,
-                    Gemm& gemm) {
+                    bool tiled_attention, Gemm& gemm) {
   const size_t N = B * T;
   const BlockWeights16 w16s = w16 != nullptr ? *w16 : BlockWeights16{};
   float* dln = s.proj;
@@ -72,7 +82,17 @@ void block_backward(Activation dx, const BlockTensors& g, const BlockScratch& s,
                   {w.attn_c_proj_w, w16s.attn_c_proj_w}, N, C, C, gemm);
   // atty = merge_heads(causal_softmax(q·kᵀ/√hs) · v)
   const Activation dqkv = s.d4c;
-  attention_backward(dqkv, s.datt, s.datty, a.qkv, a.att, B, T, C, NH, gemm);
+  if (tiled_attention) {
+    gemm.part("attn_tiled_bwd");  // the whole tiled attention (src/model/attention_tiled.h)
+    attention_tiled_backward(dqkv.f32, s.datty.f32, a.qkv.f32, a.atty.f32, a.lse, B, T, C, NH,
+                             w16 != nullptr);
+    if (dqkv.bf16 != nullptr) {
+      gemm.part("bf16_convert");
+      to_bf16(dqkv, N * 3 * C);  // c_attn's backward reads it
+    }
+  } else {
+    attention_backward(dqkv, s.datt, s.datty, a.qkv, a.att, B, T, C, NH, gemm);
+  }
   // qkv = ln1 · attn/c_attn/w + b
   gemm.part("qkv_gemm_bwd");
   matmul_backward(dln, g.c_attn_w, g.c_attn_b, dqkv, a.ln1, {w.c_attn_w, w16s.c_attn_w}, N, C,

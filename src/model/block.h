@@ -21,7 +21,8 @@ struct BlockActivations {
   float* ln1_mean;      // (N)
   float* ln1_rstd;      // (N)
   Activation qkv;       // (N,3C)     c_attn output [q | k | v]
-  Activation att;       // (B,NH,T,T) causal softmax probabilities
+  Activation att;       // (B,NH,T,T) causal softmax probabilities (dense attention)
+  float* lse;           // (B,NH,T)   log-sum-exp of each row's scaled scores (tiled attention)
   Activation atty;      // (N,C)      attention output, heads merged (c_proj's input)
   float* xmid;          // (N,C)      x + attn(ln_1(x))
   Activation ln2;       // (N,C)      ln_2(x_mid)
@@ -44,23 +45,25 @@ struct BlockScratch {
   float* proj;      // (N,C)      forward: a c_proj output before its residual add; backward: dln
   Activation datty; // (N,C)      backward: d atty
   Activation d4c;   // (N,4C)     backward: d fch_gelu / d fch, then d qkv (first 3C columns' worth)
-  Activation datt;  // (B,NH,T,T) backward: d att, then d preatt
+  Activation datt;  // (B,NH,T,T) backward: d att, then d preatt (dense attention)
 };
 
 /// x_out (N,C) written; act written; x (N,C) the residual stream entering the block.
 /// w16: the weights' bf16 copies for bf16 GEMMs (act's bf16 copies are then written), or nullptr.
+/// tiled_attention: the tiled attention (src/model/attention_tiled.h; act.lse written, act.att
+/// unused), else the dense one (act.att written).
 /// Step parts (Gemm::part): every layer opens its own ("ln_fwd", "qkv_gemm_fwd", ...).
 void block_forward(float* x_out, const BlockActivations& act, const BlockScratch& s,
                    const float* x, const BlockTensors& w, const BlockWeights16* w16, size_t B,
-                   size_t T, size_t C, size_t NH, float eps, Gemm& gemm);
+                   size_t T, size_t C, size_t NH, float eps, bool tiled_attention, Gemm& gemm);
 
 /// dx (N,C): on entry d x_out, on return d x (the residual stream's gradient, updated in place);
 /// under bf16 GEMMs dx.bf16 holds its bf16 copy on entry (made by the layer that wrote dx), and
 /// on return that of d x. Every gradient of g is added into (+=; Model::zero_grad zeroes them once
-/// per step). act and x as the forward left them; w16 as in the forward.
+/// per step). act and x as the forward left them; w16 and tiled_attention as in the forward.
 void block_backward(Activation dx, const BlockTensors& g, const BlockScratch& s,
                     const BlockActivations& act, const float* x, const BlockTensors& w,
                     const BlockWeights16* w16, size_t B, size_t T, size_t C, size_t NH,
-                    Gemm& gemm);
+                    bool tiled_attention, Gemm& gemm);
 
 }  // namespace wte

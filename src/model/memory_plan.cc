@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "src/model/attention_tiled.h"
 #include "src/model/matmul.h"
 #include "src/model/memory.h"
 #include "wte/kernels.h"
@@ -93,6 +94,7 @@ size_t lay_out_activations(float* base, size_t N, size_t BTT, const ModelConfig&
     b.ln1_rstd = a.take(N, kBlocks);
     b.qkv = a.take(N * 3 * C, kBlocks);
     b.att = a.take(BTT * NH, kBlocks);
+    b.lse = a.take(N * NH, kBlocks);
     b.atty = a.take(N * C, kBlocks);
     b.xmid = a.take(N * C, kBlocks);
     b.ln2 = a.take(N * C, kBlocks);
@@ -160,7 +162,9 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanShape& shape) {
   const std::vector<TensorSpec> tensors = parameter_tensors(c);
   const size_t P = tensors.back().offset + tensors.back().size;
   const bool bf16 = plan_bf16_gemms(c);
-  const size_t N = shape.B * shape.T, BTT = shape.B * shape.T * shape.T;
+  const size_t N = shape.B * shape.T;
+  // the dense attention's (B,NH,T,T) probabilities; the tiled one keeps (B,NH,T) (blocks' lse)
+  const size_t BTT = use_tiled_attention(c, shape.T) ? 0 : shape.B * shape.T * shape.T;
   size_t rounding = 0, rounding_adamw = 0;  // the model's allocations', AdamW's
   // A whole allocation of `bytes` in one part; its rounding (allocate_aligned) goes to kRounding.
   auto allocation = [&](const std::string& name, const std::string& part, size_t bytes,

@@ -95,7 +95,7 @@ struct ActivationViews {
 };
 
 /// Lays out the float32 activation arena for N rows and BTT = B·T·T attention entries per head
-/// into `v` (base == nullptr: only counts; the views are then null). Each view is rounded up to
+/// (0 when only the tiled attention runs: it keeps N log-sum-exps per head instead) into `v` (base == nullptr: only counts; the views are then null). Each view is rounded up to
 /// 64 bytes. Returns the floats needed. `parts` (optional): each view's rounded bytes added to its
 /// report part.
 size_t lay_out_activations(float* base, size_t N, size_t BTT, const ModelConfig& c,

@@ -16,6 +16,7 @@
 #include "src/model/block.h"
 #include "src/model/matmul.h"
 #include "src/model/memory.h"
+#include "src/model/attention_tiled.h"
 #include "src/model/memory_plan.h"
 #include "src/model/unembedding.h"
 #include "wte/data.h"
@@ -86,7 +87,8 @@ struct Model::Impl : ActivationViews {
 
   // Sizes the arenas for N = B·T rows and `k` backward passes per zero_grad, as plan_memory does.
   void reserve(size_t B_, size_t T_, size_t k, const ModelConfig& c) {
-    const size_t N = B_ * T_, BTT = B_ * T_ * T_;
+    // the dense attention's probabilities: none when this T runs the tiled attention
+    const size_t N = B_ * T_, BTT = use_tiled_attention(c, T_) ? 0 : B_ * T_ * T_;
     if (N > cap_rows || BTT > cap_btt) {
       cap_rows = std::max(cap_rows, N);
       cap_btt = std::max(cap_btt, BTT);
@@ -405,7 +407,8 @@ const float* Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
   // residual(l+1) = block_l(residual(l)):  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))
   for (size_t l = 0; l < L; ++l)
     block_forward(m.residual[l + 1], m.blocks[l], m.scratch, m.residual[l], params_.h[l],
-                  m.bf16 ? &m.w16[l] : nullptr, B, T, C, config_.n_head, config_.ln_eps, m.gemm);
+                  m.bf16 ? &m.w16[l] : nullptr, B, T, C, config_.n_head, config_.ln_eps,
+                  use_tiled_attention(config_, T), m.gemm);
   // h' = ln_f(residual(n_layer)); bf16 GEMMs: the unembedding's GEMMs (fused or not) read h'
   // through its bf16 copy, which ln_f writes in the same pass
   const float* h = m.residual[L];
@@ -566,7 +569,8 @@ void Model::backward() {
   // residual(l+1) = block_l(residual(l)), last block first: dres becomes d residual(l)
   for (size_t l = L; l-- > 0;)
     block_backward(dx, grads_.h[l], m.scratch, m.blocks[l], m.residual[l], params_.h[l],
-                   m.bf16 ? &m.w16[l] : nullptr, B, T, C, config_.n_head, m.gemm);
+                   m.bf16 ? &m.w16[l] : nullptr, B, T, C, config_.n_head,
+                   use_tiled_attention(config_, T), m.gemm);
   // residual(0) = wte[x] + wpe[t]  =>  dwte[x] += dres (scatter), dwpe[t] += sum_b dres
   m.gemm.part("scatter");
   if (config_.tie_embeddings) {

@@ -335,6 +335,17 @@ TEST(CliOptions, GradcheckOfABf16ConfigChecksTheFloat32Model) {
   EXPECT_NE(out.find("gradcheck passed\n"), std::string::npos) << out;
 }
 
+// model.attention: a value that is not one of the three is refused before any work, naming the
+// key, the value, where it came from and what is allowed.
+TEST(CliOptions, UnknownAttentionIsRefusedNamingTheChoices) {
+  std::string out;
+  EXPECT_EQ(run(kCli + " gradcheck --model.attention=flash", &out), 2) << out;
+  EXPECT_NE(out.find("model.attention = 'flash' from the command line (--model.attention) is not an "
+                     "attention; allowed: dense, tiled or auto"),
+            std::string::npos)
+      << out;
+}
+
 TEST(CliOptions, GradcheckHelpShowsDefaultsAsTyped) {
   std::string out;
   ASSERT_EQ(run(kCli + " gradcheck --help", &out), 0) << out;

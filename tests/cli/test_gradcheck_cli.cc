@@ -103,6 +103,19 @@ TEST(GradcheckCli, BlocksEveryTensorHasAnFdAndAnF32Line) {
   EXPECT_NE(out.find("fd   h1/mlp/c_fc/w    entries   1024"), std::string::npos) << out;
 }
 
+// The tiled attention (model.attention = tiled): the float model, whose blocks then run it, against
+// the double reference: every f32 line passes.
+TEST(GradcheckCli, TiledAttentionPasses) {
+  std::string out;
+  const int rc = run(kCli + " gradcheck --model.n_layer=2 --model.n_head=2 --model.attention=tiled",
+                     &out);
+  EXPECT_EQ(rc, 0) << out;
+  for (const char* line : {"f32  residual(1) ", "f32  residual(2) ", "f32  h0/attn/c_attn/w ",
+                           "f32  h1/attn/c_attn/b ", "gradcheck passed"})
+    EXPECT_NE(out.find(line), std::string::npos) << "missing '" << line << "' in\n" << out;
+  EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+}
+
 // wte_faulty_block: the blocks' GELU backward forgets its chain term (tests/fault_injection_block.cc).
 // The forward is right, so loss, logits and residual(l) pass; backward runs from the top, so ln_f
 // and the last block's mlp/c_proj (computed before the first GELU) pass; every gradient after the

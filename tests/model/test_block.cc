@@ -137,6 +137,7 @@ struct Arena {
     act.ln1_rstd = take(N);
     act.qkv = take(N * 3 * C);
     act.att = take(BTT * NH);
+    act.lse = take(N * NH);
     act.atty = take(N * C);
     act.xmid = take(N * C);
     act.ln2 = take(N * C);
@@ -151,14 +152,15 @@ struct Arena {
   }
 };
 
-TEST(Block, ForwardAndBackwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
+// tiled: the block with the tiled attention (src/model/attention_tiled.h), else the dense one.
+void check_block_against_reference(bool tiled) {
   Gemm gemm;
   Rng rng(31);
   const float eps = 1e-5f;
   double worst_fwd = 0, worst_bwd = 0;
   for (const BlockShape& s : awkward_shapes()) {
     const size_t B = s.B, T = s.T, C = s.C, NH = s.NH, N = B * T;
-    const std::string where = describe(s);
+    const std::string where = describe(s) + (tiled ? " tiled attention" : "");
     SCOPED_TRACE(where);
     Params p = random_params(C, &rng);
     std::vector<float> x(N * C), dout(N * C);
@@ -171,7 +173,7 @@ TEST(Block, ForwardAndBackwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
     std::vector<float> out(N * C, -7.0f);
     const BlockTensors w = p.views();
     block_forward(out.data(), arena.act, arena.scratch, x.data(), w, nullptr, B, T, C, NH, eps,
-                  gemm);
+                  tiled, gemm);
     ref::BlockActivations<double> ra;
     std::vector<double> want_out(N * C);
     ref::block_forward(want_out.data(), &ra, xd.data(), p.d, B, T, C, NH, static_cast<double>(eps));
@@ -188,7 +190,7 @@ TEST(Block, ForwardAndBackwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
                          grads.mlp_c_proj_b.data()};
     std::vector<float> dx = dout;
     block_backward(dx.data(), g, arena.scratch, arena.act, x.data(), w, nullptr, B, T, C, NH,
-                   gemm);
+                   tiled, gemm);
     ref::BlockParams<double> want_g(C, 0.0);
     std::vector<double> want_dx(N * C);
     ref::block_backward(want_dx.data(), &want_g, doutd.data(), ra, xd.data(), p.d, B, T, C, NH);
@@ -203,6 +205,14 @@ TEST(Block, ForwardAndBackwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
   std::printf("largest max|f32 - double| / max|double| over the shapes: forward %.3g, backward "
               "%.3g (bounds from %.3g)\n",
               worst_fwd, worst_bwd, kChainGain * chain_terms({1, 1, 12, 3}, false) * kU);
+}
+
+TEST(Block, ForwardAndBackwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
+  check_block_against_reference(false);
+}
+
+TEST(Block, TiledAttentionWithinBoundOfDoubleReferenceAtAwkwardShapes) {
+  check_block_against_reference(true);
 }
 
 }  // namespace

@@ -30,10 +30,13 @@ namespace {
 
 using test::make_ids;
 
+// tiled: model.attention = tiled (else dense, auto's choice at these short sequences).
 ModelConfig block_config(size_t V, size_t C, size_t n_ctx, size_t n_layer, size_t n_head,
-                         bool ln_f, bool tied) {
-  return {.vocab_size = V, .d_model = C, .n_ctx = n_ctx, .n_layer = n_layer, .n_head = n_head,
-          .ln_f = ln_f, .tie_embeddings = tied};
+                         bool ln_f, bool tied, bool tiled = false) {
+  ModelConfig c{.vocab_size = V, .d_model = C, .n_ctx = n_ctx, .n_layer = n_layer, .n_head = n_head,
+                .ln_f = ln_f, .tie_embeddings = tied};
+  c.attention = tiled ? AttentionImpl::tiled : AttentionImpl::dense;
+  return c;
 }
 
 // Every tensor random (weights ~ 1/sqrt(fan-in), biases ±0.3, gains around 1), so attention spreads
@@ -65,6 +68,7 @@ struct CompareCase {
   bool ln_f, tied;
   size_t B1, T1, B2, T2;  // two batch shapes, run one after the other on the same Model
   uint64_t seed;
+  bool tiled = false;  // model.attention = tiled
 };
 void PrintTo(const CompareCase& tc, std::ostream* os) { *os << tc.label; }
 
@@ -72,7 +76,7 @@ class BlocksVsReference : public ::testing::TestWithParam<CompareCase> {};
 
 TEST_P(BlocksVsReference, LossLogitsResidualsAndEveryGradientAgree) {
   const CompareCase& tc = GetParam();
-  Model model(block_config(tc.V, tc.C, tc.n_ctx, tc.n_layer, tc.n_head, tc.ln_f, tc.tied));
+  Model model(block_config(tc.V, tc.C, tc.n_ctx, tc.n_layer, tc.n_head, tc.ln_f, tc.tied, tc.tiled));
   set_random_params(&model, tc.seed);
   const ref::ModelParams<double> params = reference_params(model);
   ASSERT_EQ(params.n_layer(), tc.n_layer);
@@ -119,7 +123,10 @@ INSTANTIATE_TEST_SUITE_P(
         CompareCase{"L2_untied_lnf", 37, 16, 9, 2, 4, true, false, 3, 5, 2, 9, 2},
         CompareCase{"L2_tied_nolnf", 37, 16, 9, 2, 2, false, true, 2, 7, 1, 9, 3},
         CompareCase{"L1_NH1_untied_nolnf", 23, 12, 8, 1, 1, false, false, 3, 3, 1, 8, 4},
-        CompareCase{"L3_NH3_C24_tied_lnf", 61, 24, 12, 3, 3, true, true, 2, 11, 3, 6, 5}),
+        CompareCase{"L3_NH3_C24_tied_lnf", 61, 24, 12, 3, 3, true, true, 2, 11, 3, 6, 5},
+        CompareCase{"L2_tied_lnf_tiled", 37, 16, 9, 2, 2, true, true, 3, 5, 2, 9, 1, true},
+        CompareCase{"L1_NH1_untied_nolnf_tiled", 23, 12, 8, 1, 1, false, false, 3, 3, 1, 8, 4, true},
+        CompareCase{"L2_NH3_C24_T70_tiled", 61, 24, 70, 2, 3, true, true, 2, 70, 1, 65, 6, true}),
     [](const ::testing::TestParamInfo<CompareCase>& info) { return info.param.label; });
 
 // ------------------------------------------------------------------------------------------------
@@ -153,7 +160,10 @@ void expect_prefix_identical(const Rows& a, size_t Ta, const Rows& b, size_t Tb,
             << what << ": " << layer_name(l, L) << ", sequence " << s << ", position " << t;
 }
 
-class BlocksCausality : public ::testing::TestWithParam<bool> {};  // tied
+struct CausalityCase {
+  bool tied, tiled;  // tiled: model.attention = tiled
+};
+class BlocksCausality : public ::testing::TestWithParam<CausalityCase> {};
 
 // At one fixed shape (B 2, T = n_ctx = 12): the sequences agree on positions [0, P) and differ
 // after. Every row before P, at every layer, must be bit-identical: attention reads only j <= t and
@@ -161,7 +171,7 @@ class BlocksCausality : public ::testing::TestWithParam<bool> {};  // tied
 // on both; this isolates causality from any T-dependent rounding.
 TEST_P(BlocksCausality, ChangingLaterTokensLeavesEarlierRowsBitIdenticalAtFixedShape) {
   const size_t V = 50, C = 32, n_ctx = 12, L = 2, B = 2, T = n_ctx;
-  Model model(block_config(V, C, n_ctx, L, 4, true, GetParam()));
+  Model model(block_config(V, C, n_ctx, L, 4, true, GetParam().tied, GetParam().tiled));
   set_random_params(&model, 17);
   Rng rng(18);
   const std::vector<int32_t> x = make_ids(B * T, V, &rng);
@@ -192,7 +202,7 @@ TEST_P(BlocksCausality, ChangingLaterTokensLeavesEarlierRowsBitIdenticalAtFixedS
 // the KV-cache decoder, which is causal by construction.)
 TEST_P(BlocksCausality, AppendingTokensLeavesEarlierRowsBitIdenticalAtAFixedPaddedShape) {
   const size_t V = 50, C = 32, n_ctx = 16, L = 2, T = n_ctx;
-  Model model(block_config(V, C, n_ctx, L, 4, true, GetParam()));
+  Model model(block_config(V, C, n_ctx, L, 4, true, GetParam().tied, GetParam().tiled));
   set_random_params(&model, 19);
   Rng rng(20);
   const std::vector<int32_t> text = make_ids(n_ctx, V, &rng);
@@ -219,7 +229,7 @@ TEST_P(BlocksCausality, AppendingTokensLeavesEarlierRowsBitIdenticalAtAFixedPadd
 // that reads the wrong rows at some T).
 TEST_P(BlocksCausality, UnpaddedPrefixAgreesWithinRounding) {
   const size_t V = 50, C = 32, n_ctx = 16, L = 2;
-  Model model(block_config(V, C, n_ctx, L, 4, true, GetParam()));
+  Model model(block_config(V, C, n_ctx, L, 4, true, GetParam().tied, GetParam().tiled));
   set_random_params(&model, 21);
   Rng rng(22);
   const std::vector<int32_t> text = make_ids(n_ctx, V, &rng);
@@ -242,9 +252,12 @@ TEST_P(BlocksCausality, UnpaddedPrefixAgreesWithinRounding) {
               bit_identical_layers, layers);
 }
 
-INSTANTIATE_TEST_SUITE_P(TiedAndUntied, BlocksCausality, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "tied" : "untied";
+INSTANTIATE_TEST_SUITE_P(TiedAndUntied, BlocksCausality,
+                         ::testing::Values(CausalityCase{true, false}, CausalityCase{false, false},
+                                           CausalityCase{true, true}, CausalityCase{false, true}),
+                         [](const ::testing::TestParamInfo<CausalityCase>& info) {
+                           return std::string(info.param.tied ? "tied" : "untied") +
+                                  (info.param.tiled ? "_tiled" : "");
                          });
 
 }  // namespace

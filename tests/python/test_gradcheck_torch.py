@@ -6,7 +6,8 @@ PyTorch must also give loss 0.3132617 and dwte = [-0.5378828, 0.2689414]); the d
 and on; hand-made checkpoints written here with h5py (so wte also reads a file another tool wrote);
 and checkpoints written by `wte train` after a few steps, tied and untied, with no blocks and with
 n_layer 2 (n_head 2, ln_f on; every block gradient compared, and wte's double reference against
-PyTorch float64 at 1e-12), on a batch of its own training tokens. Skipped (exit 77) when /usr/bin/python3 cannot import torch, h5py and numpy.
+PyTorch float64 at 1e-12), and n_layer 2 with the tiled attention, on a batch of its own training
+tokens. Skipped (exit 77) when /usr/bin/python3 cannot import torch, h5py and numpy.
 Environment (set by ctest): WTE_CLI, WTE_SOURCE_DIR, WTE_BINARY_DIR.
 """
 import glob
@@ -123,36 +124,41 @@ def main():
     # With blocks (n_layer 2, n_head 2, ln_f on): the same, plus wte's double reference against
     # PyTorch float64 (`--precision float64`), which must agree to 1e-12 (measured ~1e-15): any layout or formula
     # difference between the two models shows there far above rounding.
-    for n_layer in (0, 2):
-        for tie in ("true", "false"):
-            label = f"trained_L{n_layer}_tie_{tie}" if n_layer else f"trained_tie_{tie}"
-            run_dir = os.path.join(WORK, label)
-            run = subprocess.run(
-                [WTE, "train", "--quiet", "--out", run_dir, f"--data.text={corpus}",
-                 "--data.tokenizer=train", "--model.vocab_size=300", "--model.d_model=16",
-                 "--model.n_ctx=16", "--data.seq_len=16", "--train.batch_size=4",
-                 "--train.steps=5", "--train.eval_interval=0", "--train.threads=1",
-                 "--optim.warmup_steps=1", "--optim.lr=0.01", "--optim.min_lr=0.001",
-                 f"--model.tie_embeddings={tie}", f"--model.n_layer={n_layer}",
-                 "--model.n_head=2", "--model.ln_f=true"],
-                capture_output=True, text=True)
-            ckpts = sorted(glob.glob(os.path.join(run_dir, "checkpoint_*.h5")))
-            if run.returncode != 0 or not ckpts:
-                print(f"FAIL wte train ({label}):\n{run.stdout}{run.stderr}")
-                failures.append("train " + label)
-                continue
-            with h5py.File(ckpts[-1], "r") as f:
-                blocks = sum(1 for l in range(8) if f"h{l}/attn/c_attn/w" in f)
-            if blocks != n_layer:
-                print(f"FAIL {label}: the checkpoint has {blocks} blocks, expected {n_layer}")
-                failures.append(label + " blocks")
-            ids = np.fromfile(os.path.join(run_dir, "train.bin"), dtype="<i4")
-            tokens = os.path.join(WORK, f"{label}.txt")
-            write_tokens(tokens, [ids[k * 17:(k + 1) * 17] for k in range(3)])  # B 3, T 16
-            compare(label, ckpts[-1], tokens)
-            if n_layer:
-                compare(label + "_float64", ckpts[-1], tokens,
-                        ("--precision", "float64", "--rtol", "1e-12"))
+    # And the blocks with the tiled attention (model.attention = tiled, stored in the checkpoint, so
+    # `wte grad` runs it too).
+    cases = [(n_layer, tie, "auto") for n_layer in (0, 2) for tie in ("true", "false")]
+    cases.append((2, "true", "tiled"))
+    for n_layer, tie, attention in cases:
+        label = f"trained_L{n_layer}_tie_{tie}" if n_layer else f"trained_tie_{tie}"
+        if attention != "auto":
+            label += "_" + attention
+        run_dir = os.path.join(WORK, label)
+        run = subprocess.run(
+            [WTE, "train", "--quiet", "--out", run_dir, f"--data.text={corpus}",
+             "--data.tokenizer=train", "--model.vocab_size=300", "--model.d_model=16",
+             "--model.n_ctx=16", "--data.seq_len=16", "--train.batch_size=4",
+             "--train.steps=5", "--train.eval_interval=0", "--train.threads=1",
+             "--optim.warmup_steps=1", "--optim.lr=0.01", "--optim.min_lr=0.001",
+             f"--model.tie_embeddings={tie}", f"--model.n_layer={n_layer}",
+             "--model.n_head=2", "--model.ln_f=true", f"--model.attention={attention}"],
+            capture_output=True, text=True)
+        ckpts = sorted(glob.glob(os.path.join(run_dir, "checkpoint_*.h5")))
+        if run.returncode != 0 or not ckpts:
+            print(f"FAIL wte train ({label}):\n{run.stdout}{run.stderr}")
+            failures.append("train " + label)
+            continue
+        with h5py.File(ckpts[-1], "r") as f:
+            blocks = sum(1 for l in range(8) if f"h{l}/attn/c_attn/w" in f)
+        if blocks != n_layer:
+            print(f"FAIL {label}: the checkpoint has {blocks} blocks, expected {n_layer}")
+            failures.append(label + " blocks")
+        ids = np.fromfile(os.path.join(run_dir, "train.bin"), dtype="<i4")
+        tokens = os.path.join(WORK, f"{label}.txt")
+        write_tokens(tokens, [ids[k * 17:(k + 1) * 17] for k in range(3)])  # B 3, T 16
+        compare(label, ckpts[-1], tokens)
+        if n_layer:
+            compare(label + "_float64", ckpts[-1], tokens,
+                    ("--precision", "float64", "--rtol", "1e-12"))
 
     if failures:
         print("FAILED: " + ", ".join(failures))

@@ -11,6 +11,7 @@
 // merged rows), bf16 GEMMs where the CPU has them, and the shipped configs' shapes scaled down.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -107,8 +108,37 @@ INSTANTIATE_TEST_SUITE_P(
                  "--model.loss_chunk=8 --train.grad_accum_steps=2"},
         // A table past 4 MiB: allocations on whole 2 MiB pages (vocab 50257 x 32, fused loss).
         PlanCase{"gpt2_vocab_like", "--model.vocab_size=50257 --train.grad_accum_steps=2"},
-        PlanCase{"blocks_bf16", "--model.n_layer=2 --model.n_head=4 --model.matmul_precision=bf16"}),
+        PlanCase{"blocks_bf16", "--model.n_layer=2 --model.n_head=4 --model.matmul_precision=bf16"},
+        PlanCase{"blocks_tiled", "--model.n_layer=2 --model.n_head=4 --model.attention=tiled"},
+        PlanCase{"blocks_tiled_bf16",
+                 "--model.n_layer=2 --model.n_head=4 --model.attention=tiled --model.matmul_precision=bf16"}),
     [](const ::testing::TestParamInfo<PlanCase>& info) { return info.param.label; });
+
+// GPT-2 small's shapes (V 50257, d_model 768, 12 layers, 12 heads, n_ctx 1024), one sequence of
+// 1024 tokens: the tiled attention keeps no (B,NH,T,T) probabilities, so the activations the
+// start-up report counts stay under 700 MiB (the dense attention's are above 1200 MiB), and they
+// grow with T, not T²: twice the tokens (B 2) and a twice longer sequence cost the same.
+size_t activation_bytes(const std::string& attention, size_t B, size_t T) {
+  const Config cfg = parse_config(
+      "[model]\nvocab_size = 50257\nd_model = 768\nn_ctx = 2048\nn_layer = 12\nn_head = 12\n"
+      "attention = " + attention + "\n",
+      "test");
+  size_t bytes = 0;
+  for (const PlannedBuffer& b : plan_memory(cfg.model, PlanShape{B, T}).buffers)
+    if (b.name.rfind("activations", 0) == 0) bytes += b.bytes;
+  return bytes;
+}
+
+TEST(MemoryPlan, TiledAttentionActivationsGrowWithTNotTSquared) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  const size_t tiled = activation_bytes("tiled", 1, 1024), dense = activation_bytes("dense", 1, 1024);
+  EXPECT_LE(tiled, 700 * kMiB) << tiled / kMiB << " MiB";
+  EXPECT_GT(dense, 1200 * kMiB) << dense / kMiB << " MiB";
+  EXPECT_EQ(activation_bytes("auto", 1, 1024), tiled) << "auto runs the tiled attention at T 1024";
+  EXPECT_EQ(activation_bytes("tiled", 1, 2048), activation_bytes("tiled", 2, 1024));
+  std::printf("GPT-2 small, B 1, T 1024: activations %.1f MiB tiled, %.1f MiB dense\n",
+              static_cast<double>(tiled) / kMiB, static_cast<double>(dense) / kMiB);
+}
 
 }  // namespace
 }  // namespace wte

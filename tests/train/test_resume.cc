@@ -58,10 +58,10 @@ constexpr size_t kT = 16;
 // n_layer > 0 adds transformer blocks (2 heads of 8 channels): the block tensors and their AdamW
 // moments must round-trip through checkpoints bit for bit too.
 std::string tiny_config(const fs::path& corpus, size_t batch_size, size_t warmup,
-                        size_t n_layer = 0, bool bf16 = false) {
+                        size_t n_layer = 0, bool bf16 = false, bool tiled = false) {
   return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\nn_layer = " +
          std::to_string(n_layer) + "\n" + (n_layer > 0 ? "n_head = 2\n" : std::string()) +
-         (bf16 ? "matmul_precision = bf16\n" : "") +
+         (bf16 ? "matmul_precision = bf16\n" : "") + (tiled ? "attention = tiled\n" : "") +
          "[data]\ntext = " + corpus.string() + "\nseq_len = 16\nval_fraction = 0.1\n"
          "[train]\nbatch_size = " + std::to_string(batch_size) +
          "\nsteps = 8\neval_interval = 4\neval_tokens = 256\nlog_interval = 1\nsnapshot_steps =\n"
@@ -143,7 +143,7 @@ class Resume : public ::testing::Test {
     write(corpus_, tiny_corpus());
   }
   void config(size_t batch_size, size_t warmup = 3) {
-    write(dir_ / "tiny.ini", tiny_config(corpus_, batch_size, warmup, n_layer_, bf16_));
+    write(dir_ / "tiny.ini", tiny_config(corpus_, batch_size, warmup, n_layer_, bf16_, tiled_));
   }
   // wte train with the tiny config, 2 threads, into dir_/out. Returns the exit code.
   int train(const std::string& out, const std::string& extra, std::string* output,
@@ -158,14 +158,17 @@ class Resume : public ::testing::Test {
   fs::path dir_, corpus_;
   size_t n_layer_ = 0;
   bool bf16_ = false;  // model.matmul_precision = bf16
+  bool tiled_ = false;  // model.attention = tiled
 };
 
 // The exact-resume cases, for the zero-block model, with two transformer blocks (resume stays
 // bit-exact with blocks), and with two blocks and bf16 GEMMs (a bf16 run resumes bit-exactly;
-// float32 GEMMs where this CPU has no native bf16 matmul).
+// float32 GEMMs where this CPU has no native bf16 matmul); the block cases also with the tiled
+// attention.
 struct ResumeCase {
   size_t n_layer;
   bool bf16;
+  bool tiled = false;  // model.attention = tiled (else auto: dense at these 16 tokens)
 };
 class ResumeExact : public Resume, public ::testing::WithParamInterface<ResumeCase> {
  protected:
@@ -173,6 +176,7 @@ class ResumeExact : public Resume, public ::testing::WithParamInterface<ResumeCa
     Resume::SetUp();
     n_layer_ = GetParam().n_layer;
     bf16_ = GetParam().bf16;
+    tiled_ = GetParam().tiled;
   }
 };
 
@@ -365,10 +369,12 @@ TEST_P(ResumeExact, SigkillDuringACheckpointWriteLosesNothing) {
 
 INSTANTIATE_TEST_SUITE_P(NLayer, ResumeExact,
                          ::testing::Values(ResumeCase{0, false}, ResumeCase{2, false},
-                                           ResumeCase{2, true}),
+                                           ResumeCase{2, true}, ResumeCase{2, false, true},
+                                           ResumeCase{2, true, true}),
                          [](const ::testing::TestParamInfo<ResumeCase>& info) {
                            return "n_layer" + std::to_string(info.param.n_layer) +
-                                  (info.param.bf16 ? "_bf16" : "");
+                                  (info.param.bf16 ? "_bf16" : "") +
+                                  (info.param.tiled ? "_tiled" : "");
                          });
 
 TEST_F(Resume, ChangedSettingsNameEachKeyWithBothValuesAndWriteNothing) {

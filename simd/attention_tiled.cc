@@ -1,0 +1,408 @@
+// Tiled causal attention, forward and backward (FlashAttention-2's scheme on the CPU), Highway with
+// dynamic dispatch. The algorithm, its contracts and shapes: src/model/attention_tiled.h.
+//
+// Layout per (batch row, head), in one thread's buffers (hp = hs rounded up to the vector width,
+// Tpad = T rounded up to both tile sizes; padding is zero and stays zero):
+//   q, k, v, dout   (Tpad, hp) row-major copies of the head's columns
+//   qᵀ, kᵀ, doutᵀ   (hp, Tpad) their transposes
+// so every tile product is C (M,N) (+)= A (M,K)·B (K,N) on row-major slices: the micro-kernel
+// broadcasts A's entries and multiplies rows of B, a register block of 4 rows by up to 4 vectors
+// of C. Each product's sum over K runs in increasing k for every entry (one FMA per term), so a
+// forward score q_t·k_j has the same bits in the backward's kᵀ·q recomputation.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+
+#include "src/model/attention_tiled.h"
+
+// foreach_target.h must come before every other Highway header.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd/attention_tiled.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+#include "simd/exp-inl.h"    // ExpNonPositive
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace wte {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+
+// c (MR rows, NV vectors) = or += a (MR, K) · b (K, NV vectors); leading dimensions in floats.
+template <size_t MR, size_t NV>
+HWY_INLINE void MicroTile(float* HWY_RESTRICT c, size_t ldc, const float* HWY_RESTRICT a,
+                          size_t lda, const float* HWY_RESTRICT b, size_t ldb, size_t K,
+                          bool accumulate) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  hn::Vec<DF> s[MR][NV];
+#pragma GCC unroll 4
+  for (size_t m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v)
+      s[m][v] = accumulate ? hn::LoadU(d, c + m * ldc + v * L) : hn::Zero(d);
+  for (size_t k = 0; k < K; ++k) {
+    hn::Vec<DF> bv[NV];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v) bv[v] = hn::LoadU(d, b + k * ldb + v * L);
+#pragma GCC unroll 4
+    for (size_t m = 0; m < MR; ++m) {
+      const auto av = hn::Set(d, a[m * lda + k]);
+#pragma GCC unroll 4
+      for (size_t v = 0; v < NV; ++v) s[m][v] = hn::MulAdd(av, bv[v], s[m][v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (size_t m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+    for (size_t v = 0; v < NV; ++v) hn::StoreU(s[m][v], d, c + m * ldc + v * L);
+}
+
+// Columns [n, n + NV·L) of c (M,N) (+)= a (M,K) · b (K,N): blocks of 4 rows, then single rows.
+template <size_t NV>
+HWY_INLINE void ColumnPanel(float* c, size_t ldc, const float* a, size_t lda, const float* b,
+                            size_t ldb, size_t M, size_t K, bool accumulate) {
+  size_t m = 0;
+  for (; m + 4 <= M; m += 4) MicroTile<4, NV>(c + m * ldc, ldc, a + m * lda, lda, b, ldb, K, accumulate);
+  for (; m < M; ++m) MicroTile<1, NV>(c + m * ldc, ldc, a + m * lda, lda, b, ldb, K, accumulate);
+}
+
+// c (M,N) = or += a (M,K) · b (K,N), row-major with leading dimensions; N a multiple of the
+// vector width.
+void TileGemm(float* c, size_t ldc, const float* a, size_t lda, const float* b, size_t ldb,
+              size_t M, size_t N, size_t K, bool accumulate) {
+  const size_t L = hn::Lanes(DF());
+  size_t n = 0;
+  for (; n + 4 * L <= N; n += 4 * L) ColumnPanel<4>(c + n, ldc, a, lda, b + n, ldb, M, K, accumulate);
+  for (; n + 2 * L <= N; n += 2 * L) ColumnPanel<2>(c + n, ldc, a, lda, b + n, ldb, M, K, accumulate);
+  for (; n < N; n += L) ColumnPanel<1>(c + n, ldc, a, lda, b + n, ldb, M, K, accumulate);
+}
+
+// x rounded to the nearest bfloat16 (ties to even), as a float. Inputs are finite.
+HWY_INLINE hn::Vec<DF> RoundToBf16(DF d, hn::Vec<DF> x) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto u = hn::BitCast(du, x);
+  const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  const auto r = hn::And(hn::Add(u, hn::Add(hn::Set(du, 0x7FFFu), odd)), hn::Set(du, 0xFFFF0000u));
+  return hn::BitCast(d, r);
+}
+HWY_INLINE float RoundToBf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&x, &u, sizeof u);
+  return x;
+}
+
+// This thread's workspace of n floats, zeroed: kept from call to call (the thread's largest so
+// far), so that no call pays fresh pages. The copies write only live entries, so their padding
+// stays zero through one call.
+float* ThreadWorkspace(size_t n) {
+  static thread_local hwy::AlignedFreeUniquePtr<float[]> buffer;
+  static thread_local size_t capacity = 0;
+  if (capacity < n) {
+    buffer = hwy::AllocateAligned<float>(n);
+    capacity = n;
+  }
+  std::fill(buffer.get(), buffer.get() + n, 0.0f);
+  return buffer.get();
+}
+
+struct Geometry {
+  size_t B, T, C, NH, hs, hp, Br, Bc, Tpad;
+  size_t ldt;  // leading dimension of the transposes (hp,Tpad): Tpad plus one cache line, so that
+               // a column's entries do not all fall into one cache set when Tpad is a power of 2
+  float scale;
+  bool bf16;
+};
+
+Geometry MakeGeometry(size_t B, size_t T, size_t C, size_t NH, bool bf16, AttentionTiles tiles) {
+  const size_t L = hn::Lanes(DF());
+  const auto up = [](size_t x, size_t m) { return (x + m - 1) / m * m; };
+  Geometry g{};
+  g.B = B, g.T = T, g.C = C, g.NH = NH, g.hs = C / NH, g.bf16 = bf16;
+  g.hp = up(g.hs, L);
+  g.Br = up(std::max<size_t>(tiles.q_rows, 1), L);
+  g.Bc = up(std::max<size_t>(tiles.k_cols, 1), L);
+  g.Tpad = up(T, std::lcm(g.Br, g.Bc));
+  g.ldt = g.Tpad + 16;
+  g.scale = 1.0f / std::sqrt(static_cast<float>(g.hs));
+  return g;
+}
+
+// One head's columns of part `part` (0 q, 1 k, 2 v) of qkv, or of a (B,T,C) tensor (stride C,
+// part 0), copied into rows (Tpad,hp) and/or its transpose (hp,Tpad); either may be nullptr.
+// Only live entries are written: the padding keeps the zeros it was allocated with.
+void CopyHead(float* rows, float* cols, const float* src, size_t stride, const Geometry& g,
+              size_t b, size_t h, size_t part) {
+  const float* base = src + b * g.T * stride + part * g.C + h * g.hs;
+  const auto value = [&](size_t t, size_t d) {
+    const float x = base[t * stride + d];
+    return g.bf16 ? RoundToBf16(x) : x;
+  };
+  if (rows != nullptr)
+    for (size_t t = 0; t < g.T; ++t)
+      for (size_t d = 0; d < g.hs; ++d) rows[t * g.hp + d] = value(t, d);
+  // The transpose by blocks of 16 tokens: each store loop fills one cache line of a column.
+  if (cols != nullptr)
+    for (size_t t0 = 0; t0 < g.T; t0 += 16) {
+      const size_t t1 = std::min(t0 + 16, g.T);
+      for (size_t d = 0; d < g.hs; ++d)
+        for (size_t t = t0; t < t1; ++t) cols[d * g.ldt + t] = value(t, d);
+    }
+}
+
+// One row of a forward tile: the online softmax update. s (Bc) holds the row's scores q_t·k_j for
+// keys j0..j0+Bc-1, of which the first `live` (>= 1) are unmasked. On return s holds the row's
+// unnormalised probabilities exp(scale·s - m_new) (0 past `live`), m and l are updated and o (hp)
+// is rescaled by exp(m_old - m_new).
+void OnlineSoftmaxRow(float* s, size_t live, const Geometry& g, float* m, float* l, float* o) {
+  const DF d;
+  const hn::CappedTag<float, 1> d1;
+  const size_t L = hn::Lanes(d);
+  const auto vscale = hn::Set(d, g.scale);
+  auto vmax = hn::Set(d, -HUGE_VALF);
+  for (size_t c = 0; c < live; c += L) {
+    const auto x = hn::Mul(vscale, hn::LoadU(d, s + c));
+    vmax = hn::Max(vmax, hn::IfThenElse(hn::FirstN(d, live - c), x, hn::Set(d, -HUGE_VALF)));
+  }
+  const float mx = std::max(*m, hn::GetLane(hn::MaxOfLanes(d, vmax)));
+  const auto vmx = hn::Set(d, mx);
+  auto vsum = hn::Zero(d);
+  for (size_t c = 0; c < g.Bc; c += L) {
+    if (c >= live) {
+      hn::StoreU(hn::Zero(d), d, s + c);
+      continue;
+    }
+    auto e = ExpNonPositive(d, hn::Sub(hn::Mul(vscale, hn::LoadU(d, s + c)), vmx));
+    e = hn::IfThenElseZero(hn::FirstN(d, live - c), e);
+    vsum = hn::Add(vsum, e);
+    hn::StoreU(g.bf16 ? RoundToBf16(d, e) : e, d, s + c);
+  }
+  // exp(-inf) = 0 on the first tile of a row
+  const float alpha = hn::GetLane(ExpNonPositive(d1, hn::Set(d1, *m - mx)));
+  *l = *l * alpha + hn::GetLane(hn::SumOfLanes(d, vsum));
+  *m = mx;
+  if (alpha != 1.0f) {
+    const auto va = hn::Set(d, alpha);
+    for (size_t i = 0; i < g.hp; i += L) hn::StoreU(hn::Mul(va, hn::LoadU(d, o + i)), d, o + i);
+  }
+}
+
+// The forward of one (batch row b, head h). ws: q (Tpad,hp), kᵀ (hp,Tpad), v (Tpad,hp), then the
+// tile's scores (Br,Bc), its output accumulator (Br,hp) and m, l (Br).
+void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, size_t b, size_t h,
+                 float* ws) {
+  const size_t Tpad = g.Tpad, hp = g.hp, Br = g.Br, Bc = g.Bc, T = g.T;
+  float* q = ws;
+  float* kt = q + Tpad * hp;
+  float* v = kt + hp * g.ldt;
+  float* s = v + Tpad * hp;
+  float* o = s + Br * Bc;
+  float* m = o + Br * hp;
+  float* l = m + Br;
+  CopyHead(q, nullptr, qkv, 3 * g.C, g, b, h, 0);
+  CopyHead(nullptr, kt, qkv, 3 * g.C, g, b, h, 1);
+  CopyHead(v, nullptr, qkv, 3 * g.C, g, b, h, 2);
+  float* lse_z = lse + (b * g.NH + h) * T;
+  for (size_t i0 = 0; i0 < T; i0 += Br) {
+    const size_t rows = std::min(Br, T - i0);  // live query rows of the block
+    std::fill(o, o + Br * hp, 0.0f);
+    std::fill(m, m + Br, -HUGE_VALF);
+    std::fill(l, l + Br, 0.0f);
+    // key blocks up to the diagonal: those with a key j0 <= the block's last live row
+    for (size_t j0 = 0; j0 < i0 + rows; j0 += Bc) {
+      // S = q_i · k_jᵀ   (Br,hp) x (hp,Bc)
+      TileGemm(s, Bc, q + i0 * hp, hp, kt + j0, g.ldt, Br, Bc, hp, false);
+      for (size_t r = 0; r < Br; ++r) {
+        const size_t t = i0 + r;
+        const size_t live = r < rows && t + 1 > j0 ? std::min(t + 1 - j0, Bc) : 0;
+        if (live == 0) {
+          std::fill(s + r * Bc, s + (r + 1) * Bc, 0.0f);
+        } else {
+          OnlineSoftmaxRow(s + r * Bc, live, g, m + r, l + r, o + r * hp);
+        }
+      }
+      // o += P · v_j   (Br,Bc) x (Bc,hp)
+      TileGemm(o, hp, s, Bc, v + j0 * hp, hp, Br, hp, Bc, true);
+    }
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t t = i0 + r;
+      float* y = out + (b * T + t) * g.C + h * g.hs;
+      for (size_t d = 0; d < g.hs; ++d) y[d] = o[r * hp + d] / l[r];
+      lse_z[t] = m[r] + std::log(l[r]);
+    }
+  }
+}
+
+size_t ForwardWorkspace(const Geometry& g) {
+  return 2 * g.Tpad * g.hp + g.hp * g.ldt + g.Br * g.Bc + g.Br * g.hp + 2 * g.Br;
+}
+
+void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, size_t T, size_t C,
+                           size_t NH, bool bf16, AttentionTiles tiles) {
+  const Geometry g = MakeGeometry(B, T, C, NH, bf16, tiles);
+  const size_t Z = B * NH, n = ForwardWorkspace(g);
+#pragma omp parallel if (Z > 1)
+  {
+    float* ws = ThreadWorkspace(n);
+#pragma omp for schedule(static)
+    for (size_t z = 0; z < Z; ++z) ForwardHead(out, lse, qkv, g, z / NH, z % NH, ws);
+  }
+}
+
+// Buffers of one (batch row, head) in the backward, views into one thread's workspace.
+struct BackwardBuffers {
+  float *q, *qt, *k, *kt, *v, *dout, *doutt, *dqt;  // (Tpad,hp) or (hp,Tpad)
+  float *lse, *D;                                   // (Tpad)
+  float *p, *ds;                                    // (Bc,Br): Pᵀ and dPᵀ, then dSᵀ
+  float *dk, *dv;                                   // (Bc,hp)
+  static size_t floats(const Geometry& g) {
+    return 8 * g.ldt * g.hp + 2 * g.Tpad + 2 * g.Bc * g.Br + 2 * g.Bc * g.hp;
+  }
+  BackwardBuffers(float* ws, const Geometry& g) {
+    float** seq[] = {&q, &qt, &k, &kt, &v, &dout, &doutt, &dqt};
+    for (float** p_ : seq) *p_ = ws, ws += g.ldt * g.hp;
+    lse = ws, ws += g.Tpad;
+    D = ws, ws += g.Tpad;
+    p = ws, ws += g.Bc * g.Br;
+    ds = ws, ws += g.Bc * g.Br;
+    dk = ws, ws += g.Bc * g.hp;
+    dv = ws;
+  }
+};
+
+// One tile's Pᵀ and dSᵀ (Bc,Br) for keys j0.. and queries i0..: on entry p holds Sᵀ = k_j·q_iᵀ and
+// ds holds dPᵀ = v_j·dout_iᵀ; on return p = exp(scale·Sᵀ - lse) and ds = scale·Pᵀ∘(dPᵀ - D), both
+// exact zeros where the key is past the query (or either is past T).
+void TileProbabilities(const BackwardBuffers& w, const Geometry& g, size_t j0, size_t i0) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const size_t L = hn::Lanes(d);
+  const auto vscale = hn::Set(d, g.scale);
+  const auto lane = hn::Iota(di, 0);
+  for (size_t c = 0; c < g.Bc; ++c) {
+    const size_t key = j0 + c;
+    float* p = w.p + c * g.Br;
+    float* ds = w.ds + c * g.Br;
+    if (key >= g.T || key >= i0 + g.Br) {
+      std::fill(p, p + g.Br, 0.0f);
+      std::fill(ds, ds + g.Br, 0.0f);
+      continue;
+    }
+    for (size_t r = 0; r < g.Br; r += L) {
+      const size_t t0 = i0 + r;  // query row of lane 0
+      // live: key <= t < T, i.e. lane >= key - t0 and lane < T - t0
+      const auto t = hn::Add(lane, hn::Set(di, static_cast<int32_t>(t0)));
+      const auto live = hn::RebindMask(
+          d, hn::And(hn::Gt(t, hn::Set(di, static_cast<int32_t>(key) - 1)),
+                     hn::Lt(t, hn::Set(di, static_cast<int32_t>(g.T)))));
+      auto e = ExpNonPositive(d, hn::Sub(hn::Mul(vscale, hn::LoadU(d, p + r)), hn::LoadU(d, w.lse + t0)));
+      e = hn::IfThenElseZero(live, e);
+      auto grad = hn::Mul(hn::Mul(vscale, e), hn::Sub(hn::LoadU(d, ds + r), hn::LoadU(d, w.D + t0)));
+      grad = hn::IfThenElseZero(live, grad);
+      if (g.bf16) e = RoundToBf16(d, e), grad = RoundToBf16(d, grad);
+      hn::StoreU(e, d, p + r);
+      hn::StoreU(grad, d, ds + r);
+    }
+  }
+}
+
+void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float* out,
+                  const float* lse, const Geometry& g, size_t b, size_t h, float* ws) {
+  const size_t hp = g.hp, Br = g.Br, Bc = g.Bc, T = g.T, C3 = 3 * g.C;
+  const BackwardBuffers w(ws, g);
+  CopyHead(w.q, w.qt, qkv, C3, g, b, h, 0);
+  CopyHead(w.k, w.kt, qkv, C3, g, b, h, 1);
+  CopyHead(w.v, nullptr, qkv, C3, g, b, h, 2);
+  CopyHead(w.dout, w.doutt, dout, g.C, g, b, h, 0);
+  std::fill(w.dqt, w.dqt + hp * g.ldt, 0.0f);
+  const float* lse_z = lse + (b * g.NH + h) * T;
+  for (size_t t = 0; t < T; ++t) {
+    // D_t = Σ_d dout_td·out_td (float32 values, in increasing d)
+    const float* y = out + (b * T + t) * g.C + h * g.hs;
+    const float* dy = dout + (b * T + t) * g.C + h * g.hs;
+    float D = 0.0f;
+    for (size_t d = 0; d < g.hs; ++d) D += dy[d] * y[d];
+    w.D[t] = D;
+    w.lse[t] = lse_z[t];
+  }
+  for (size_t j0 = 0; j0 < T; j0 += Bc) {
+    std::fill(w.dk, w.dk + Bc * hp, 0.0f);
+    std::fill(w.dv, w.dv + Bc * hp, 0.0f);
+    // query blocks with a row t >= j0: from the one holding row j0 on
+    for (size_t i0 = j0 / Br * Br; i0 < T; i0 += Br) {
+      // Sᵀ = k_j · q_iᵀ  and  dPᵀ = v_j · dout_iᵀ   (Bc,hp) x (hp,Br)
+      TileGemm(w.p, Br, w.k + j0 * hp, hp, w.qt + i0, g.ldt, Bc, Br, hp, false);
+      TileGemm(w.ds, Br, w.v + j0 * hp, hp, w.doutt + i0, g.ldt, Bc, Br, hp, false);
+      TileProbabilities(w, g, j0, i0);
+      // dv_j += Pᵀ · dout_i;  dk_j += dSᵀ · q_i   (Bc,Br) x (Br,hp)
+      TileGemm(w.dv, hp, w.p, Br, w.dout + i0 * hp, hp, Bc, hp, Br, true);
+      TileGemm(w.dk, hp, w.ds, Br, w.q + i0 * hp, hp, Bc, hp, Br, true);
+      // dq_iᵀ += k_jᵀ · dSᵀ   (hp,Bc) x (Bc,Br)
+      TileGemm(w.dqt + i0, g.ldt, w.kt + j0, g.ldt, w.ds, Br, hp, Br, Bc, true);
+    }
+    for (size_t c = 0; c < Bc && j0 + c < T; ++c) {
+      float* row = dqkv + (b * T + j0 + c) * C3 + h * g.hs;
+      for (size_t d = 0; d < g.hs; ++d) {
+        row[g.C + d] = w.dk[c * hp + d];
+        row[2 * g.C + d] = w.dv[c * hp + d];
+      }
+    }
+  }
+  // dq from its transpose, by blocks of 16 tokens (each read loop takes one cache line of a row)
+  for (size_t t0 = 0; t0 < T; t0 += 16) {
+    const size_t t1 = std::min(t0 + 16, T);
+    for (size_t d = 0; d < g.hs; ++d)
+      for (size_t t = t0; t < t1; ++t) dqkv[(b * T + t) * C3 + h * g.hs + d] = w.dqt[d * g.ldt + t];
+  }
+}
+
+void AttentionTiledBackward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                            const float* lse, size_t B, size_t T, size_t C, size_t NH, bool bf16,
+                            AttentionTiles tiles) {
+  const Geometry g = MakeGeometry(B, T, C, NH, bf16, tiles);
+  const size_t Z = B * NH, n = BackwardBuffers::floats(g);
+#pragma omp parallel if (Z > 1)
+  {
+    float* ws = ThreadWorkspace(n);
+#pragma omp for schedule(static)
+    for (size_t z = 0; z < Z; ++z) BackwardHead(dqkv, dout, qkv, out, lse, g, z / NH, z % NH, ws);
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace wte
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace wte {
+
+HWY_EXPORT(AttentionTiledForward);
+HWY_EXPORT(AttentionTiledBackward);
+
+void attention_tiled_forward(float* out, float* lse, const float* qkv, size_t B, size_t T,
+                             size_t C, size_t NH, bool bf16_inputs, AttentionTiles tiles) {
+  if (B == 0 || T == 0) return;
+  HWY_DYNAMIC_DISPATCH(AttentionTiledForward)(out, lse, qkv, B, T, C, NH, bf16_inputs, tiles);
+}
+
+void attention_tiled_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                              const float* lse, size_t B, size_t T, size_t C, size_t NH,
+                              bool bf16_inputs, AttentionTiles tiles) {
+  if (B == 0 || T == 0) return;
+  HWY_DYNAMIC_DISPATCH(AttentionTiledBackward)(dqkv, dout, qkv, out, lse, B, T, C, NH,
+                                               bf16_inputs, tiles);
+}
+
+}  // namespace wte
+#endif  // HWY_ONCE
