@@ -140,8 +140,8 @@ GeometryOptions parse_geometry_options(int argc, char** argv) {
 }
 
 // --out is created (and checked writable) before any checkpoint is read, and refused if writing
-// its files (index.html, geometry.csv, geometry.json and the pictures *.svg, each through NAME.tmp) would
-// overwrite an input.
+// its files (index.html, geometry.csv, geometry.json and the pictures *.svg, each through
+// NAME.tmp) would overwrite an input.
 void prepare_geometry_out(const GeometryOptions& o) {
   std::vector<std::pair<std::string, std::string>> inputs;
   if (o.labels) inputs.push_back({"--labels", *o.labels});
@@ -210,7 +210,8 @@ void write_geometry_out(const std::string& out, const GeometryReportInput& in,
   LossSummary loss;
   {
     const Config last_cfg = parse_config(read_checkpoint_info(last).config_ini, last + " /config/ini");
-    std::vector<Figure> fig = write_loss_figure(out, metrics, last_cfg.train.batch_size * last_cfg.data.seq_len);
+    std::vector<Figure> fig =
+        write_loss_figure(out, metrics, last_cfg.train.batch_size * last_cfg.data.seq_len);
     if (!fig.empty()) {
       loss = summarize_loss(read_loss_rows(metrics), metrics);
       sections.push_back({"Training", "", std::move(fig)});
