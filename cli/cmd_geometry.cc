@@ -41,8 +41,9 @@ constexpr const char* kGeometryUsage =
     "effective rank (participation ratio (sum s^2)^2 / sum s^4 of the singular values), mean\n"
     "row norm, and with --labels the k-NN class purity and silhouette (cosine distance) over the\n"
     "labelled rows; prints the nearest neighbours by cosine of --query and of the most frequent\n"
-    "tokens at the first and last step; with --out writes the pictures and DIR/index.html.\n"
-    "Then, for the last checkpoint, the hidden states per layer (Hugging Face's hidden_states)\n"
+    "tokens at the first and last step; with --out writes the pictures, geometry.json and\n"
+    "DIR/index.html (a summary and the neighbour table first). Then, for the last checkpoint\n"
+    "of a model with blocks, the hidden states per layer (Hugging Face's hidden_states)\n"
     "of --context-tokens positions of the validation tokens: per layer the anisotropy (mean\n"
     "cosine of random rows) and Ethayarajh's (2019) self-similarity (mean cosine of the same\n"
     "token's rows in different contexts, tokens with >= 5 rows, positions >= 1), raw and after\n"
@@ -140,8 +141,8 @@ GeometryOptions parse_geometry_options(int argc, char** argv) {
 }
 
 // --out is created (and checked writable) before any checkpoint is read, and refused if writing
-// its files (index.html, geometry.csv, geometry.json and the pictures *.svg, each through NAME.tmp) would
-// overwrite an input.
+// its files (index.html, geometry.csv, geometry.json and the pictures *.svg, each through
+// NAME.tmp) would overwrite an input.
 void prepare_geometry_out(const GeometryOptions& o) {
   std::vector<std::pair<std::string, std::string>> inputs;
   if (o.labels) inputs.push_back({"--labels", *o.labels});
@@ -210,7 +211,8 @@ void write_geometry_out(const std::string& out, const GeometryReportInput& in,
   LossSummary loss;
   {
     const Config last_cfg = parse_config(read_checkpoint_info(last).config_ini, last + " /config/ini");
-    std::vector<Figure> fig = write_loss_figure(out, metrics, last_cfg.train.batch_size * last_cfg.data.seq_len);
+    std::vector<Figure> fig =
+        write_loss_figure(out, metrics, last_cfg.train.batch_size * last_cfg.data.seq_len);
     if (!fig.empty()) {
       loss = summarize_loss(read_loss_rows(metrics), metrics);
       sections.push_back({"Training", "", std::move(fig)});

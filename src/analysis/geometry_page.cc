@@ -104,7 +104,8 @@ Figure pca_figure(const fs::path& out, const GeometryReportInput& in, const WteS
       const std::string tip = show_token(tok, static_cast<int32_t>(i));
       if (unseen[i]) marked.push_back({pca.x[i], pca.y[i], kNeverSeenColour, tip + " never seen"});
       else
-        points.push_back({pca.x[i], pca.y[i], svg::sequential_colour(double(i) / double(V - 1)), tip});
+        points.push_back(
+            {pca.x[i], pca.y[i], svg::sequential_colour(double(i) / double(V - 1)), tip});
     }
     points.insert(points.end(), marked.begin(), marked.end());
     caption = "all rows' first two principal components; ids [0, " + std::to_string(n) +
@@ -137,8 +138,9 @@ bool log_spaced(const std::vector<double>& steps) {
 }
 
 // PCA of wte at up to six steps of the series (strip_picks: first, last, and around the largest
-// changes of the measures), small, side by side: where the structure forms. Each panel's components are flipped to agree in sign with the
-// last step's, so the panels are comparable. One SVG of nested <svg> panels.
+// changes of the measures), small, side by side: where the structure forms. Each panel's
+// components are flipped to agree in sign with the last step's, so the panels are comparable. One
+// SVG of nested <svg> panels.
 Figure strip_figure(const fs::path& out, const GeometryReportInput& in, size_t max_points) {
   const std::vector<WteSnapshot>& snaps = *in.snaps;
   const size_t n = snaps.size(), C = in.C;
@@ -305,7 +307,8 @@ std::vector<size_t> strip_picks(const std::vector<GeometryMeasures>& series, boo
   }
   std::vector<size_t> order(n - 1);
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return change[a] > change[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return change[a] > change[b]; });
   std::vector<char> chosen(n, 0);
   chosen[0] = chosen[n - 1] = 1;
   size_t count = 2;

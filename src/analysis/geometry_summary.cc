@@ -166,14 +166,18 @@ const json& at_key(const json& j, const std::string& key) {
   return *v;
 }
 
-// j's number at `key`, printed with `fmt`, in an element that names the key.
+// j's number at `key`, printed with `fmt` (a zero without its minus sign), in an element that
+// names the key.
 std::string num(const json& j, const std::string& key, const char* fmt) {
   const json& v = at_key(j, key);
   char buf[64];
   if (v.is_number_integer()) std::snprintf(buf, sizeof buf, "%lld", v.get<long long>());
   else if (v.is_number()) std::snprintf(buf, sizeof buf, fmt, v.get<double>());
   else std::snprintf(buf, sizeof buf, "n/a");
-  return "<b data-key=\"" + key + "\">" + buf + "</b>";
+  std::string text = buf;
+  // -4.96e-06 rounded to "-0.000" reads as a negative number: print "0.000".
+  if (text[0] == '-' && text.find_first_not_of("-0.") == std::string::npos) text.erase(0, 1);
+  return "<b data-key=\"" + key + "\">" + text + "</b>";
 }
 
 std::string esc(const std::string& s) { return svg::escape(s); }

@@ -23,12 +23,12 @@ struct Frame {
   /// left edge, which is labelled 0 (so step 0 of a log-spaced series stays visible).
   bool x_log = false;
   bool y_log = false;
-  /// The x values are whole numbers (layers, counts): linear x ticks only at integers.
-  bool x_integer = false;
   /// If x2_scale > 0: a second x axis along the top, labelled x2_label, showing x * x2_scale
   /// (e.g. tokens = step * B*T).
   std::string x2_label = {};
   double x2_scale = 0;
+  /// The x values are whole numbers (layers, counts): linear x ticks only at integers.
+  bool x_integer = false;
 };
 
 /// A point of a scatter plot; `tip` (may be empty) becomes the point's tooltip (<title>).
