@@ -244,9 +244,9 @@ TEST(AttentionTiled, AgreesWithDenseLayer) {
     const Expected e = expected(s, qkv, dout, kU);
     std::vector<float> out(s.B * s.T * s.C), att(s.B * s.NH * s.T * s.T), datt(att.size());
     std::vector<float> dqkv(s.B * s.T * 3 * s.C);
-    attention_forward(out.data(), att.data(), qkv.data(), nullptr, nullptr, s.B, s.T, s.C, s.NH, gemm);
-    attention_backward(dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data(), nullptr,
-                       nullptr, nullptr, nullptr, s.B, s.T, s.C, s.NH, gemm);
+    attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH, gemm);
+    attention_backward(dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data(), s.B, s.T,
+                       s.C, s.NH, gemm);
     const Tiled r = run_tiled(s, qkv, dout, false, {});
     std::vector<double> out_tol = e.out_tol, dqkv_tol = e.dqkv_tol;
     for (double& t : out_tol) t *= 2;
