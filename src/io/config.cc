@@ -532,6 +532,11 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
     throw Error(origin + ": " + printable(io::program_options_message(e), 200));
   }
   Config cfg;
+  // A stored config (a checkpoint's, a hand-made model file's) that omits a [model] key keeps the
+  // meaning it had when stored configs were written: ModelConfig's own field defaults (the
+  // embedding-only model), not the default model of a new run (configs/default.ini's). wte writes
+  // every key, so this only decides for files written elsewhere.
+  if (!user_config) cfg.model = ModelConfig{};
   apply(cfg, vm, from_cli, origin, file_dir, user_config);
   validate(
       cfg,

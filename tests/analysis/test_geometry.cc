@@ -369,7 +369,7 @@ TEST(HiddenStates, BankAtIndexOneIsBitIdenticalWithGpt2Vocabulary) {
     GTEST_SKIP() << "GPT-2's vocabulary is missing: run datasets/fetch_gpt2_vocab.sh";
   const fs::path dir = temp_dir("geometry_hidden");
   Config cfg = load_config("", {"--model.vocab_size=50257", "--model.d_model=16",
-                                "--model.n_ctx=16", "--data.seq_len=16"});
+                                "--model.n_ctx=16", "--data.seq_len=16", "--model.n_layer=0"});
   Model model(cfg.model);
   model.init_weights(7);
   const Tokenizer tok = Tokenizer::load(vocab.string());

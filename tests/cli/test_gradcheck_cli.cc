@@ -41,6 +41,7 @@ const std::string kFaulty = std::string(WTE_BINARY_DIR) + "/wte_faulty";
 std::string write_checkpoint(const fs::path& dir, size_t V, size_t C, size_t n_ctx, bool ln_f,
                              const std::vector<float>& wte, const std::vector<float>& wpe) {
   Config cfg;
+  cfg.model = wte::ModelConfig{};  // the embedding-only model (no blocks)
   cfg.model.vocab_size = V;
   cfg.model.d_model = C;
   cfg.model.n_ctx = n_ctx;
@@ -289,7 +290,7 @@ TEST(GradcheckCli, DuplicatesThroughGradcheckAndGrad) {
                       (dir / "tokens.txt").string() + " --out " + grads + " --precision float64",
                   &out), 0) << out;
     const std::vector<double> dwte = read_dataset(grads, "wte");
-    ref::ModelParams<double> u(5, 2, 3, ln_f, static_cast<double>(1e-5f));
+    ref::ModelParams<double> u(5, 2, 3, ln_f, 1e-5);  // model.ln_eps as configured (wte grad's reference uses it exactly)
     u.wte.assign(wte.begin(), wte.end());
     u.wpe.assign(wpe.begin(), wpe.end());
     u.lm_head = u.wte;

@@ -21,6 +21,7 @@ cat > "$work/tiny.ini" <<INI
 vocab_size = 300
 d_model = 16
 n_ctx = 16
+n_layer = 0
 [data]
 text = $work/corpus.txt
 seq_len = 16
@@ -28,6 +29,7 @@ seq_len = 16
 batch_size = 4
 steps = 4
 eval_interval = 0
+snapshot_steps =
 threads = 2
 [checkpoint]
 interval = 2

@@ -131,7 +131,7 @@ TEST(GradAccumConfig, MustDivideTheBatch) {
 // `wte train` as a user runs it.
 
 std::string tiny_config(const fs::path& corpus) {
-  return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\n"
+  return "[model]\nvocab_size = 300\nd_model = 16\nn_ctx = 16\nn_layer = 0\n"
          "[data]\ntext = " + corpus.string() + "\nseq_len = 16\nval_fraction = 0.1\n"
          "[train]\nbatch_size = 8\nsteps = 6\neval_interval = 3\neval_tokens = 256\nlog_interval = 1\n"
          "threads = 2\n[optim]\nlr = 0.01\nmin_lr = 0.001\nwarmup_steps = 2\n"
@@ -254,7 +254,7 @@ TEST_F(GradAccumCli, Bf16EstimateAddsTheBf16CopiesOfParametersAndGemmInputs) {
   const double V = 300, C = 64, P = 1024, L = 1, NH = 4, B = 1048576, T = 1024, N = B * T;
   const std::string huge =
       "--train.batch_size=1048576 --data.seq_len=1024 --model.n_ctx=1024 --model.d_model=64 "
-      "--model.n_layer=1 --model.n_head=4 --model.loss_chunk=64";
+      "--model.n_layer=1 --model.n_head=4 --model.loss_chunk=64 --model.attention=dense";
   // Parts by name, and the total, of a refusal: "this run needs about X of memory ... Estimate by
   // part:\n  NAME: X\n  ...".
   auto estimate = [&](const std::string& extra, std::string* total) {

@@ -758,7 +758,8 @@ TEST(ResumeUnits, Fnv1a64MatchesPublishedValues) {
 TEST(ResumeUnits, InspectPrintsVersionStepShapesAndConfig) {
   const fs::path dir = temp_dir("resume_inspect");
   const Config cfg = wte::load_config("", {"--model.vocab_size=300", "--model.d_model=8",
-                                           "--model.n_ctx=4", "--data.seq_len=4"});
+                                           "--model.n_ctx=4", "--data.seq_len=4",
+                                           "--model.n_layer=0"});
   wte::Model model(cfg.model);
   model.init_weights(5);
   wte::AdamW opt(model);
