@@ -164,7 +164,9 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
     }
     for (size_t i = 0; i < specs.size(); ++i) samples[i].push_back(times.seconds(specs[i].key));
     // A part the list above does not name (a layer's new part) gets a row of its own, by name.
-    for (const auto& [name, s] : times.parts()) {
+    for (const auto& part : times.parts()) {
+      const std::string& name = part.first;
+      const double s = part.second;
       const bool listed = std::any_of(specs.begin(), specs.end(),
                                       [&](const PartSpec& p) { return name == p.key; });
       if (listed) continue;
