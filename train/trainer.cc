@@ -655,6 +655,369 @@ void print_summary(const Config& cfg, const RunData& d, size_t val_windows_all,
                   : "");
 }
 
+
+// --- The run, step by step ----------------------------------------------------------------------
+// run_training reads as the run goes: check the request, start the workers, prepare the data,
+// restore the data loader, load or initialise the model, write the run files, describe the run,
+// the loop, finish the run. The structs below carry what one stage hands the next.
+
+// What the caller asked for, checked: a fresh run, a resume or an init-from, and the checkpoint
+// the latter two name (its metadata only; the parameters are read once everything is checked).
+struct RunRequest {
+  bool resuming = false;   // opts.resume: continue that run exactly
+  bool initing = false;    // opts.init_from: a fresh run from a checkpoint's weights
+  CheckpointInfo ckpt;     // the checkpoint resume or init_from names (default: neither)
+  size_t start_step = 0;   // the first step this run trains from: the resumed checkpoint's, or 0
+
+  // The checkpoint whose tokenizer the run uses (prepare_data), nullptr for a fresh run.
+  const CheckpointInfo* checkpoint() const { return resuming || initing ? &ckpt : nullptr; }
+};
+
+// Every check that needs no work, before anything is read beyond checkpoint metadata or written,
+// in the order their errors come: bad usage first (exit 2; the stop step against the resume step
+// once the checkpoint is read), the paths, --resume against --init-from, the checkpoint named.
+RunRequest check_run_request(const Config& cfg, const RunOptions& opts) {
+  check_stop_at(cfg, opts, false, 0);  // bad usage first (exit 2); the resume step is checked below
+  check_paths(cfg, opts);
+  RunRequest req;
+  req.resuming = !opts.resume.empty();
+  req.initing = !opts.init_from.empty();
+  if (req.resuming && req.initing)
+    throw Error("--resume and --init-from exclude each other: --resume continues a run, "
+                "--init-from starts a new one from a checkpoint's weights");
+  if (req.resuming) req.ckpt = check_resume(cfg, opts);
+  if (req.initing) req.ckpt = check_init_from(cfg, opts);
+  check_stop_at(cfg, opts, req.resuming, req.ckpt.step);
+  req.start_step = req.resuming ? static_cast<size_t>(req.ckpt.step) : 0;
+  return req;
+}
+
+// This process's threads: train.threads, the memory check (before any data is read or file
+// written, train/run_directory.h) and the thread team started; then the config's notes, printed
+// by rank 0 only (`writer`), once per run rather than once per rank.
+void start_workers(const Config& cfg, bool writer) {
+  if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
+  check_training_memory(cfg);
+  start_thread_team(cfg);
+  throw_if_stop_requested("start-up");
+  if (writer) {
+    note_skipped_snapshots(cfg);
+    note_warmup_covers_run(cfg);
+  }
+}
+
+// The loader of the train split's batches: it must hold a whole batch of distinct sequences, and
+// a resumed run continues the checkpoint's data order. Prints the token counts of the data.
+BatchLoader restore_data_loader(const Config& cfg, const RunOptions& opts, const RunRequest& req,
+                                const RunData& d, const Say& say) {
+  const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
+  BatchLoader loader(&d.train_ids, T, /*shuffle=*/true, cfg.train.seed ^ 0x5eed0da7aULL);
+  if (loader.num_samples() < B)
+    throw Error("train.batch_size = " + std::to_string(B) + " but the train split has only " +
+                std::to_string(loader.num_samples()) + " sequences of data.seq_len = " +
+                std::to_string(T) + " tokens (" + std::to_string(d.train_ids.size()) +
+                " tokens): every batch would repeat sequences; lower train.batch_size or "
+                "data.seq_len, or give more data");
+  if (req.resuming) loader.restore(req.ckpt.resume.data, "checkpoint '" + opts.resume + "'");
+  say("tokens: %zu train, %zu validation (%.2f bytes/token); %zu train sequences of %zu; "
+      "prepared in %.1f s\n",
+      d.train_ids.size(), d.val_ids.size(),
+      static_cast<double>(d.train_bytes) / static_cast<double>(d.train_ids.size()),
+      loader.num_samples(), T, seconds_since(d.t_prep));
+  return loader;
+}
+
+// The model's and optimizer's starting point: everything from the resumed checkpoint, or an
+// init-from checkpoint's weights with a fresh AdamW, or init_weights. load_checkpoint reads into
+// temporaries first, so a failure changes nothing; nothing has been written yet. Then (rank 0) a
+// fresh run's directory, or another directory a resume goes into with --overwrite, is cleared of
+// an earlier run's checkpoints (clear_earlier_run).
+void load_or_init_model(const Config& cfg, const RunOptions& opts, const RunRequest& req,
+                        bool writer, const BatchLoader& loader, Model& model, AdamW& optimizer,
+                        const Say& say) {
+  if (req.resuming) {
+    load_checkpoint(opts.resume, model, &optimizer);
+    say("resumed: %s at step %zu (epoch %llu, sample %llu of %zu in this epoch's order)\n",
+        opts.resume.c_str(), req.start_step, static_cast<unsigned long long>(loader.epoch()),
+        static_cast<unsigned long long>(loader.cursor()), loader.num_samples());
+  } else {
+    if (req.initing) {
+      load_checkpoint(opts.init_from, model, /*optimizer=*/nullptr);  // weights only: fresh AdamW
+      say("init-from: %s (its step %lld): its weights, a new optimizer, step 0\n",
+          opts.init_from.c_str(), static_cast<long long>(req.ckpt.step));
+    } else {
+      model.init_weights(cfg.train.seed);
+    }
+    throw_if_stop_requested("start-up (building the model)");
+    if (writer) clear_earlier_run(opts, say);
+  }
+  // Resumed into another directory with --overwrite: its earlier checkpoints go, as for a fresh
+  // run.
+  if (req.resuming && writer && opts.overwrite && !in_run_directory(opts.resume, opts.out_dir)) {
+    throw_if_stop_requested("start-up (building the model)");
+    clear_earlier_run(opts, say);
+  }
+}
+
+// metrics.csv as the loop writes it. Ranks other than 0 write nothing: theirs stays closed.
+struct RunFiles {
+  std::string metrics_path;
+  std::ofstream metrics;
+  double elapsed_before = 0;  // elapsed_s of the rows kept from before a resume
+};
+
+// Snapshots of steps 0 and start_step + 1 are written before the first step has finished: part
+// of the start-up, recorded (with their temporary names) like the run files.
+void will_write_snapshot(const RunOptions& opts, size_t step) {
+  if (!opts.will_create) return;
+  opts.will_create(snapshot_path(opts.out_dir, step), false);
+  opts.will_create(snapshot_path(opts.out_dir, step) + ".tmp", false);
+}
+
+// Rank 0 writes the run files (write_run_files: config.ini, tokenizer/, train.bin, val.bin,
+// metrics.csv opened) and, for a run that starts at step 0, the step-0 snapshot if one is due.
+RunFiles write_start_files(const Config& cfg, const RunOptions& opts, const RunRequest& req,
+                           const RunData& d, const Model& model, bool writer, const Say& say) {
+  RunFiles files;
+  if (writer)
+    files.metrics = write_run_files(cfg, opts, d, req.start_step, say, &files.metrics_path,
+                                    &files.elapsed_before);
+  if (!req.resuming && writer) {
+    will_write_snapshot(opts, 0);
+    save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, 0);
+  }
+  return files;
+}
+
+// The lines that say what runs: the model's shape and workers, which GEMMs run, and what the run
+// holds in memory (print_memory, which also sizes the model's buffers for micro-batches of
+// B_micro and runs a warm-up pass).
+void describe_run(const Config& cfg, Model& model, const Comm& comm, const GradientSync& sync,
+                  size_t B_micro, size_t resident_before_model, const Say& say) {
+  // "1 thread", "2 threads", "2 ranks x 1 thread" (threads per rank).
+  const int threads = omp_get_max_threads();
+  const std::string workers =
+      (comm.size() > 1 ? std::to_string(comm.size()) + " ranks x " : std::string()) +
+      std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+  say("model: vocab_size %zu, d_model %zu, n_ctx %zu, n_layer %zu, n_head %zu, ln_f %s, %s; "
+      "%zu parameters; %s%s (%s)\n",
+      cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx, cfg.model.n_layer,
+      cfg.model.n_head, cfg.model.ln_f ? "on" : "off",
+      cfg.model.tie_embeddings ? "tied lm_head" : "untied lm_head", model.num_parameters(),
+      workers.c_str(), sync.describe().c_str(), wait_policy_description());
+  // Which GEMMs run: model.matmul_precision, the kernel oneDNN picks for it on this CPU (its ISA),
+  // or why bf16 fell back to float32.
+  say("gemms: %s\n", model.gemm_precision_note().c_str());
+  print_memory(model, cfg, B_micro, cfg.data.seq_len, resident_before_model, say);
+}
+
+// The validation windows (of T + 1 tokens) the evaluations cover. Every evaluation, the final one
+// too, covers the same first windows of the split (train.eval_tokens, eval_token_cap).
+struct EvalWindows {
+  size_t split = 0;     // whole windows in the validation split
+  size_t all = 0;       // the final evaluation's
+  size_t periodic = 0;  // the evaluations every train.eval_interval steps
+};
+
+EvalWindows plan_evaluations(const Config& cfg, const RunData& d) {
+  const size_t T = cfg.data.seq_len;
+  EvalWindows w;
+  w.split = (d.val_ids.size() - 1) / T;
+  const size_t eval_cap = eval_token_cap(cfg);
+  w.all = eval_cap == 0 ? w.split : std::min(w.split, std::max<size_t>(1, eval_cap / T));
+  w.periodic = w.all;
+  return w;
+}
+
+// What the loop works on, set up by the start-up. The loop changes what the references name (the
+// model's parameters, the loader's position, metrics.csv), never which objects they are.
+struct Run {
+  const Config& cfg;
+  const RunOptions& opts;
+  const RunData& d;
+  Comm& comm;
+  GradientSync& sync;
+  Model& model;
+  AdamW& optimizer;
+  BatchLoader& loader;
+  SampleTrace& trace;
+  RunFiles& files;
+  const Say& say;
+  bool writer;        // rank 0: writes the files and evaluates
+  size_t start_step;  // the first step of this run
+  size_t B_micro;     // sequences per forward: a micro-batch of the batch, evaluation's too
+  EvalWindows eval;
+};
+
+// The loop's running totals and its batch buffers.
+struct LoopState {
+  LoopState(size_t batch_tokens, size_t start_step)
+      : inputs(batch_tokens), targets(batch_tokens), t_start(Clock::now()),
+        finished_step(start_step) {}
+  std::vector<int32_t> inputs, targets;  // (B,T) of the step
+  RunSummary summary;
+  EvalClock eval_clock;
+  double step_seconds = 0.0;  // wall time of the optimizer steps of this run so far
+  Clock::time_point t_start;  // the loop's start (elapsed_s goes on from elapsed_before)
+  size_t finished_step;       // steps done, of train.steps
+};
+
+// One step: the next batch, the optimizer step (timed), then rank 0's snapshot if one is due
+// (not timed; the first step's is still part of the start-up, so it is recorded).
+StepResult take_step(Run& run, size_t step, LoopState* s) {
+  const Config& cfg = run.cfg;
+  const auto t0 = Clock::now();
+  run.loader.next_batch(s->inputs.data(), s->targets.data(), cfg.train.batch_size,
+                        run.trace.served());
+  run.trace.write(step + 1);
+  const StepResult r = train_step(run.model, run.optimizer, run.sync, cfg, step, s->inputs.data(),
+                                  s->targets.data());
+  s->step_seconds += seconds_since(t0);
+  if (run.writer && step == run.start_step) will_write_snapshot(run.opts, step + 1);
+  if (run.writer) save_snapshot_if_due(cfg, run.opts.out_dir, run.model, run.d.tokenizer, step + 1);
+  s->finished_step = step + 1;
+  return r;
+}
+
+// The validation loss after step `done` (rank 0; the last step's evaluation covers the final
+// windows). Its time goes into the ETA (EvalClock) and the summary, not into the steps' time.
+double evaluate_after(Run& run, size_t done, bool last, LoopState* s) {
+  const size_t T = run.cfg.data.seq_len;
+  const size_t windows = last ? run.eval.all : run.eval.periodic;
+  run.say("step %6zu/%zu | evaluating on %zu validation tokens%s...\n", done, run.cfg.train.steps,
+          windows * T, windows == run.eval.split ? " (the whole split)" : "");
+  const auto t_eval = Clock::now();
+  pause_for_test("evaluation after step " + std::to_string(done));
+  const double val_loss = evaluate(run.model, run.d.val_ids, T, run.B_micro, windows);
+  const double eval_s = seconds_since(t_eval);
+  s->eval_clock.add(eval_s, windows);
+  s->summary.eval_seconds += eval_s;
+  s->summary.evaluations += 1;
+  return val_loss;
+}
+
+// Step `done`'s row of metrics.csv and (when due) its log line, then the progress callback (one
+// process only: under mpirun the ranks would disagree). Returns false if the callback asked the
+// run to stop. A row that cannot be written (a full disk) stops the run, naming the file.
+bool report_step(Run& run, size_t done, const StepResult& r, double val_loss, double tok_s,
+                 bool evaluated, const LoopState& s) {
+  const Config& cfg = run.cfg;
+  const size_t steps_done = done - run.start_step;
+  log_step(run.files.metrics, run.say, cfg, done, run.start_step, r, val_loss, tok_s,
+           s.step_seconds, run.files.elapsed_before + seconds_since(s.t_start), evaluated,
+           run.comm.size(),
+           s.eval_clock.seconds_left(done, cfg.train.steps, cfg.train.eval_interval,
+                                     run.eval.periodic, run.eval.all,
+                                     s.step_seconds / static_cast<double>(steps_done) /
+                                         static_cast<double>(cfg.train.batch_size)));
+  if (run.writer && !run.files.metrics) throw Error(write_failed(run.files.metrics_path));
+  return !(run.opts.on_step && run.comm.size() == 1 &&
+           !run.opts.on_step(StepProgress{done, cfg.train.steps, r.loss, val_loss, r.lr,
+                                          r.grad_norm, tok_s, seconds_since(s.t_start)}));
+}
+
+// Step `done`'s checkpoint. Every rank gathers AdamW's m and v (complete only in each rank's
+// block until then); rank 0 flushes metrics.csv, so the rows up to this checkpoint are on disk
+// before it is, and writes it.
+void checkpoint_after(Run& run, size_t done, float lr, LoopState* s) {
+  run.sync.gather_optimizer_state(run.optimizer);
+  if (!run.writer) return;
+  run.files.metrics.flush();
+  if (!run.files.metrics) throw Error(write_failed(run.files.metrics_path));
+  write_checkpoint(run.cfg, run.opts, run.model, run.optimizer, run.d, run.loader, done, lr,
+                   &s->summary);
+}
+
+// The loop: a step, then (when due) an evaluation, its metrics row and log line, a checkpoint.
+// It stops early, after that step's checkpoint, at --stop-at, when the progress callback asks, or
+// on a SIGINT/SIGTERM any rank received (every rank stops after the same step).
+void train_loop(Run& run, LoopState* s) {
+  const Config& cfg = run.cfg;
+  const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
+  for (size_t step = run.start_step; step < cfg.train.steps; ++step) {
+    const StepResult r = take_step(run, step, s);
+    const size_t done = step + 1;
+    const double tok_s = static_cast<double>((done - run.start_step) * B * T) / s->step_seconds;
+    const bool last = done == cfg.train.steps;
+    if (done == run.start_step + 1 && run.opts.on_first_step) run.opts.on_first_step();
+    const bool eval_now =
+        last || (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0);
+    const double val_loss = eval_now && run.writer ? evaluate_after(run, done, last, s) : -1.0;
+    // Read after the evaluation, so a signal during it stops after this step, not the next one.
+    bool stop_now = done == run.opts.stop_at || agreed_stop_signal(run.comm) != 0;
+    if (!report_step(run, done, r, val_loss, tok_s, eval_now, *s)) stop_now = true;
+    const bool checkpoint_now =
+        last || stop_now || (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0);
+    if (checkpoint_now) checkpoint_after(run, done, r.lr, s);
+    // A signal during a periodic checkpoint's write: that checkpoint is this step's, so stop now
+    // rather than after another step. (The last step's is read after the loop.)
+    if (checkpoint_now && !stop_now && !last && agreed_stop_signal(run.comm) != 0) stop_now = true;
+    if (last) s->summary.final_val_loss = val_loss;
+    if (stop_now) {
+      s->summary.stopped = true;
+      break;
+    }
+  }
+}
+
+// After the loop: the signal check the loop no longer sees, metrics.csv closed and loss.svg drawn
+// (rank 0), then how the run ended. A signal before the last step: how to continue (stderr).
+// --stop-at or the progress callback: where it stopped and how to continue. Complete: the summary
+// (print_summary), and if a signal came in or after the last step, that nothing is left to do.
+RunSummary finish_run(Run& run, LoopState* s) {
+  const Config& cfg = run.cfg;
+  const RunOptions& opts = run.opts;
+  RunSummary& summary = s->summary;
+  const size_t finished_step = s->finished_step;
+  // Read once more: a signal during the last step's evaluation or checkpoint, which the loop's
+  // check no longer sees. A signal in or after the last step stops nothing: the run is complete,
+  // ends as a finished run does (the summary) and then says so (exit status 128 + the signal).
+  const int received = agreed_stop_signal(run.comm);
+  remove_stop_signals();
+  const bool complete = finished_step == cfg.train.steps;
+  if (complete) summary.stopped = false;
+  if (run.writer) {
+    run.files.metrics.close();
+    if (run.files.metrics.fail()) throw Error(write_failed(run.files.metrics_path));
+    write_loss_curve(run.files.metrics_path, (fs::path(opts.out_dir) / "loss.svg").string(),
+                     cfg.train.batch_size * cfg.data.seq_len,
+                     "loss of " + opts.out_dir);  // src/analysis/loss_curve.h
+  }
+  summary.train_seconds = s->step_seconds;
+  summary.signal = received;
+  if (summary.signal != 0 && !complete) {
+    if (run.writer)
+      std::fprintf(stderr,
+                 "wte train: %s received: finished step %zu of %zu and wrote checkpoint %s; "
+                 "continue with: wte train --resume auto --out %s\n",
+                 signal_name(summary.signal), finished_step, cfg.train.steps,
+                 summary.last_checkpoint.c_str(), opts.out_dir.c_str());
+    return summary;
+  }
+  if (summary.stopped) {
+    std::printf("stopped at step %zu of %zu (%s) after %s; checkpoint %s; continue with: "
+                "wte train --resume %s\n",
+                finished_step, cfg.train.steps,
+                finished_step == opts.stop_at ? "--stop-at" : "the progress callback asked",
+                format_duration(s->step_seconds).c_str(), summary.last_checkpoint.c_str(),
+                summary.last_checkpoint.c_str());
+    run.sync.print_share(s->step_seconds, finished_step - run.start_step);
+    return summary;
+  }
+  if (run.writer)
+    print_summary(cfg, run.d, run.eval.all, cfg.train.steps - run.start_step,
+                  run.files.metrics_path, &summary);
+  run.sync.print_share(s->step_seconds, cfg.train.steps - run.start_step);
+  if (summary.signal != 0 && run.writer) {
+    std::fflush(stdout);  // after the summary, also when both go to one file
+    std::fprintf(stderr,
+                 "wte train: %s received in the last step: the run is complete (step %zu of %zu, "
+                 "final checkpoint %s); nothing to continue\n",
+                 signal_name(summary.signal), finished_step, cfg.train.steps,
+                 summary.last_checkpoint.c_str());
+  }
+  return summary;
+}
 }  // namespace
 
 double evaluate_loss(Model& model, const std::vector<int32_t>& tokens, size_t T, size_t B,
@@ -670,235 +1033,36 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
   // before all of them pass. SIGINT/SIGTERM before step 1 stops the start-up at its next stage
   // (Interrupted, a failed start-up); from step 1 on, after a step and a checkpoint.
   const StopSignalScope stop_signals;  // train/signals.h
-  check_stop_at(cfg, opts, false, 0);  // bad usage first (exit 2); the resume step is checked below
-  check_paths(cfg, opts);
-  const bool resuming = !opts.resume.empty();
-  const bool initing = !opts.init_from.empty();
-  if (resuming && initing)
-    throw Error("--resume and --init-from exclude each other: --resume continues a run, "
-                "--init-from starts a new one from a checkpoint's weights");
-  CheckpointInfo ckpt;
-  if (resuming) ckpt = check_resume(cfg, opts);
-  if (initing) ckpt = check_init_from(cfg, opts);
-  check_stop_at(cfg, opts, resuming, ckpt.step);
+  const RunRequest req = check_run_request(cfg, opts);
   // Data-parallel ranks (mpirun -np R): every rank serves the same global batches and trains on
   // its slice; only rank 0 writes files and evaluates (the other ranks' stdout is closed in
   // cmd_train). One rank: exactly the single-process run.
   Comm& comm = Comm::world();
   GradientSync sync(comm, cfg.train.batch_size);  // checks R <= train.batch_size
   const bool writer = comm.rank() == 0;
-  if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
-  check_training_memory(cfg);  // before any data is read or file written (train/run_directory.h)
-  start_thread_team(cfg);
-  throw_if_stop_requested("start-up");
+  start_workers(cfg, writer);
   const Say say{opts.quiet};
-  if (writer) {  // once, not once per rank
-    note_skipped_snapshots(cfg);
-    note_warmup_covers_run(cfg);
-  }
-  const RunData d = prepare_data(cfg, opts, resuming || initing ? &ckpt : nullptr, say);
-  const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
-  BatchLoader loader(&d.train_ids, T, /*shuffle=*/true, cfg.train.seed ^ 0x5eed0da7aULL);
-  if (loader.num_samples() < B)
-    throw Error("train.batch_size = " + std::to_string(B) + " but the train split has only " +
-                std::to_string(loader.num_samples()) + " sequences of data.seq_len = " +
-                std::to_string(T) + " tokens (" + std::to_string(d.train_ids.size()) +
-                " tokens): every batch would repeat sequences; lower train.batch_size or "
-                "data.seq_len, or give more data");
-  if (resuming) loader.restore(ckpt.resume.data, "checkpoint '" + opts.resume + "'");
-  say("tokens: %zu train, %zu validation (%.2f bytes/token); %zu train sequences of %zu; "
-      "prepared in %.1f s\n",
-      d.train_ids.size(), d.val_ids.size(),
-      static_cast<double>(d.train_bytes) / static_cast<double>(d.train_ids.size()),
-      loader.num_samples(), T, seconds_since(d.t_prep));
+  const RunData d = prepare_data(cfg, opts, req.checkpoint(), say);
+  BatchLoader loader = restore_data_loader(cfg, opts, req, d, say);
 
-  // Model and optimizer: fresh, or everything from the checkpoint (read into temporaries first,
-  // so a failure changes nothing and nothing has been written yet).
   const size_t resident_before_model = resident_bytes();  // for the memory line (print_memory)
   Model model(cfg.model);
   AdamW optimizer(model);
+  load_or_init_model(cfg, opts, req, writer, loader, model, optimizer, say);
+  RunFiles files = write_start_files(cfg, opts, req, d, model, writer, say);
+  SampleTrace trace(writer);
   // Sequences per forward: a micro-batch of the batch (a rank's micro-batches are no larger);
   // evaluation runs batches of this size too, so no forward needs more memory than a micro-batch.
-  const size_t B_micro = B / cfg.train.grad_accum_steps;
-  const size_t start_step = resuming ? static_cast<size_t>(ckpt.step) : 0;
-  if (resuming) {
-    load_checkpoint(opts.resume, model, &optimizer);
-    say("resumed: %s at step %zu (epoch %llu, sample %llu of %zu in this epoch's order)\n",
-        opts.resume.c_str(), start_step, static_cast<unsigned long long>(loader.epoch()),
-        static_cast<unsigned long long>(loader.cursor()), loader.num_samples());
-  } else {
-    if (initing) {
-      load_checkpoint(opts.init_from, model, /*optimizer=*/nullptr);  // weights only: fresh AdamW
-      say("init-from: %s (its step %lld): its weights, a new optimizer, step 0\n",
-          opts.init_from.c_str(), static_cast<long long>(ckpt.step));
-    } else {
-      model.init_weights(cfg.train.seed);
-    }
-    throw_if_stop_requested("start-up (building the model)");
-    if (writer) clear_earlier_run(opts, say);
-  }
-  // Resumed into another directory with --overwrite: its earlier checkpoints go, as for a fresh run.
-  if (resuming && writer && opts.overwrite && !in_run_directory(opts.resume, opts.out_dir)) {
-    throw_if_stop_requested("start-up (building the model)");
-    clear_earlier_run(opts, say);
-  }
-  std::string metrics_path;
-  std::ofstream metrics;  // ranks other than 0 write nothing
-  double elapsed_before = 0;  // elapsed_s of the rows kept from before a resume
-  if (writer)
-    metrics = write_run_files(cfg, opts, d, start_step, say, &metrics_path, &elapsed_before);
-  // Snapshots of steps 0 and start_step + 1 are written before the first step has finished: part
-  // of the start-up, recorded like the run files.
-  auto will_write_snapshot = [&](size_t step) {
-    if (!opts.will_create) return;
-    opts.will_create(snapshot_path(opts.out_dir, step), false);
-    opts.will_create(snapshot_path(opts.out_dir, step) + ".tmp", false);
-  };
-  if (!resuming && writer) {
-    will_write_snapshot(0);
-    save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, 0);
-  }
-  SampleTrace trace(writer);
-  // "1 thread", "2 threads", "2 ranks x 1 thread" (threads per rank).
-  const int threads = omp_get_max_threads();
-  const std::string workers =
-      (comm.size() > 1 ? std::to_string(comm.size()) + " ranks x " : std::string()) +
-      std::to_string(threads) + (threads == 1 ? " thread" : " threads");
-  say("model: vocab_size %zu, d_model %zu, n_ctx %zu, n_layer %zu, n_head %zu, ln_f %s, %s; "
-      "%zu parameters; %s%s (%s)\n",
-      cfg.model.vocab_size, cfg.model.d_model, cfg.model.n_ctx, cfg.model.n_layer,
-      cfg.model.n_head, cfg.model.ln_f ? "on" : "off",
-      cfg.model.tie_embeddings ? "tied lm_head" : "untied lm_head", model.num_parameters(),
-      workers.c_str(), sync.describe().c_str(), wait_policy_description());
-  // Which GEMMs run: model.matmul_precision, the kernel oneDNN picks for it on this CPU (its ISA),
-  // or why bf16 fell back to float32.
-  say("gemms: %s\n", model.gemm_precision_note().c_str());
-  print_memory(model, cfg, B_micro, T, resident_before_model, say);
+  const size_t B_micro = cfg.train.batch_size / cfg.train.grad_accum_steps;
+  describe_run(cfg, model, comm, sync, B_micro, resident_before_model, say);
 
-  // The loop: a step, then (when due) evaluation, a log line, a checkpoint.
-  // Every evaluation, the final one too, covers the same first windows of the split
-  // (train.eval_tokens, eval_token_cap).
-  const size_t val_windows_split = (d.val_ids.size() - 1) / T;
-  const size_t eval_cap = eval_token_cap(cfg);
-  const size_t val_windows_all =
-      eval_cap == 0 ? val_windows_split
-                    : std::min(val_windows_split, std::max<size_t>(1, eval_cap / T));
-  const size_t val_windows_periodic = val_windows_all;
-  EvalClock eval_clock;
-  std::vector<int32_t> inputs(B * T), targets(B * T);
-  RunSummary summary;
-  double step_seconds = 0.0;
-  const auto t_start = Clock::now();
-  size_t finished_step = start_step;
+  Run run{cfg,    opts,  d,   comm,   sync,           model,   optimizer,
+          loader, trace, files, say, writer, req.start_step, B_micro, plan_evaluations(cfg, d)};
+  LoopState state(cfg.train.batch_size * cfg.data.seq_len, req.start_step);
   // From here SIGINT/SIGTERM finish the step, write a checkpoint and exit (train/signals.h).
   throw_if_stop_requested("start-up (writing the run files)");
-  for (size_t step = start_step; step < cfg.train.steps; ++step) {
-    const auto t0 = Clock::now();
-    loader.next_batch(inputs.data(), targets.data(), B, trace.served());
-    trace.write(step + 1);
-    const StepResult r =
-        train_step(model, optimizer, sync, cfg, step, inputs.data(), targets.data());
-    step_seconds += seconds_since(t0);
-    if (writer && step == start_step) will_write_snapshot(step + 1);
-    if (writer) save_snapshot_if_due(cfg, opts.out_dir, model, d.tokenizer, step + 1);  // not timed
-    const size_t done = step + 1;
-    finished_step = done;
-    const double tok_s = static_cast<double>((done - start_step) * B * T) / step_seconds;
-
-    const bool last = done == cfg.train.steps;
-    if (done == start_step + 1 && opts.on_first_step) opts.on_first_step();
-    const bool eval_now = last || (cfg.train.eval_interval > 0 && done % cfg.train.eval_interval == 0);
-    double val_loss = -1.0;
-    if (eval_now && writer) {
-      const size_t windows = last ? val_windows_all : val_windows_periodic;
-      say("step %6zu/%zu | evaluating on %zu validation tokens%s...\n", done, cfg.train.steps,
-          windows * T, windows == val_windows_split ? " (the whole split)" : "");
-      const auto t_eval = Clock::now();
-      pause_for_test("evaluation after step " + std::to_string(done));
-      val_loss = evaluate(model, d.val_ids, T, B_micro, windows);
-      const double eval_s = seconds_since(t_eval);
-      eval_clock.add(eval_s, windows);
-      summary.eval_seconds += eval_s;
-      summary.evaluations += 1;
-    }
-    // A SIGINT/SIGTERM seen by any rank stops every rank after the same step. Read after the
-    // evaluation, so a signal during it stops after this step, not the next one.
-    bool stop_now = done == opts.stop_at || agreed_stop_signal(comm) != 0;
-    log_step(metrics, say, cfg, done, start_step, r, val_loss, tok_s, step_seconds,
-             elapsed_before + seconds_since(t_start), eval_now, comm.size(),
-             eval_clock.seconds_left(done, cfg.train.steps, cfg.train.eval_interval,
-                                     val_windows_periodic, val_windows_all,
-                                     step_seconds / static_cast<double>(done - start_step) /
-                                         static_cast<double>(B)));
-    if (writer && !metrics) throw Error(write_failed(metrics_path));  // disk full: fatal, named
-    if (opts.on_step && comm.size() == 1 &&
-        !opts.on_step(StepProgress{done, cfg.train.steps, r.loss, val_loss, r.lr, r.grad_norm,
-                                   tok_s, seconds_since(t_start)}))
-      stop_now = true;
-    const bool checkpoint_now =
-        last || stop_now || (cfg.checkpoint.interval > 0 && done % cfg.checkpoint.interval == 0);
-    // Every rank: AdamW's m and v are complete only in each rank's block until gathered.
-    if (checkpoint_now) sync.gather_optimizer_state(optimizer);
-    if (writer && checkpoint_now) {
-      metrics.flush();  // rows up to this checkpoint are on disk before it is
-      if (!metrics) throw Error(write_failed(metrics_path));
-      write_checkpoint(cfg, opts, model, optimizer, d, loader, done, r.lr, &summary);
-    }
-    // A signal during a periodic checkpoint's write: that checkpoint is this step's, so stop now
-    // rather than after another step. (The last step's is read after the loop.)
-    if (checkpoint_now && !stop_now && !last && agreed_stop_signal(comm) != 0) stop_now = true;
-    if (last) summary.final_val_loss = val_loss;
-    if (stop_now) {
-      summary.stopped = true;
-      break;
-    }
-  }
-  // Read once more: a signal during the last step's evaluation or checkpoint, which the loop's
-  // check no longer sees. A signal in or after the last step stops nothing: the run is complete,
-  // ends as a finished run does (the summary) and then says so (exit status 128 + the signal).
-  const int received = agreed_stop_signal(comm);
-  remove_stop_signals();
-  const bool complete = finished_step == cfg.train.steps;
-  if (complete) summary.stopped = false;
-  if (writer) {
-    metrics.close();
-    if (metrics.fail()) throw Error(write_failed(metrics_path));
-    write_loss_curve(metrics_path, (fs::path(opts.out_dir) / "loss.svg").string(), B * T,
-                     "loss of " + opts.out_dir);  // src/analysis/loss_curve.h
-  }
-  summary.train_seconds = step_seconds;
-  summary.signal = received;
-  if (summary.signal != 0 && !complete) {
-    if (writer)
-      std::fprintf(stderr,
-                 "wte train: %s received: finished step %zu of %zu and wrote checkpoint %s; "
-                 "continue with: wte train --resume auto --out %s\n",
-                 signal_name(summary.signal), finished_step, cfg.train.steps,
-                 summary.last_checkpoint.c_str(), opts.out_dir.c_str());
-    return summary;
-  }
-  if (summary.stopped) {
-    std::printf("stopped at step %zu of %zu (%s) after %s; checkpoint %s; continue with: "
-                "wte train --resume %s\n",
-                finished_step, cfg.train.steps,
-                finished_step == opts.stop_at ? "--stop-at" : "the progress callback asked",
-                format_duration(step_seconds).c_str(), summary.last_checkpoint.c_str(),
-                summary.last_checkpoint.c_str());
-    sync.print_share(step_seconds, finished_step - start_step);
-    return summary;
-  }
-  if (writer)
-    print_summary(cfg, d, val_windows_all, cfg.train.steps - start_step, metrics_path, &summary);
-  sync.print_share(step_seconds, cfg.train.steps - start_step);
-  if (summary.signal != 0 && writer) {
-    std::fflush(stdout);  // after the summary, also when both go to one file
-    std::fprintf(stderr,
-                 "wte train: %s received in the last step: the run is complete (step %zu of %zu, "
-                 "final checkpoint %s); nothing to continue\n",
-                 signal_name(summary.signal), finished_step, cfg.train.steps,
-                 summary.last_checkpoint.c_str());
-  }
-  return summary;
+  train_loop(run, &state);
+  return finish_run(run, &state);
 }
 
 }  // namespace wte

@@ -351,54 +351,56 @@ void isolate_unless_checksummed(const std::string& path, const std::string& what
 
 namespace {
 
-CheckpointInfo read_checkpoint(const std::string& path, std::vector<float>* params,
-                               std::vector<float>* m, std::vector<float>* v) {
-  const std::string what = ckpt_what(path);
-  // HDF5's earliest file format (version 2 checkpoints, files of other tools) has metadata
-  // without checksums, which a damaged byte can turn into a crash or an endless loop inside
-  // HDF5: such a file is read once in a child process first.
-  isolate_unless_checksummed(path, what, [&] { read_checkpoint(path, nullptr, nullptr, nullptr); });
-  hdf5::Id file = hdf5::open_readonly(path, what);
-  hdf5::Id root_id = hdf5::open_group(file.get(), "/", what);
-  const hid_t root = root_id.get();
+// Reading a checkpoint, part by part, in the order its checks run: each part's checks bound what
+// the next one reads (the config bounds the shapes, the shapes every allocation).
+
+// The root's attributes and the stored config: 'format', format_version, step, /config/ini (against
+// its hash), parsed, and the step within its own train.steps. Returns the parsed config.
+Config read_header(hid_t root, const std::string& path, const std::string& what,
+                   CheckpointInfo* info) {
   if (!hdf5::has_attr(root, "format"))
     throw Error("'" + path + "' is not a wte checkpoint: it has no attribute 'format'");
   const std::string format = hdf5::read_string_attr(root, "format", what, "attribute 'format'");
   if (format != kCheckpointFormat)
     throw Error("'" + path + "' is not a wte checkpoint: format is '" + format + "', expected '" +
                 kCheckpointFormat + "'");
-  CheckpointInfo info;
-  info.format_version = read_int_attr(root, "", "format_version", path);
-  if (info.format_version < kOldestCheckpointVersion || info.format_version > kCheckpointVersion)
+  info->format_version = read_int_attr(root, "", "format_version", path);
+  if (info->format_version < kOldestCheckpointVersion || info->format_version > kCheckpointVersion)
     throw Error("checkpoint '" + path + "' has format_version " +
-                std::to_string(info.format_version) + "; this build reads versions " +
+                std::to_string(info->format_version) + "; this build reads versions " +
                 std::to_string(kOldestCheckpointVersion) + " to " + std::to_string(kCheckpointVersion) +
-                (info.format_version == 1 ? " (version 1 has no data order or schedule state, "
-                                            "so it cannot be resumed exactly)"
-                                          : ""));
-  info.step = read_int_attr(root, "", "step", path);
-  if (info.step < 0)
-    throw Error("checkpoint '" + path + "': step is " + std::to_string(info.step) +
+                (info->format_version == 1 ? " (version 1 has no data order or schedule state, "
+                                             "so it cannot be resumed exactly)"
+                                           : ""));
+  info->step = read_int_attr(root, "", "step", path);
+  if (info->step < 0)
+    throw Error("checkpoint '" + path + "': step is " + std::to_string(info->step) +
                 ", expected >= 0");
-  info.config_ini = read_string(root, "config/ini", path);
-  info.config_fnv1a64 = read_uint_attr(root, "", "config_fnv1a64", path);
-  const uint64_t config_hash = fnv1a64(info.config_ini.data(), info.config_ini.size());
-  if (config_hash != info.config_fnv1a64) {
+  info->config_ini = read_string(root, "config/ini", path);
+  info->config_fnv1a64 = read_uint_attr(root, "", "config_fnv1a64", path);
+  const uint64_t config_hash = fnv1a64(info->config_ini.data(), info->config_ini.size());
+  if (config_hash != info->config_fnv1a64) {
     char buf[128];
     std::snprintf(buf, sizeof buf, "config_fnv1a64 is %016llx but /config/ini hashes to %016llx",
-                  static_cast<unsigned long long>(info.config_fnv1a64),
+                  static_cast<unsigned long long>(info->config_fnv1a64),
                   static_cast<unsigned long long>(config_hash));
     throw Error("checkpoint '" + path + "' is corrupt: " + buf);
   }
-  const Config cfg = parse_config(info.config_ini, "the config stored in '" + path + "'");
-  if (static_cast<uint64_t>(info.step) > cfg.train.steps)
-    throw Error("checkpoint '" + path + "': step " + std::to_string(info.step) +
+  Config cfg = parse_config(info->config_ini, "the config stored in '" + path + "'");
+  if (static_cast<uint64_t>(info->step) > cfg.train.steps)
+    throw Error("checkpoint '" + path + "': step " + std::to_string(info->step) +
                 " is beyond its own train.steps = " + std::to_string(cfg.train.steps));
-  // wte and wpe first: their shapes (checked against the storage the file really has) bound every
-  // allocation below, so a forged config cannot make the loader allocate gigabytes.
+  return cfg;
+}
+
+// wte's and wpe's shapes against the stored config, and (checked against the storage the file
+// really has) small enough for the file: they bound every allocation after this, so a forged
+// config cannot make the loader allocate gigabytes.
+void check_embedding_shapes(hid_t file, hid_t root, const ModelConfig& model,
+                            const std::string& path, const std::string& what) {
   for (const auto& [name, shape] :
-       {std::pair<std::string, std::vector<size_t>>{"wte", {cfg.model.vocab_size, cfg.model.d_model}},
-        {"wpe", {cfg.model.n_ctx, cfg.model.d_model}}}) {
+       {std::pair<std::string, std::vector<size_t>>{"wte", {model.vocab_size, model.d_model}},
+        {"wpe", {model.n_ctx, model.d_model}}}) {
     hdf5::Id ds = hdf5::open_dataset(root, name, what);
     hdf5::Id space(H5Dget_space(ds.get()));
     const std::vector<size_t> got = hdf5::space_shape(space.get(), what, "dataset '" + name + "'");
@@ -406,21 +408,27 @@ CheckpointInfo read_checkpoint(const std::string& path, std::vector<float>* para
       throw Error("checkpoint '" + path + "': dataset '" + name + "' has shape " +
                   hdf5::shape_str(got) + ", expected " + hdf5::shape_str(shape));
     hsize_t file_size = 0;
-    H5Fget_filesize(file.get(), &file_size);
+    H5Fget_filesize(file, &file_size);
     if (static_cast<double>(shape[0]) * static_cast<double>(shape[1]) * 4.0 > static_cast<double>(file_size) * 1024.0)
       throw Error("checkpoint '" + path + "': dataset '" + name + "' claims " + hdf5::shape_str(shape) +
                   " float32 values in a file of " + std::to_string(file_size) + " bytes (corrupt?)");
   }
-  info.encoder_json = read_string(root, "tokenizer/encoder_json", path);
-  info.vocab_bpe = read_string(root, "tokenizer/vocab_bpe", path);
+}
+
+// The stored tokenizer's encoder.json and vocab.bpe, against their hashes, and its size against
+// the stored config's vocab_size.
+void read_tokenizer_strings(hid_t root, const ModelConfig& model, const std::string& path,
+                            const std::string& what, CheckpointInfo* info) {
+  info->encoder_json = read_string(root, "tokenizer/encoder_json", path);
+  info->vocab_bpe = read_string(root, "tokenizer/vocab_bpe", path);
   {
     // Version 3 stores the strings' hashes (their bytes have no checksum of HDF5's); version 2
     // has none.
     hdf5::Id tok = hdf5::open_group(root, "tokenizer", what);
-    for (const auto& [name, text] : {std::pair<std::string, const std::string*>{"encoder_json", &info.encoder_json},
-                                     {"vocab_bpe", &info.vocab_bpe}}) {
+    for (const auto& [name, text] : {std::pair<std::string, const std::string*>{"encoder_json", &info->encoder_json},
+                                     {"vocab_bpe", &info->vocab_bpe}}) {
       const std::string attr = name + "_fnv1a64";
-      if (info.format_version < 3 && !hdf5::has_attr(tok.get(), attr)) continue;
+      if (info->format_version < 3 && !hdf5::has_attr(tok.get(), attr)) continue;
       const uint64_t stored = read_uint_attr(tok.get(), "/tokenizer", attr, path);
       const uint64_t hash = fnv1a64(text->data(), text->size());
       if (stored != hash) {
@@ -432,16 +440,22 @@ CheckpointInfo read_checkpoint(const std::string& path, std::vector<float>* para
       }
     }
   }
-  const Tokenizer tok = Tokenizer::from_strings(info.encoder_json, info.vocab_bpe,
+  const Tokenizer tok = Tokenizer::from_strings(info->encoder_json, info->vocab_bpe,
                                                 "the tokenizer stored in '" + path + "'");
-  if (tok.size() != cfg.model.vocab_size)
+  if (tok.size() != model.vocab_size)
     throw Error("checkpoint '" + path + "': its tokenizer has " + std::to_string(tok.size()) +
                 " tokens but its config has model.vocab_size = " +
-                std::to_string(cfg.model.vocab_size));
-  // Every tensor's shape and dtype against the stored config; reading the data also catches a
-  // file whose datasets are cut off.
-  Model probe_shapes_only(cfg.model);  // cheap next to the read; gives the canonical layout
-  info.tensors = probe_shapes_only.tensors();
+                std::to_string(model.vocab_size));
+}
+
+// Every tensor's shape and dtype against the stored config, and AdamW's m and v if the file has
+// /optimizer; reading the data also catches a file whose datasets are cut off. Into params, m and
+// v (each sized to the parameter arena) where not null, else into a scratch buffer.
+void read_tensors(hid_t root, const ModelConfig& model, const std::string& path,
+                  const std::string& what, CheckpointInfo* info, std::vector<float>* params,
+                  std::vector<float>* m, std::vector<float>* v) {
+  Model probe_shapes_only(model);  // cheap next to the read; gives the canonical layout
+  info->tensors = probe_shapes_only.tensors();
   const size_t n_floats = probe_shapes_only.num_parameters();
   std::vector<float> scratch;
   // Where tensor t goes: its offset in `out` (sized to the arena), or the start of `scratch`.
@@ -451,69 +465,93 @@ CheckpointInfo read_checkpoint(const std::string& path, std::vector<float>* para
     return scratch.data();
   };
   if (params != nullptr) params->assign(n_floats, 0.0f);
-  for (const TensorSpec& t : info.tensors)
+  for (const TensorSpec& t : info->tensors)
     read_tensor(root, t.name, t.shape, destination(params, t), path);
-  info.has_optimizer = hdf5::exists(root, "optimizer", what);
-  if (info.has_optimizer) {
+  info->has_optimizer = hdf5::exists(root, "optimizer", what);
+  if (info->has_optimizer) {
     hdf5::Id opt = hdf5::open_group(root, "optimizer", what);
-    info.optimizer_step = read_int_attr(opt.get(), "/optimizer", "step", path);
+    info->optimizer_step = read_int_attr(opt.get(), "/optimizer", "step", path);
     if (m != nullptr) m->assign(n_floats, 0.0f);
     if (v != nullptr) v->assign(n_floats, 0.0f);
-    for (const TensorSpec& t : info.tensors) {
+    for (const TensorSpec& t : info->tensors) {
       // By their full names, so errors name 'optimizer/v/wpe', not 'v/wpe'.
       read_tensor(root, "optimizer/m/" + t.name, t.shape, destination(m, t), path);
       read_tensor(root, "optimizer/v/" + t.name, t.shape, destination(v, t), path,
                   /*nonnegative=*/true);
     }
   }
+}
+
+// /schedule and /data, both or neither: what an exact resume needs besides the parameters and
+// AdamW (the schedule's position, the data order and the data's lengths and hashes), each checked
+// against the root step and the others' bounds.
+void read_resume_state(hid_t root, const std::string& path, const std::string& what,
+                       CheckpointInfo* info) {
   const bool has_schedule = hdf5::exists(root, "schedule", what),
              has_data = hdf5::exists(root, "data", what);
   if (has_schedule != has_data)
     throw Error("checkpoint '" + path + "' has /" + (has_schedule ? "schedule" : "data") +
                 " but no /" + (has_schedule ? "data" : "schedule") + "; both or neither");
-  info.has_resume = has_schedule;
-  if (info.has_resume) {
-    ResumeState& rs = info.resume;
-    hdf5::Id sched = hdf5::open_group(root, "schedule", what);
-    const int64_t sched_step = read_int_attr(sched.get(), "/schedule", "step", path);
-    if (sched_step != info.step)
-      throw Error("checkpoint '" + path + "': /schedule step " + std::to_string(sched_step) +
-                  " differs from the root step " + std::to_string(info.step));
-    if (info.has_optimizer && info.optimizer_step != info.step)
-      throw Error("checkpoint '" + path + "': /optimizer step " +
-                  std::to_string(info.optimizer_step) + " differs from the root step " +
-                  std::to_string(info.step));
-    const int64_t total = read_int_attr(sched.get(), "/schedule", "total_steps", path);
-    rs.total_steps = static_cast<uint64_t>(std::max<int64_t>(total, 0));
-    rs.lr = hdf5::read_float_attr(sched.get(), "lr", what, "/schedule attribute 'lr'");
-    hdf5::Id data = hdf5::open_group(root, "data", what);
-    auto nonneg = [&](const char* name) {
-      const int64_t v = read_int_attr(data.get(), "/data", name, path);
-      if (v < 0)
-        throw Error("checkpoint '" + path + "': /data attribute '" + name + "' is " +
-                    std::to_string(v) + ", expected >= 0");
-      return static_cast<uint64_t>(v);
-    };
-    LoaderState& ls = rs.data;
-    ls.epoch = nonneg("epoch");
-    ls.cursor = nonneg("cursor");
-    ls.num_samples = nonneg("num_samples");
-    ls.shuffle = nonneg("shuffle") != 0;
-    rs.train_tokens = nonneg("train_tokens");
-    rs.val_tokens = nonneg("val_tokens");
-    // Each sample is seq_len tokens of the train stream, and the order is stored as uint32.
-    const uint64_t max_samples = std::min<uint64_t>(rs.train_tokens, UINT32_MAX);
-    if (ls.num_samples > max_samples)
-      throw Error("checkpoint '" + path + "': /data attribute 'num_samples' is " +
-                  std::to_string(ls.num_samples) + ", more than its train_tokens (" +
-                  std::to_string(rs.train_tokens) + ") or 2^32 - 1 allow");
-    rs.train_tokens_fnv1a64 = read_uint_attr(data.get(), "/data", "train_tokens_fnv1a64", path);
-    rs.val_tokens_fnv1a64 = read_uint_attr(data.get(), "/data", "val_tokens_fnv1a64", path);
-    ls.order.resize(ls.num_samples);
-    hdf5::read_u32(data.get(), "order", ls.num_samples, ls.order.data(), what);
-    hdf5::read_u64(data.get(), "rng_state", 4, ls.rng_state.data(), what);
-    check_loader_state(ls, "checkpoint '" + path + "'");
-  }
+  info->has_resume = has_schedule;
+  if (!info->has_resume) return;
+  ResumeState& rs = info->resume;
+  hdf5::Id sched = hdf5::open_group(root, "schedule", what);
+  const int64_t sched_step = read_int_attr(sched.get(), "/schedule", "step", path);
+  if (sched_step != info->step)
+    throw Error("checkpoint '" + path + "': /schedule step " + std::to_string(sched_step) +
+                " differs from the root step " + std::to_string(info->step));
+  if (info->has_optimizer && info->optimizer_step != info->step)
+    throw Error("checkpoint '" + path + "': /optimizer step " +
+                std::to_string(info->optimizer_step) + " differs from the root step " +
+                std::to_string(info->step));
+  const int64_t total = read_int_attr(sched.get(), "/schedule", "total_steps", path);
+  rs.total_steps = static_cast<uint64_t>(std::max<int64_t>(total, 0));
+  rs.lr = hdf5::read_float_attr(sched.get(), "lr", what, "/schedule attribute 'lr'");
+  hdf5::Id data = hdf5::open_group(root, "data", what);
+  auto nonneg = [&](const char* name) {
+    const int64_t v = read_int_attr(data.get(), "/data", name, path);
+    if (v < 0)
+      throw Error("checkpoint '" + path + "': /data attribute '" + name + "' is " +
+                  std::to_string(v) + ", expected >= 0");
+    return static_cast<uint64_t>(v);
+  };
+  LoaderState& ls = rs.data;
+  ls.epoch = nonneg("epoch");
+  ls.cursor = nonneg("cursor");
+  ls.num_samples = nonneg("num_samples");
+  ls.shuffle = nonneg("shuffle") != 0;
+  rs.train_tokens = nonneg("train_tokens");
+  rs.val_tokens = nonneg("val_tokens");
+  // Each sample is seq_len tokens of the train stream, and the order is stored as uint32.
+  const uint64_t max_samples = std::min<uint64_t>(rs.train_tokens, UINT32_MAX);
+  if (ls.num_samples > max_samples)
+    throw Error("checkpoint '" + path + "': /data attribute 'num_samples' is " +
+                std::to_string(ls.num_samples) + ", more than its train_tokens (" +
+                std::to_string(rs.train_tokens) + ") or 2^32 - 1 allow");
+  rs.train_tokens_fnv1a64 = read_uint_attr(data.get(), "/data", "train_tokens_fnv1a64", path);
+  rs.val_tokens_fnv1a64 = read_uint_attr(data.get(), "/data", "val_tokens_fnv1a64", path);
+  ls.order.resize(ls.num_samples);
+  hdf5::read_u32(data.get(), "order", ls.num_samples, ls.order.data(), what);
+  hdf5::read_u64(data.get(), "rng_state", 4, ls.rng_state.data(), what);
+  check_loader_state(ls, "checkpoint '" + path + "'");
+}
+
+CheckpointInfo read_checkpoint(const std::string& path, std::vector<float>* params,
+                               std::vector<float>* m, std::vector<float>* v) {
+  const std::string what = ckpt_what(path);
+  // HDF5's earliest file format (version 2 checkpoints, files of other tools) has metadata
+  // without checksums, which a damaged byte can turn into a crash or an endless loop inside
+  // HDF5: such a file is read once in a child process first.
+  isolate_unless_checksummed(path, what, [&] { read_checkpoint(path, nullptr, nullptr, nullptr); });
+  hdf5::Id file = hdf5::open_readonly(path, what);
+  hdf5::Id root_id = hdf5::open_group(file.get(), "/", what);
+  const hid_t root = root_id.get();
+  CheckpointInfo info;
+  const Config cfg = read_header(root, path, what, &info);
+  check_embedding_shapes(file.get(), root, cfg.model, path, what);
+  read_tokenizer_strings(root, cfg.model, path, what, &info);
+  read_tensors(root, cfg.model, path, what, &info, params, m, v);
+  read_resume_state(root, path, what, &info);
   check_datasets_explained(root, info.tensors, cfg.model.tie_embeddings, path);
   return info;
 }
