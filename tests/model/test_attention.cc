@@ -3,7 +3,11 @@
 // of simd/attention.cc) against the double reference (src/reference/model.h: ref::attention_forward,
 // ref::attention_backward) on the same float inputs, at tiny, awkward shapes: T = 1, 2, 3, 5, 7;
 // B = 1 and 2; C = 12 and 20 (not multiples of any vector width) with 1 to 4 heads of hs = 3 to 20
-// channels.
+// channels. And at T = 17, 33, 70: the softmax kernels (simd/attention.cc) handle a row's live
+// entries as full vectors (4, 8 or 16 floats) and then a tail, so rows longer than a vector run
+// the vector body too, with tails of every length; at T <= 7 only the tail runs. Each test runs
+// on every Highway target compiled in (one instance per target), so the kernels split rows at
+// every vector width.
 //
 // The bound, per entry, from the layer's operations (u = 2^-24; γ_K = K·u / (1 - K·u), the
 // worst-case relative error of a float sum of K products in any order: Higham §3.1, so it holds for
@@ -41,6 +45,7 @@
 #include "src/model/matmul.h"
 #include "src/reference/model.h"
 #include "tests/model_test_util.h"
+#include "tests/simd_test_util.h"
 #include "wte/rng.h"
 
 namespace wte {
@@ -76,6 +81,10 @@ std::vector<AttentionShape> awkward_shapes() {
   for (size_t T : {1, 2, 3, 5, 7})
     for (auto [C, NH] : {std::pair<size_t, size_t>{12, 3}, {20, 4}, {20, 2}, {12, 1}})
       shapes.push_back({T == 5 ? size_t{1} : size_t{2}, T, C, NH});
+  // Rows longer than a vector: the softmax kernels' vector body and every tail length.
+  for (size_t T : {17, 33, 70})
+    for (auto [C, NH] : {std::pair<size_t, size_t>{20, 2}, {12, 3}})
+      shapes.push_back({T == 70 ? size_t{1} : size_t{2}, T, C, NH});
   return shapes;
 }
 
@@ -100,12 +109,15 @@ std::vector<float> random_qkv(size_t B, size_t T, size_t C, Rng* rng) {
   return qkv;
 }
 
-TEST(Attention, ForwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
+// Forces one Highway target (the softmax kernels') per instance; resets it afterwards.
+class AttentionTest : public test::TargetTest {};
+
+TEST_P(AttentionTest, ForwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
   Gemm gemm;
   Rng rng(21);
   for (const AttentionShape& s : awkward_shapes()) {
     const size_t B = s.B, T = s.T, C = s.C, NH = s.NH, hs = C / NH;
-    const std::string where = describe(s);
+    const std::string where = target() + " " + describe(s);
     const std::vector<float> qkv = random_qkv(B, T, C, &rng);
     std::vector<float> out(B * T * C, -7.0f), att(B * NH * T * T, -7.0f);
     attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, gemm);
@@ -148,18 +160,18 @@ TEST(Attention, ForwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
   }
 }
 
-TEST(Attention, BackwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
+TEST_P(AttentionTest, BackwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
   Gemm gemm;
   Rng rng(22);
   for (const AttentionShape& s : awkward_shapes()) {
     const size_t B = s.B, T = s.T, C = s.C, NH = s.NH, hs = C / NH;
-    const std::string where = describe(s);
+    const std::string where = target() + " " + describe(s);
     const std::vector<float> qkv = random_qkv(B, T, C, &rng);
     std::vector<float> out(B * T * C), att(B * NH * T * T), dout(B * T * C);
     attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, gemm);
     test::fill_uniform(&dout, &rng, 1.0);
-    // Zeroed output: the layer's result is its gradient whether it writes or adds.
-    std::vector<float> dqkv(B * T * 3 * C, 0.0f), datt(B * NH * T * T, -7.0f);
+    // Stale values in dqkv: the layer writes (=) every entry of it; datt is scratch.
+    std::vector<float> dqkv(B * T * 3 * C, -7.0f), datt(B * NH * T * T, -7.0f);
     attention_backward(dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH,
                        gemm);
 
@@ -216,6 +228,8 @@ TEST(Attention, BackwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
     expect_within(dqkv, want, tol, where + " dqkv");
   }
 }
+
+WTE_INSTANTIATE_ON_EVERY_TARGET(AttentionTest);
 
 }  // namespace
 }  // namespace wte

@@ -14,6 +14,13 @@
 // plus 1e-40 for entries whose terms all vanish. The double reference's own error (2^-53 relative)
 // is far below. A wrong term, a sign or a dropped row moves an entry by about its own size: the
 // bound is ~K·6e-8 of it.
+//
+// The backward's contract on its outputs (src/model/matmul.h): dweight and dbias accumulate (+=,
+// the model zeroes them once per step, so gradient accumulation and a tied wte's two terms add up),
+// dinp is written (=). Checked exactly on inputs in multiples of 1/8 with small numerators: every
+// product and every partial sum is then a float, so the results equal the double reference bit for
+// bit whatever the GEMM's order, and a gradient that overwrites, subtracts or reads stale input
+// values differs by a whole term.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,6 +31,7 @@
 #include "src/model/matmul.h"
 #include "src/reference/model.h"
 #include "tests/model_test_util.h"
+#include "tests/simd_test_util.h"
 #include "wte/rng.h"
 
 namespace wte {
@@ -128,6 +136,59 @@ TEST(Matmul, BackwardWithinBoundOfDoubleReferenceAtAwkwardShapes) {
     expect_within(db, want_db, tol_db, where + " dbias");
   }
 }
+
+// Multiples of 1/8 in [-1, 1]: products are multiples of 1/64 below 1 in size, and sums of up to a
+// few hundred of them are floats exactly (|sum| * 64 < 2^24).
+void fill_eighths(std::vector<float>* v, Rng* rng) {
+  for (float& x : *v) x = (static_cast<float>(rng->below(17)) - 8.0f) / 8.0f;
+}
+
+// Forces one Highway target (dbias's bias_backward kernel) per instance; resets it afterwards.
+class MatmulTest : public test::TargetTest {};
+
+TEST_P(MatmulTest, BackwardAddsIntoParameterGradientsAndWritesInputGradient) {
+  Gemm gemm;
+  Rng rng(19);
+  for (const LinearShape& s : awkward_shapes()) {
+    const size_t N = s.N, C = s.C, OC = s.OC;
+    const std::string where = target() + " N=" + std::to_string(N) + " C=" + std::to_string(C) +
+                              " OC=" + std::to_string(OC);
+    std::vector<float> x(N * C), w(C * OC), dout(N * OC);
+    fill_eighths(&x, &rng);
+    fill_eighths(&w, &rng);
+    fill_eighths(&dout, &rng);
+    // Earlier gradients (another micro-batch's) in dweight and dbias, stale values in dinp.
+    std::vector<float> dinp(N * C), dw(C * OC), db(OC);
+    fill_eighths(&dinp, &rng);
+    fill_eighths(&dw, &rng);
+    fill_eighths(&db, &rng);
+    const std::vector<double> dw0(dw.begin(), dw.end()), db0(db.begin(), db.end());
+    matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), N, C, OC,
+                    gemm);
+
+    const std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end()),
+        dd(dout.begin(), dout.end());
+    std::vector<double> want_dinp(N * C, 0.0), want_dw = dw0, want_db = db0;
+    ref::linear_backward(want_dinp.data(), want_dw.data(), want_db.data(), dd.data(), xd.data(),
+                         wd.data(), N, C, OC);
+    // Exact: tolerance zero.
+    expect_within(dinp, want_dinp, std::vector<double>(N * C, 0.0), where + " dinp (written)");
+    expect_within(dw, want_dw, std::vector<double>(C * OC, 0.0), where + " dweight (added)");
+    expect_within(db, want_db, std::vector<double>(OC, 0.0), where + " dbias (added)");
+
+    // A second pass of the same batch adds the same gradient again; dinp is the same again.
+    const std::vector<float> dinp1 = dinp;
+    matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), N, C, OC,
+                    gemm);
+    for (size_t i = 0; i < C * OC; ++i) want_dw[i] = 2 * want_dw[i] - dw0[i];
+    for (size_t o = 0; o < OC; ++o) want_db[o] = 2 * want_db[o] - db0[o];
+    EXPECT_EQ(dinp, dinp1) << where << " dinp after a second pass";
+    expect_within(dw, want_dw, std::vector<double>(C * OC, 0.0), where + " dweight, two passes");
+    expect_within(db, want_db, std::vector<double>(OC, 0.0), where + " dbias, two passes");
+  }
+}
+
+WTE_INSTANTIATE_ON_EVERY_TARGET(MatmulTest);
 
 }  // namespace
 }  // namespace wte

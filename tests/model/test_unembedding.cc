@@ -69,15 +69,18 @@ struct Result {
   std::vector<float> losses, dh, dW;
 };
 
-Result run_fused(const Problem& p, size_t rows, size_t tile, Gemm& gemm) {
+// dW0 (optional): an earlier gradient in dW, which the run adds to (accumulate_dW); without it
+// dW starts as NaN and must be written.
+Result run_fused(const Problem& p, size_t rows, size_t tile, Gemm& gemm,
+                 const std::vector<float>* dW0 = nullptr) {
   const UnembeddingTiles t{std::min(rows, p.N), std::min(tile, p.V)};
   std::vector<float> ws(unembedding_workspace_floats(t, p.V));
   Result r{std::vector<float>(p.N), std::vector<float>(p.N * p.C, NAN),
-           std::vector<float>(p.V * p.C, NAN)};  // NaN: every entry must be written
+           dW0 != nullptr ? *dW0 : std::vector<float>(p.V * p.C, NAN)};  // NaN: must be written
   unembedding_loss_forward_backward(r.losses.data(), r.dh.data(), r.dW.data(), p.h.data(),
                                     p.W.data(), p.y.data(), p.N, p.V, p.C,
                                     1.0f / static_cast<float>(p.N), t, ws.data(), nullptr,
-                                    gemm);
+                                    gemm, /*accumulate_dW=*/dW0 != nullptr);
   return r;
 }
 
@@ -252,6 +255,34 @@ TEST(FusedUnembedding, FusedAndUnfusedMatchTheDoubleReferenceAtAwkwardSizes) {
     expect_within(run_unfused(p, gemm), reference(p, p.V), "unfused");
     // Loss only (evaluation): the same tiles and kernels, the same bits.
     expect_loss_only_forward_matches(s, p.h.data(), p.W.data(), p, fused.losses, gemm);
+  }
+}
+
+// accumulate_dW (the model's tied wte or lm_head gradient since zero_grad): dW gets the layer's
+// gradient added to what it held, at every block height and tile width; dh is still written. The
+// bound is the layer's plus the roundings of the sums that now start from the earlier gradient:
+// one add per row block (ceil(N / rows) of them), each within u of the running sum, which is at most
+// |dW0| + Σ_n |d_nv h_nc| (ref.dW_abs).
+TEST(FusedUnembedding, AddsIntoAnEarlierWeightGradientWhenAccumulating) {
+  const std::vector<Shape> shapes = {
+      {37, 101, 24, 8, 16}, {5, 19, 8, 1, 1}, {9, 300, 20, 64, 17}, {3, 11, 12, 2, 4}};
+  Gemm gemm;
+  for (const Shape& s : shapes) {
+    const std::string what = describe(s);
+    SCOPED_TRACE(what);
+    const Problem p = make_problem(s.N, s.V, s.C, static_cast<uint32_t>(s.N * 137 + s.V));
+    std::vector<float> dW0(p.V * p.C);
+    std::mt19937 rng(static_cast<uint32_t>(s.V));
+    std::uniform_real_distribution<float> earlier(-0.05f, 0.05f);  // a gradient's size
+    for (float& x : dW0) x = earlier(rng);
+    const Result r = run_fused(p, s.rows, s.tile, gemm, &dW0);
+    Reference want = reference(p, s.tile);
+    const double blocks = static_cast<double>((s.N + s.rows - 1) / s.rows);
+    for (size_t i = 0; i < want.dW.size(); ++i) {
+      want.dW_tol[i] += (blocks + 1) * kU * (std::abs(dW0[i]) + want.dW_abs[i]);
+      want.dW[i] += dW0[i];
+    }
+    expect_within(r, want, "fused, accumulating dW");
   }
 }
 

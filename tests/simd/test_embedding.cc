@@ -1,7 +1,9 @@
 // The token and position embedding kernels (simd/embedding.cc: embedding_forward,
-// embedding_backward_wte, embedding_backward_wpe; contracts in include/wte/kernels.h) against their
-// scalar references (src/reference/kernels.h), bit for bit, on every Highway target compiled into
-// this binary and supported by this CPU (one parameterized instance per target).
+// embedding_backward_wte, alone and fused with the gradient norm's block sums,
+// embedding_backward_rows (the untied wte's row-sparse gradient), embedding_backward_wpe;
+// contracts in include/wte/kernels.h) against their scalar references (src/reference/kernels.h),
+// bit for bit, on every Highway target compiled into this binary and supported by this CPU (one
+// parameterized instance per target).
 //
 // Each case uses sizes around the vector widths (1, 3, L-1, L, L+1, 3L, 8L+2 for L = 4, 8, 16),
 // buffers that start 4 bytes past a 64-byte boundary and are surrounded by NaN guards (a kernel
@@ -184,6 +186,86 @@ TEST_P(EmbeddingKernelTest, BackwardWteZipfDeterministic) {
       << target() << ": 1 and 2 threads differ";
   EXPECT_GT(std::count(ids.begin(), ids.end(), 0), 100)
       << "ids are not Zipf-like enough to test duplicates";
+}
+
+// With the gradient norm's block sums (dwte_sumsq: the tied model's scatter), the scatter runs
+// fused with them, chunk by chunk of whole norm blocks, then scatters the rows past the last
+// whole block on their own: dwte must still be the reference's bit for bit, and each sum that of
+// its 65536-float block of the result. Shapes: one-block chunks with rows past the last block
+// (C 64: chunks of 1024 rows, V 1100; C 256: chunks of 256 rows, V 300), a hot row (40 positions),
+// repeated and single ids.
+TEST_P(EmbeddingKernelTest, BackwardWteWithNormBlockSumsMatchesReferenceBitForBit) {
+  std::mt19937 rng(6);
+  constexpr size_t K = kSumOfSquaresBlock;
+  const std::vector<std::tuple<size_t, size_t, size_t>> shapes = {{1100, 64, 500}, {300, 256, 200}};
+  for (auto [V, C, N] : shapes) {
+    std::vector<int32_t> ids(N);
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V) - 1);
+    for (int32_t& id : ids) id = pick(rng);
+    for (size_t n = 0; n < 40; ++n) ids[n * (N / 40)] = 7;      // a hot row
+    ids[N - 1] = static_cast<int32_t>(V) - 1;                  // the last row, past every block
+    const test::BackwardWteCase k = MakeBackwardWteCase(ids, C, V, rng);
+    const size_t blocks = V * C / K;
+    ASSERT_GT(blocks, 0u);
+    ASSERT_NE(V * C % K, 0u) << "rows past the last whole block";
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      const std::string where = target() + " V=" + std::to_string(V) + " C=" + std::to_string(C) +
+                                " threads=" + std::to_string(threads);
+      ScatterWorkspace workspace;
+      GuardedBuffer dwte = GuardedBuffer::copy_of(k.dwte_init);
+      std::vector<double> sums(blocks, -1.0);
+      EXPECT_EQ(embedding_backward_wte(dwte.data(), k.dhidden.data(), ids.data(), N, C, V,
+                                       &workspace, sums.data()),
+                blocks)
+          << where;
+      EXPECT_TRUE(BitIdentical(dwte.data(), k.want.data(), V * C)) << where;
+      EXPECT_TRUE(dwte.guards_intact()) << where;
+      for (size_t b = 0; b < blocks; ++b)
+        EXPECT_EQ(sums[b], ref::sum_of_squares(k.want.data() + b * K, K))
+            << where << " block " << b;
+    }
+  }
+}
+
+// The untied wte's row-sparse backward (embedding_backward_rows): one written row per touched id,
+// ids increasing, each the sum of its upstream rows in position order: the reference scatter's rows
+// from a zero table, bit for bit. Rows start as NaN (every entry must be written); the buffer is
+// exactly min(N, V) rows inside NaN guards. Ids repeat (V 11, N 37) and some rows stay untouched.
+TEST_P(EmbeddingKernelTest, BackwardRowsMatchReferenceBitForBit) {
+  std::mt19937 rng(7);
+  const size_t V = 11, N = 37;
+  ScatterWorkspace workspace;
+  for (size_t C : kSizes) {
+    std::vector<int32_t> ids(N);
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(V) - 3);
+    for (int32_t& id : ids) id = pick(rng);  // rows V-2 and V-1 stay untouched
+    ids[N - 1] = 0;
+    test::BackwardWteCase k = MakeBackwardWteCase(ids, C, V, rng);
+    std::vector<float> dense(V * C, 0.0f);
+    ref::embedding_backward_wte(dense.data(), k.dhidden.data(), ids.data(), N, C, V);
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      const std::string where =
+          target() + " C=" + std::to_string(C) + " threads=" + std::to_string(threads);
+      GuardedBuffer rows(std::min(N, V) * C);  // NaN inside too
+      std::vector<int32_t> touched(std::min(N, V), -1);
+      size_t count = 0;
+      embedding_backward_rows(rows.data(), touched.data(), &count, k.dhidden.data(), ids.data(), N,
+                              C, V, &workspace);
+      EXPECT_TRUE(rows.guards_intact() && k.dhidden.guards_intact()) << where;
+      size_t want_count = 0;
+      for (size_t v = 0; v < V; ++v) {
+        if (std::find(ids.begin(), ids.end(), static_cast<int32_t>(v)) == ids.end()) continue;
+        ASSERT_LT(want_count, count) << where;
+        EXPECT_EQ(touched[want_count], static_cast<int32_t>(v)) << where;
+        EXPECT_TRUE(BitIdentical(rows.data() + want_count * C, dense.data() + v * C, C))
+            << where << " row " << v;
+        ++want_count;
+      }
+      EXPECT_EQ(count, want_count) << where;
+    }
+  }
 }
 
 // ------------------------------------------------------------------------------------------------
