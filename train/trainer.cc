@@ -176,6 +176,10 @@ struct Say {
     // A closed pipe (EPIPE) is SIGPIPE's: the run stops after the step as for SIGTERM.
     if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && errno != EPIPE) {
       const int err = errno;
+      // The error below reports this failure: cleared, so that `wte`'s exit check (cli/main.cc),
+      // which reports a stdout left in error, does not say it a second time. (A failed fflush
+      // has already dropped the buffered bytes, so nothing is retried.)
+      std::clearerr(stdout);
       throw Error(std::string("cannot write standard output: ") +
                   (err != 0 ? std::strerror(err) : "a write failed") +
                   "; the run stops (its last checkpoint, if any, is whole)");

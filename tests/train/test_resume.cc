@@ -86,6 +86,36 @@ std::map<int, std::string> metric_rows(const fs::path& path) {
   return rows;
 }
 
+// metrics.csv's elapsed_s column (the 7th) as step -> seconds.
+std::map<int, double> elapsed_column(const fs::path& path) {
+  std::map<int, double> rows;
+  std::istringstream in(slurp(path));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    std::string c;
+    while (std::getline(ss, c, ',')) cols.push_back(c);
+    if (cols.size() < 7) continue;
+    rows[std::stoi(cols[0])] = std::stod(cols[6]);
+  }
+  return rows;
+}
+
+// elapsed_s is the run's wall time across resumes: a resumed process goes on from the last kept
+// row's value, so the column never decreases, at a resume included. `steps`: the rows expected.
+void expect_elapsed_non_decreasing(const fs::path& metrics, size_t steps) {
+  const std::map<int, double> elapsed = elapsed_column(metrics);
+  ASSERT_EQ(elapsed.size(), steps) << slurp(metrics);
+  double before = 0;
+  for (const auto& [step, seconds] : elapsed) {
+    EXPECT_GE(seconds, before) << "elapsed_s decreases at step " << step << ":\n" << slurp(metrics);
+    before = seconds;
+  }
+  EXPECT_GT(before, 0.0) << slurp(metrics);
+}
+
 // Parameters, AdamW m and v and step of a checkpoint, loaded through wte.
 struct Loaded {
   std::vector<float> params, m, v;
@@ -246,6 +276,8 @@ TEST_P(ResumeExact, EightStepsStraightEqualThreeThenFiveInANewProcess) {
   const auto b = metric_rows(dir_ / "stopped" / "metrics.csv");
   ASSERT_EQ(a.size(), 8u);
   EXPECT_EQ(a, b);
+  // Resumed after step 3: steps 4..8 continue the clock of steps 1..3.
+  expect_elapsed_non_decreasing(dir_ / "stopped" / "metrics.csv", 8);
 }
 
 TEST_P(ResumeExact, TwoInterruptionsMidEpochKeepTheShuffledOrderAndEachSampleOncePerEpoch) {
@@ -293,6 +325,8 @@ TEST_P(ResumeExact, TwoInterruptionsMidEpochKeepTheShuffledOrderAndEachSampleOnc
   expect_same_training_state(ckpt("straight", 8), ckpt("stopped", 8));
   EXPECT_EQ(metric_rows(dir_ / "straight" / "metrics.csv"),
             metric_rows(dir_ / "stopped" / "metrics.csv"));
+  // Two resumes (after steps 3 and 5): the clock goes on at both.
+  expect_elapsed_non_decreasing(dir_ / "stopped" / "metrics.csv", 8);
 }
 
 TEST_P(ResumeExact, WarmupTwoPlusTwoEqualsFourStraight) {
@@ -365,6 +399,8 @@ TEST_P(ResumeExact, SigkillDuringACheckpointWriteLosesNothing) {
   expect_same_training_state(ckpt("straight", 8), ckpt("killed", 8));
   EXPECT_EQ(metric_rows(dir_ / "straight" / "metrics.csv"),
             metric_rows(dir_ / "killed" / "metrics.csv"));
+  // The rows after checkpoint 4 were dropped on resume; the clock goes on from step 4's.
+  expect_elapsed_non_decreasing(dir_ / "killed" / "metrics.csv", 8);
 }
 
 INSTANTIATE_TEST_SUITE_P(NLayer, ResumeExact,
