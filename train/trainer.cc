@@ -481,7 +481,23 @@ struct StepResult {
   float lr;
 };
 
-// One optimizer step on the global batch in inputs/targets: forward and backward on this rank's
+// The step's batch: the loader's samples of the whole (global) batch, and the ids of the part
+// being run, copied just before its forward (StepBatch::copy), so that a run holds the ids of one
+// micro-batch of its rank's slice, not of the batch: gradient accumulation needs no more memory
+// than one micro-batch (the memory plan counts these buffers: src/model/memory_plan.cc).
+struct StepBatch {
+  StepBatch(const BatchLoader& l, size_t micro_tokens)
+      : loader(l), inputs(micro_tokens), targets(micro_tokens) {}
+  // Copies samples [first, first + count) of the batch into inputs and targets (count, T).
+  void copy(size_t first, size_t count) {
+    loader.copy_samples(samples.data() + first, count, inputs.data(), targets.data());
+  }
+  const BatchLoader& loader;
+  std::vector<uint32_t> samples;         // (B) of the step
+  std::vector<int32_t> inputs, targets;  // (B_micro, T)
+};
+
+// One optimizer step on the global batch's samples: forward and backward on this rank's
 // slice, clip, AdamW. With several ranks (train/distributed/grad_sync.h, ZeRO-1): the ranks' gradients are
 // reduce-scattered, each rank clips with the global norm and updates its block, and the updated
 // parameters are all-gathered. A diverged step stops the run before it reaches the parameters
@@ -493,14 +509,15 @@ struct StepResult {
 // (Model::forward's loss_tokens), so they sum to the gradient of the slice's mean loss with no
 // scaling afterwards, and the loss is the token-weighted mean of theirs (in double).
 StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, const Config& cfg,
-                      size_t step, const int32_t* inputs, const int32_t* targets) {
+                      size_t step, StepBatch& batch) {
   const size_t T = cfg.data.seq_len, K = cfg.train.grad_accum_steps;
   const BatchSlice mine = sync.slice();
   const bool parallel = sync.ranks() > 1;
   StepResult r;
   model.zero_grad();
   if (K == 1) {
-    r.loss = model.forward(inputs + mine.first * T, targets + mine.first * T, mine.count, T);
+    batch.copy(mine.first, mine.count);
+    r.loss = model.forward(batch.inputs.data(), batch.targets.data(), mine.count, T);
     model.backward();
   } else {
     const size_t tokens = mine.count * T;
@@ -512,8 +529,8 @@ StepResult train_step(Model& model, AdamW& optimizer, GradientSync& sync, const 
     for (size_t k = first; k <= last; ++k) {
       const auto [a, b] = micro(k);
       if (a == b) continue;
-      const size_t at = (mine.first + a) * T;
-      const float l = model.forward(inputs + at, targets + at, b - a, T, tokens);
+      batch.copy(mine.first + a, b - a);
+      const float l = model.forward(batch.inputs.data(), batch.targets.data(), b - a, T, tokens);
       model.backward();
       loss_sum += static_cast<double>(l) * static_cast<double>((b - a) * T);
     }
@@ -855,10 +872,9 @@ struct Run {
 
 // The loop's running totals and its batch buffers.
 struct LoopState {
-  LoopState(size_t batch_tokens, size_t start_step)
-      : inputs(batch_tokens), targets(batch_tokens), t_start(Clock::now()),
-        finished_step(start_step) {}
-  std::vector<int32_t> inputs, targets;  // (B,T) of the step
+  LoopState(const BatchLoader& loader, size_t micro_tokens, size_t start_step)
+      : batch(loader, micro_tokens), t_start(Clock::now()), finished_step(start_step) {}
+  StepBatch batch;
   RunSummary summary;
   EvalClock eval_clock;
   double step_seconds = 0.0;  // wall time of the optimizer steps of this run so far
@@ -871,11 +887,9 @@ struct LoopState {
 StepResult take_step(Run& run, size_t step, LoopState* s) {
   const Config& cfg = run.cfg;
   const auto t0 = Clock::now();
-  run.loader.next_batch(s->inputs.data(), s->targets.data(), cfg.train.batch_size,
-                        run.trace.served());
+  run.loader.next_samples(cfg.train.batch_size, &s->batch.samples, run.trace.served());
   run.trace.write(step + 1);
-  const StepResult r = train_step(run.model, run.optimizer, run.sync, cfg, step, s->inputs.data(),
-                                  s->targets.data());
+  const StepResult r = train_step(run.model, run.optimizer, run.sync, cfg, step, s->batch);
   s->step_seconds += seconds_since(t0);
   if (run.writer && step == run.start_step) will_write_snapshot(run.opts, step + 1);
   if (run.writer) save_snapshot_if_due(cfg, run.opts.out_dir, run.model, run.d.tokenizer, step + 1);
@@ -1062,7 +1076,7 @@ RunSummary run_training(const Config& cfg, const RunOptions& opts) {
 
   Run run{cfg,    opts,  d,   comm,   sync,           model,   optimizer,
           loader, trace, files, say, writer, req.start_step, B_micro, plan_evaluations(cfg, d)};
-  LoopState state(cfg.train.batch_size * cfg.data.seq_len, req.start_step);
+  LoopState state(loader, B_micro * cfg.data.seq_len, req.start_step);
   // From here SIGINT/SIGTERM finish the step, write a checkpoint and exit (train/signals.h).
   throw_if_stop_requested("start-up (writing the run files)");
   train_loop(run, &state);

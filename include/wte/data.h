@@ -99,6 +99,15 @@ class BatchLoader {
   /// If `served` is not null, appends the (epoch, sample index) of each of the B samples to it.
   void next_batch(int32_t* inputs, int32_t* targets, size_t B,
                   std::vector<std::array<uint64_t, 2>>* served = nullptr);
+  /// The next B samples (indices k of the windows above), the ones next_batch would copy, into
+  /// `samples` (resized to B), starting a new epoch when needed; `served` as for next_batch.
+  /// With copy_samples, a caller copies a part of the batch at a time (the training loop copies
+  /// one micro-batch before its forward, so gradient accumulation holds one micro-batch's ids).
+  void next_samples(size_t B, std::vector<uint32_t>* samples,
+                    std::vector<std::array<uint64_t, 2>>* served = nullptr);
+  /// Copies the windows of samples[0, count) into inputs and targets (count, T).
+  /// Each sample must be below the stream's sample count (next_samples' output is).
+  void copy_samples(const uint32_t* samples, size_t count, int32_t* inputs, int32_t* targets) const;
 
   /// The loader's position, for a checkpoint.
   LoaderState state() const;

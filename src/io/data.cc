@@ -189,13 +189,28 @@ void BatchLoader::start_epoch() {
 
 void BatchLoader::next_batch(int32_t* inputs, int32_t* targets, size_t B,
                              std::vector<std::array<uint64_t, 2>>* served) {
+  std::vector<uint32_t> samples;
+  next_samples(B, &samples, served);
+  copy_samples(samples.data(), B, inputs, targets);
+}
+
+void BatchLoader::next_samples(size_t B, std::vector<uint32_t>* samples,
+                               std::vector<std::array<uint64_t, 2>>* served) {
+  samples->resize(B);
   for (size_t b = 0; b < B; ++b) {
     if (cursor_ == num_samples_) {
       ++epoch_;
       start_epoch();
     }
     if (served != nullptr) served->push_back({epoch_, order_[cursor_]});
-    const int32_t* window = tokens_->data() + static_cast<size_t>(order_[cursor_++]) * T_;
+    (*samples)[b] = order_[cursor_++];
+  }
+}
+
+void BatchLoader::copy_samples(const uint32_t* samples, size_t count, int32_t* inputs,
+                               int32_t* targets) const {
+  for (size_t b = 0; b < count; ++b) {
+    const int32_t* window = tokens_->data() + static_cast<size_t>(samples[b]) * T_;
     std::memcpy(inputs + b * T_, window, T_ * sizeof(int32_t));
     std::memcpy(targets + b * T_, window + 1, T_ * sizeof(int32_t));
   }

@@ -219,10 +219,13 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanShape& shape) {
   }
   if (small > 0) plan.buffers.push_back({"lookup sort buffers, norm sums and ids", kSmall, small,
                                          PlanOwner::kModel});
-  // The training loop: the step's batch, inputs and targets (micro_batches x B x T ids each).
+  // The training loop: the step's samples (micro_batches x B indices) and one micro-batch's
+  // inputs and targets (B x T ids each; train/trainer.cc StepBatch).
   if (shape.trainer && N > 0)
     plan.buffers.push_back({"batch inputs and targets", kSmall,
-                            2 * shape.micro_batches * N * sizeof(int32_t), PlanOwner::kTrainer});
+                            shape.micro_batches * shape.B * sizeof(uint32_t) +
+                                2 * N * sizeof(int32_t),
+                            PlanOwner::kTrainer});
   if (rounding > 0)
     plan.buffers.push_back({"allocation rounding (model)", kRounding, rounding, PlanOwner::kModel});
   if (rounding_adamw > 0)

@@ -28,7 +28,7 @@ struct PlanShape {
   size_t T = 0;              // tokens per sequence
   size_t micro_batches = 1;  // backward passes per Model::zero_grad (train.grad_accum_steps)
   bool adamw = true;         // AdamW's two moments (wte::AdamW)
-  bool trainer = true;       // the training loop's batch buffers (inputs and targets of K·B x T)
+  bool trainer = true;       // the training loop's batch buffers (one micro-batch's ids)
 };
 
 /// Who allocates a buffer.

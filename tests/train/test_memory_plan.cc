@@ -90,8 +90,9 @@ TEST_P(MemoryPlanMatches, EstimateEqualsThePlanEqualsTheAllocations) {
   const size_t trainer = plan.bytes(PlanOwner::kTrainer);
   EXPECT_EQ(aligned_bytes_in_use() - aligned_before,
             plan.bytes(PlanOwner::kModel) + plan.bytes(PlanOwner::kOptimizer) - (small - trainer));
-  // The trainer's share is its batch: inputs and targets of the whole step.
-  EXPECT_EQ(trainer, 2 * shape.micro_batches * N * sizeof(int32_t));
+  // The trainer's share is its batch: the step's sample indices and one micro-batch's inputs and
+  // targets (gradient accumulation copies each micro-batch's ids just before its forward).
+  EXPECT_EQ(trainer, shape.micro_batches * shape.B * sizeof(uint32_t) + 2 * N * sizeof(int32_t));
 }
 
 INSTANTIATE_TEST_SUITE_P(
