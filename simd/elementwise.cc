@@ -39,7 +39,9 @@ void ResidualForward(float* out, const float* a, const float* b, size_t n) {
 }
 
 // Thread t of P sums the columns [t·OC/P, (t+1)·OC/P) (rounded to whole vectors) over all N rows,
-// in increasing n, into a per-thread buffer of running sums, then adds them to dbias. Each thread
+// block of gradient_rows_per_block(N) rows by block: each block's rows in increasing n into a
+// per-thread buffer of partial sums, added to the thread's running sums after the block, which are
+// added to dbias at the end. Each thread
 // so reads one contiguous piece of every row (the whole row with 1 thread): a stream the hardware
 // prefetchers follow. (Narrow column tasks are many times slower: a few cache lines per row, each row in
 // another 4 KiB page, where the prefetchers stop.) The split never changes a bit: every column is
@@ -56,13 +58,22 @@ void BiasBackward(float* HWY_RESTRICT dbias, const float* HWY_RESTRICT dout, siz
     const size_t c1 = std::min(OC, (t + 1) * num_vectors / P * L);
     const size_t width = c1 - c0;
     static thread_local std::vector<float> sums_buffer;
-    if (sums_buffer.size() < width) sums_buffer.resize(width);
+    if (sums_buffer.size() < 2 * width) sums_buffer.resize(2 * width);
     float* sums = sums_buffer.data();
+    float* part = sums + width;
     std::fill(sums, sums + width, 0.0f);  // +0, as the reference's `sum = 0`
-    for (size_t n = 0; n < N; ++n) {
-      const float* row = dout + n * OC + c0;
+    const size_t rows_per_block = gradient_rows_per_block(N);
+    for (size_t n0 = 0; n0 < N; n0 += rows_per_block) {
+      std::fill(part, part + width, 0.0f);  // +0, as the reference's `part = 0`
+      const size_t n1 = std::min(N, n0 + rows_per_block);
+      for (size_t n = n0; n < n1; ++n) {
+        const float* row = dout + n * OC + c0;
+        ForEachVector(width, [&](auto dv, size_t i) {
+          hn::StoreU(hn::Add(hn::LoadU(dv, part + i), hn::LoadU(dv, row + i)), dv, part + i);
+        });
+      }
       ForEachVector(width, [&](auto dv, size_t i) {
-        hn::StoreU(hn::Add(hn::LoadU(dv, sums + i), hn::LoadU(dv, row + i)), dv, sums + i);
+        hn::StoreU(hn::Add(hn::LoadU(dv, sums + i), hn::LoadU(dv, part + i)), dv, sums + i);
       });
     }
     ForEachVector(width, [&](auto dv, size_t i) {

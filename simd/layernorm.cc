@@ -71,7 +71,7 @@ void LayerNormForward(float* HWY_RESTRICT out, float* HWY_RESTRICT mean, float* 
 // Rows per dg/db block: a function of N only (never of the thread count). At least 16 rows, so a
 // block's partial (2C floats) costs little next to its rows' 3C-float traffic, and at most 64
 // blocks, so the partials of a large batch fit in L2 and the final combine is short.
-inline size_t RowsPerBlock(size_t N) { return std::max<size_t>(16, (N + 63) / 64); }
+inline size_t RowsPerBlock(size_t N) { return gradient_rows_per_block(N); }
 
 // The scratch for the per-block partials, kept between calls (no per-step allocation); grown when
 // too small, never shrunk. One per calling thread, so concurrent callers do not share it.

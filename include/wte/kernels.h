@@ -308,9 +308,21 @@ void convert_f32_to_bf16(uint16_t* dst, const float* src, size_t n);
 // Residual add: out = a + b, elementwise (n). out may alias a or b.
 void residual_forward(float* out, const float* a, const float* b, size_t n);
 
+// Rows per block of a parameter gradient's sum over the N = B·T rows (bias_backward, and
+// layernorm_backward's dg and db): each block of rows is summed in increasing row order, then the
+// blocks' sums in block order. max(16, ceil(N / 64)): at most 64 blocks, so a column's sum rounds
+// like one of about N/64 + 64 terms instead of N (an error bound of (N/64 + 64)·u·Σ|terms|, u =
+// 2^-24: blocked summation, Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed.,
+// section 4.2), which keeps these gradients as close to float64 as a BLAS's blocked sums.
+inline size_t gradient_rows_per_block(size_t N) {
+  const size_t per_block = (N + 63) / 64;
+  return per_block > 16 ? per_block : 16;
+}
+
 // Bias gradient of a linear layer dout = inp · w + bias: dbias[j] += Σ_n dout[n,j] (accumulates).
-// Each column is summed over n in increasing order (threads split the columns, never the rows), so
-// the bits equal ref::bias_backward<float>'s for any thread count. dbias (OC); dout (N, OC).
+// Each column is summed over n in blocks of gradient_rows_per_block(N) rows (increasing n in a
+// block, blocks in order; threads split the columns, never the rows), so the bits equal
+// ref::bias_backward<float>'s for any thread count. dbias (OC); dout (N, OC).
 void bias_backward(float* dbias, const float* dout, size_t N, size_t OC);
 
 // ------------------------------------------------------------------------------------------------

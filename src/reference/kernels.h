@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "wte/kernels.h"
+
 namespace wte::ref {
 
 /// hidden_states[b,t,:] = wte[ids[b,t],:] + wpe[t,:]. Shapes as wte::embedding_forward.
@@ -281,12 +283,18 @@ void residual_forward(F* out, const F* a, const F* b, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
-/// dbias accumulated (+=), rows summed in increasing n.
+/// dbias accumulated (+=); each column's rows summed in blocks of wte::gradient_rows_per_block(N)
+/// (increasing n in a block, the blocks' sums in block order), as wte::bias_backward.
 template <typename F>
 void bias_backward(F* dbias, const F* dout, size_t N, size_t OC) {
+  const size_t rows_per_block = wte::gradient_rows_per_block(N);
   for (size_t j = 0; j < OC; ++j) {
     F sum = 0;
-    for (size_t n = 0; n < N; ++n) sum += dout[n * OC + j];
+    for (size_t n0 = 0; n0 < N; n0 += rows_per_block) {
+      F part = 0;
+      for (size_t n = n0; n < N && n < n0 + rows_per_block; ++n) part += dout[n * OC + j];
+      sum += part;
+    }
     dbias[j] += sum;
   }
 }
