@@ -38,7 +38,7 @@ int cmd_export(int argc, char** argv) {
       "none (a failed rename puts back the files renamed before it): an error leaves no new file\n"
       "and the directory's earlier files as they were. Name map: docs/interop.md.\n\n";
   spec.example =
-      "Example:\n  wte export --checkpoint runs/default/checkpoint_00000600.h5 --out exported/default\n"
+      "Example:\n  wte export --checkpoint runs/default --out exported/default\n"
       "  python3 -c 'import transformers as t; "
       "t.GPT2LMHeadModel.from_pretrained(\"exported/default\")'\n";
   const CommandLine cl = parse_command_line(argc, argv, opts, spec);

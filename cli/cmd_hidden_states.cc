@@ -101,7 +101,7 @@ HiddenStatesOptions parse_hidden_states_options(int argc, char** argv) {
       "Exit 1 if a layer-0 row is not wte[id] + wpe[index] or equal prefixes give different rows.\n\n";
   spec.example =
       "Example (the run of configs/default.ini, as the README's tour trains it):\n"
-      "  wte hidden-states --checkpoint runs/default/checkpoint_00000600.h5 \\\n"
+      "  wte hidden-states --checkpoint runs/default \\\n"
       "      --text \"The river bank was muddy\" --text \"The money bank was closed\"\n";
   const CommandLine cl = parse_command_line(argc, argv, opts, spec);
   HiddenStatesOptions o;
