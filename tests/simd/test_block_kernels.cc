@@ -306,6 +306,28 @@ TEST_P(BlockKernelTest, BiasBackwardExactSums) {
   }
 }
 
+// The rows are summed in blocks of gradient_rows_per_block(N), then the blocks: a column whose
+// first row is 2^24 and whose other rows are 1 loses every 1 added to 2^24 (2^24 + 1 rounds to
+// 2^24, ties to even), so a sum in plain row order gives 2^24, 1023 below the exact 2^24 + 1023.
+// In blocks of 16 rows (N 1024: 64 blocks) only the first block's 15 ones are lost: the other 63
+// blocks sum to 16 exactly and 2^24 + 16·k is exact, so dbias is 2^24 + 1008. OC 37 covers whole
+// vectors and a tail on every target; column j is scaled by 2^-(j % 3) (exact).
+TEST_P(BlockKernelTest, BiasBackwardSumsRowBlocksThenTheBlocks) {
+  const size_t N = 1024, OC = 37;
+  ASSERT_EQ(gradient_rows_per_block(N), 16u);
+  std::vector<float> dout(N * OC, 0.0f), dbias(OC, 0.0f);
+  for (size_t j = 0; j < OC; ++j) {
+    const float scale = std::ldexp(1.0f, -static_cast<int>(j % 3));
+    dout[j] = 16777216.0f * scale;
+    for (size_t n = 1; n < N; ++n) dout[n * OC + j] = scale;
+  }
+  bias_backward(dbias.data(), dout.data(), N, OC);
+  for (size_t j = 0; j < OC; ++j) {
+    const float scale = std::ldexp(1.0f, -static_cast<int>(j % 3));
+    EXPECT_EQ(dbias[j], (16777216.0f + 1008.0f) * scale) << target() << " j=" << j;
+  }
+}
+
 TEST_P(BlockKernelTest, BiasBackwardSameBitsForOneAndTwoThreads) {
   std::mt19937 rng(13);
   for (auto [N, OC] : {std::pair<size_t, size_t>{300, 257}, {2048, 768}, {97, 1030}}) {
