@@ -2,7 +2,8 @@
 """README.md's performance table is what bench/headline.py builds from bench/results/: the table
 between <!-- headline:begin ... --> and <!-- headline:end --> must equal the script's output, and
 every results file it links must exist. Run bench/headline.py --write README.md after adding
-results."""
+results. The README stays a short front page: at most README_MAX_LINES lines (the reference
+lives in docs/)."""
 import os
 import re
 import subprocess
@@ -21,10 +22,15 @@ sys.stderr.write(r.stderr)
 if r.returncode != 0:
     sys.exit("FAIL: README.md's headline table differs from bench/headline.py's (see above)")
 readme = open(os.path.join(SRC, "README.md")).read()
+README_MAX_LINES = 400
+lines = readme.count("\n")
+if lines > README_MAX_LINES:
+    sys.exit("FAIL: README.md has %d lines, more than %d: move reference material into docs/"
+             % (lines, README_MAX_LINES))
 links = re.findall(r"\]\((bench/results/[^)]+)\)", readme)
 if not links:
     sys.exit("FAIL: README.md's headline table links no results file")
 for link in links:
     if not os.path.isfile(os.path.join(SRC, link)):
         sys.exit("FAIL: README.md links %s, which does not exist" % link)
-print("1 passed, 0 failed")
+print("2 passed, 0 failed")
