@@ -446,7 +446,7 @@ void write_geometry_page(const std::string& out, const std::string& top_html,
           "grid-template-columns:repeat(2,minmax(0,1fr));gap:16px 24px;align-items:start}"
           "figure{margin:0}figure.wide{grid-column:1/-1}figure svg{display:block;width:100%;"
           "height:auto}figcaption{font-size:0.9em;line-height:1.4;margin-top:4px}"
-          "pre{font-size:0.85em;overflow-x:auto;background:#f6f6f6;padding:0.5em}"
+          "pre{font-size:0.85em;white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:0.5em}"
           "h1{margin:0.3em 0}.summary{background:#f3f6fa;border:1px solid #c8d3e0;padding:0.5em 1em;"
           "line-height:1.45}.summary p{margin:0.3em 0}.summary ul{margin:0.3em 0;padding-left:1.3em}"
           "table.nb{border-collapse:collapse;font-size:0.85em;width:100%;margin:0.5em 0}"
