@@ -13,8 +13,8 @@ Time, B 1, in --rounds interleaved rounds; each round, at every thread count (--
            of STEPS steps after --warmup.
 The table gives each side's median over the rounds and the median (min-max) of the per-round
 ratios: PyTorch / wte float32, wte float32 / wte bf16, and the same for attention's parts (wte's
-parts whose names hold "attention" or "causal softmax", forward and backward), with both MFUs
-(PaLM's count and the causal one, against the f32 peak of the run).
+parts whose names hold "attention" or "causal softmax", or start with attn_tiled, forward and
+backward), with both MFUs (PaLM's count and the causal one, against the f32 peak of the run).
 
 Memory, B --mem-batch (4), T 1024, --threads[-1] threads: /usr/bin/time -v's maximum resident set
 size of a process running a few training steps: `wte profile step --train.batch_size=4` (float32,
@@ -50,9 +50,11 @@ def spread(xs):
 
 
 def attention_ms(step):
-    """wte's attention parts of one step profile (QKᵀ, causal softmax, ·V; forward and backward)."""
+    """wte's attention parts of one step profile, forward and backward: the dense path's QKᵀ,
+    causal softmax and ·V, or the tiled path's attn_tiled_fwd and attn_tiled_bwd."""
     return sum(p["ms"] for p in step["parts"]
-               if "attention" in p["part"] or "causal softmax" in p["part"])
+               if "attention" in p["part"] or "causal softmax" in p["part"]
+               or p["part"].startswith("attn_tiled"))
 
 
 def wte_env():
