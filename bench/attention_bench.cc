@@ -82,9 +82,10 @@ void run(const Args& a, size_t T) {
   }
   auto p16 = [&](std::vector<uint16_t>& v) { return a.bf16 ? v.data() : nullptr; };
   auto dense = [&] {
-    wte::attention_forward(out.data(), att.data(), qkv.data(), p16(qkv16), p16(att16), B, T, C, NH, gemm);
-    wte::attention_backward(dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data(), p16(qkv16),
-                            p16(att16), p16(dout16), p16(datt16), B, T, C, NH, gemm);
+    const wte::GemmInput qkv_in(qkv.data(), p16(qkv16));
+    wte::attention_forward(out.data(), {att.data(), p16(att16)}, qkv_in, B, T, C, NH, gemm);
+    wte::attention_backward(dqkv.data(), {datt.data(), p16(datt16)}, {dout.data(), p16(dout16)},
+                            qkv_in, {att.data(), p16(att16)}, B, T, C, NH, gemm);
   };
   auto tiled = [&](wte::AttentionTiles tiles) {
     wte::attention_tiled_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH, a.bf16, tiles);
