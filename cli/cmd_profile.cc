@@ -175,10 +175,9 @@ void load_step_config(ProfileOptions& o, const std::string& config_path,
                       : std::string("the built-in defaults (configs/default.ini's model)");
   for (const std::string& ov : overrides) o.config_name += " " + ov;
   if (!o.with_step) return;
-  o.config = usage_errors_of_overrides([&] {
-    return !config_path.empty() ? load_config(config_path, overrides)
-                                : parse_config("", "the built-in defaults", overrides);
-  });
+  // load_config without a file is the built-in defaults, configs/default.ini's model (parsing
+  // empty INI text instead would give a stored config's reading: ModelConfig's field defaults).
+  o.config = usage_errors_of_overrides([&] { return load_config(config_path, overrides); });
 }
 
 // Parses and checks `wte profile`'s command line (argv[0] is "profile"), every value before any

@@ -96,6 +96,9 @@ PY
 
 "$WTE_CLI" profile step --quick --threads 1 > "$dir/step.txt" 2>/dev/null || fail "profile step"
 grep -q "all but the GEMMs" "$dir/step.txt" || fail "step table"
+# Without --config the step is configs/default.ini's model, and says so.
+grep -q "step: the built-in defaults (configs/default.ini's model): V 8192, C 256, n_layer 4, n_head 4, B 16, T 128" \
+  "$dir/step.txt" || fail "profile step without --config: not configs/default.ini's model: $(grep '^step:' "$dir/step.txt")"
 grep -q "logits GEMM" "$dir/step.txt" || fail "step parts"
 # A block model: every layer kind has its line, and the MFU against the GEMM peak of the same run.
 cat > "$dir/blocks.ini" <<'INI'
