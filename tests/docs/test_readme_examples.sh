@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's and docs/'s commands run as printed. Every ```sh block of README.md (the tour and the
-# tutorials; ```bash blocks are install and build steps, not run here), then every ```sh block, every
+# tutorials; ```bash blocks are install, build, download and test-suite steps, not run here: the install,
+# consumer and venv tests and CI itself run those), then every ```sh block, every
 # "$ " line of an output block and every ```python block of docs/*.md, is cut into commands (a line
 # ending in '\' continues), and each command runs with bash (python blocks with python3 and the
 # build tree's Python module on PYTHONPATH, skipped when it is not built),
