@@ -69,9 +69,9 @@ std::string tiny_config(const fs::path& corpus, size_t batch_size, size_t warmup
          "\nweight_decay = 0.1\n[checkpoint]\ninterval = 0\n";
 }
 
-// Rows of metrics.csv as step -> "train_loss,val_loss,lr,grad_norm" (timings dropped).
-std::map<int, std::string> metric_rows(const fs::path& path) {
-  std::map<int, std::string> rows;
+// metrics.csv's data rows (the header skipped), each split at its commas.
+std::vector<std::vector<std::string>> metrics_csv_rows(const fs::path& path) {
+  std::vector<std::vector<std::string>> rows;
   std::istringstream in(slurp(path));
   std::string line;
   std::getline(in, line);
@@ -80,6 +80,15 @@ std::map<int, std::string> metric_rows(const fs::path& path) {
     std::stringstream ss(line);
     std::string c;
     while (std::getline(ss, c, ',')) cols.push_back(c);
+    rows.push_back(std::move(cols));
+  }
+  return rows;
+}
+
+// Rows of metrics.csv as step -> "train_loss,val_loss,lr,grad_norm" (timings dropped).
+std::map<int, std::string> metric_rows(const fs::path& path) {
+  std::map<int, std::string> rows;
+  for (const auto& cols : metrics_csv_rows(path)) {
     if (cols.size() < 5) continue;
     rows[std::stoi(cols[0])] = cols[1] + "," + cols[2] + "," + cols[3] + "," + cols[4];
   }
@@ -89,14 +98,7 @@ std::map<int, std::string> metric_rows(const fs::path& path) {
 // metrics.csv's elapsed_s column (the 7th) as step -> seconds.
 std::map<int, double> elapsed_column(const fs::path& path) {
   std::map<int, double> rows;
-  std::istringstream in(slurp(path));
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::vector<std::string> cols;
-    std::stringstream ss(line);
-    std::string c;
-    while (std::getline(ss, c, ',')) cols.push_back(c);
+  for (const auto& cols : metrics_csv_rows(path)) {
     if (cols.size() < 7) continue;
     rows[std::stoi(cols[0])] = std::stod(cols[6]);
   }
