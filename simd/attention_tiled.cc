@@ -9,6 +9,9 @@
 // broadcasts A's entries and multiplies rows of B, a register block of 4 rows by up to 4 vectors
 // of C. Each product's sum over K runs in increasing k for every entry (one FMA per term), so a
 // forward score q_t·k_j has the same bits in the backward's kᵀ·q recomputation.
+// With bf16 inputs on a CPU with AVX512_BF16 (AVX-512 targets), the products run on bfloat16 pairs
+// instead (tile_gemm_bf16_pairs), on bfloat16 copies laid out as its operands need (Bf16Copies):
+// pairs along k in A's rows, and B packed by pairs of its rows.
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +20,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "simd/tile_gemm_bf16.h"
 #include "src/model/attention_tiled.h"
 
 // foreach_target.h must come before every other Highway header.
@@ -35,6 +39,14 @@ namespace wte {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
+
+// Targets whose vectors are the 16 floats of tile_gemm_bf16_pairs' columns: with bf16 inputs on a
+// CPU with AVX512_BF16 their tile products run on bfloat16 pairs (VDPBF16PS).
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr bool kBf16PairTarget = true;
+#else
+constexpr bool kBf16PairTarget = false;
+#endif
 
 // c (MR rows, NV vectors) = or += a (MR, K) · b (K, NV vectors); leading dimensions in floats.
 template <size_t MR, size_t NV>
@@ -102,17 +114,25 @@ HWY_INLINE float RoundToBf16(float x) {
   return x;
 }
 
-// This thread's workspace of n floats, zeroed: kept from call to call (the thread's largest so
-// far), so that no call pays fresh pages. The copies write only live entries, so their padding
+// x's bfloat16 bits, rounded to nearest (ties to even). Inputs are finite.
+HWY_INLINE uint16_t Bf16Bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+// This thread's workspace of n entries of T, zeroed: kept from call to call (the thread's largest
+// so far), so that no call pays fresh pages. The copies write only live entries, so their padding
 // stays zero through one call.
-float* ThreadWorkspace(size_t n) {
-  static thread_local hwy::AlignedFreeUniquePtr<float[]> buffer;
+template <typename T>
+T* ThreadWorkspace(size_t n) {
+  static thread_local hwy::AlignedFreeUniquePtr<T[]> buffer;
   static thread_local size_t capacity = 0;
   if (capacity < n) {
-    buffer = hwy::AllocateAligned<float>(n);
+    buffer = hwy::AllocateAligned<T>(n);
     capacity = n;
   }
-  std::fill(buffer.get(), buffer.get() + n, 0.0f);
+  std::fill(buffer.get(), buffer.get() + n, T{0});
   return buffer.get();
 }
 
@@ -122,6 +142,7 @@ struct Geometry {
                // a column's entries do not all fall into one cache set when Tpad is a power of 2
   float scale;
   bool bf16;
+  bool pairs;  // bf16 and the tile products run on bfloat16 pairs (tile_gemm_bf16_pairs)
 };
 
 Geometry MakeGeometry(size_t B, size_t T, size_t C, size_t NH, bool bf16, AttentionTiles tiles) {
@@ -135,29 +156,134 @@ Geometry MakeGeometry(size_t B, size_t T, size_t C, size_t NH, bool bf16, Attent
   g.Tpad = up(T, std::lcm(g.Br, g.Bc));
   g.ldt = g.Tpad + 16;
   g.scale = 1.0f / std::sqrt(static_cast<float>(g.hs));
+  g.pairs = bf16 && kBf16PairTarget && cpu_has_avx512_bf16();
   return g;
+}
+
+// Tokens t0..t0+n-1 (n <= 16) of one head's columns (row t at base + t·stride, hs floats) into
+// blk (16,hp): vectors, zero past hs, rounded to bfloat16 when g.bf16.
+void LoadTokenBlock(float* HWY_RESTRICT blk, const float* base, size_t stride, size_t t0, size_t n,
+                    const Geometry& g) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  for (size_t t = 0; t < n; ++t) {
+    const float* x = base + (t0 + t) * stride;
+    for (size_t i = 0; i < g.hp; i += L) {
+      hn::Vec<DF> v;
+      if (i + L <= g.hs) {
+        v = hn::LoadU(d, x + i);
+      } else {  // the head's last partial vector: no read past its columns
+        HWY_ALIGN float tail[hn::MaxLanes(d)] = {};
+        for (size_t j = i; j < g.hs; ++j) tail[j - i] = x[j];
+        v = hn::Load(d, tail);
+      }
+      hn::StoreU(g.bf16 ? RoundToBf16(d, v) : v, d, blk + t * g.hp + i);
+    }
+  }
 }
 
 // One head's columns of part `part` (0 q, 1 k, 2 v) of qkv, or of a (B,T,C) tensor (stride C,
 // part 0), copied into rows (Tpad,hp) and/or its transpose (hp,Tpad); either may be nullptr.
-// Only live entries are written: the padding keeps the zeros it was allocated with.
+// Only live tokens are written: the padding keeps the zeros it was allocated with.
 void CopyHead(float* rows, float* cols, const float* src, size_t stride, const Geometry& g,
               size_t b, size_t h, size_t part) {
   const float* base = src + b * g.T * stride + part * g.C + h * g.hs;
-  const auto value = [&](size_t t, size_t d) {
-    const float x = base[t * stride + d];
-    return g.bf16 ? RoundToBf16(x) : x;
-  };
-  if (rows != nullptr)
-    for (size_t t = 0; t < g.T; ++t)
-      for (size_t d = 0; d < g.hs; ++d) rows[t * g.hp + d] = value(t, d);
-  // The transpose by blocks of 16 tokens: each store loop fills one cache line of a column.
-  if (cols != nullptr)
-    for (size_t t0 = 0; t0 < g.T; t0 += 16) {
-      const size_t t1 = std::min(t0 + 16, g.T);
-      for (size_t d = 0; d < g.hs; ++d)
-        for (size_t t = t0; t < t1; ++t) cols[d * g.ldt + t] = value(t, d);
+  HWY_ALIGN float blk[16 * 64];
+  // By blocks of 16 tokens (and at most 64 columns): each transposed store loop fills one cache
+  // line of a column.
+  for (size_t t0 = 0; t0 < g.T; t0 += 16) {
+    const size_t n = std::min<size_t>(16, g.T - t0);
+    for (size_t c0 = 0; c0 < g.hp; c0 += 64) {
+      Geometry part_g = g;  // columns c0.. of the head, as a head of their own
+      part_g.hs = std::min<size_t>(64, g.hs > c0 ? g.hs - c0 : 0);
+      part_g.hp = std::min<size_t>(64, g.hp - c0);
+      LoadTokenBlock(blk, base + c0, stride, t0, n, part_g);
+      if (rows != nullptr)
+        for (size_t t = 0; t < n; ++t)
+          std::memcpy(rows + (t0 + t) * g.hp + c0, blk + t * part_g.hp, part_g.hp * sizeof(float));
+      if (cols != nullptr)
+        for (size_t d = 0; d < part_g.hs; ++d)
+          for (size_t t = 0; t < n; ++t) cols[(c0 + d) * g.ldt + t0 + t] = blk[t * part_g.hp + d];
     }
+  }
+}
+
+// n floats that are bfloat16 values (rounded) stored as their bfloat16 bits; n a multiple of the
+// vector width.
+void StoreBf16Bits(const float* x, size_t n, uint16_t* out) {
+  const DF d;
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> d16;
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
+    const auto hi = hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, hn::LoadU(d, x + i))));
+    hn::StoreU(hn::DemoteTo(d16, hi), d16, out + i);
+  }
+}
+
+// Rows r, r+1 of x (each n floats that are bfloat16 values) packed as pairs: out (n, 2).
+void StoreBf16RowPair(const float* x0, const float* x1, size_t n, uint16_t* out) {
+  const DF d;
+  const hn::RebindToUnsigned<DF> du;
+  const size_t L = hn::Lanes(d);
+  const auto hi_mask = hn::Set(du, 0xFFFF0000u);
+  for (size_t i = 0; i < n; i += L) {
+    const auto lo = hn::ShiftRight<16>(hn::BitCast(du, hn::LoadU(d, x0 + i)));
+    const auto hi = hn::And(hn::BitCast(du, hn::LoadU(d, x1 + i)), hi_mask);
+    hn::StoreU(hn::Or(hi, lo), du, reinterpret_cast<uint32_t*>(out + 2 * i));
+  }
+}
+
+// The bfloat16 copies of one head's columns (as CopyHead reads them) that the pair products read;
+// any may be nullptr. Only live entries are written: the padding keeps its zeros.
+//   rows       (Tpad,hp)        row-major: an A operand whose pairs run along the head dimension
+//   pair_cols  (hp/2, ldt, 2)   the transpose packed by pairs of dimensions: a B operand (hp, T·)
+//   row_pairs  (Tpad/2, hp, 2)  rows packed by pairs of tokens: a B operand (T·, hp)
+//   cols       (hp, ldt)        the transpose: an A operand whose pairs run along tokens
+struct Bf16Copies {
+  uint16_t* rows = nullptr;
+  uint16_t* pair_cols = nullptr;
+  uint16_t* row_pairs = nullptr;
+  uint16_t* cols = nullptr;
+};
+
+void CopyHeadBf16(const Bf16Copies& dst, const float* src, size_t stride, const Geometry& g,
+                  size_t b, size_t h, size_t part) {
+  const float* base = src + b * g.T * stride + part * g.C + h * g.hs;
+  const size_t hp = g.hp, ldt = g.ldt;
+  HWY_ALIGN float blk[16 * 64];
+  HWY_ALIGN uint16_t blk16[16 * 64];
+  HWY_ALIGN static const float zeros[64] = {};
+  // By blocks of 16 tokens (t0 even, so pairs of tokens stay in a block) and at most 64 columns
+  // (even, so pairs of columns do too).
+  for (size_t t0 = 0; t0 < g.T; t0 += 16) {
+    const size_t n = std::min<size_t>(16, g.T - t0);
+    for (size_t c0 = 0; c0 < hp; c0 += 64) {
+      Geometry part_g = g;  // columns c0.. of the head, as a head of their own
+      part_g.hs = std::min<size_t>(64, g.hs > c0 ? g.hs - c0 : 0);
+      part_g.hp = std::min<size_t>(64, hp - c0);
+      part_g.bf16 = true;
+      const size_t w = part_g.hp;
+      LoadTokenBlock(blk, base + c0, stride, t0, n, part_g);
+      StoreBf16Bits(blk, n * w, blk16);
+      if (dst.rows != nullptr)
+        for (size_t t = 0; t < n; ++t)
+          std::memcpy(dst.rows + (t0 + t) * hp + c0, blk16 + t * w, w * sizeof(uint16_t));
+      if (dst.row_pairs != nullptr)
+        for (size_t t = 0; t < n; t += 2)
+          StoreBf16RowPair(blk + t * w, t + 1 < n ? blk + (t + 1) * w : zeros, w,
+                           dst.row_pairs + ((t0 + t) / 2) * 2 * hp + 2 * c0);
+      if (dst.pair_cols != nullptr)
+        for (size_t d = 0; d < part_g.hs; d += 2) {
+          uint16_t* col = dst.pair_cols + ((c0 + d) / 2) * 2 * ldt + 2 * t0;
+          for (size_t t = 0; t < n; ++t)
+            std::memcpy(col + 2 * t, blk16 + t * w + d, 2 * sizeof(uint16_t));
+        }
+      if (dst.cols != nullptr)
+        for (size_t d = 0; d < part_g.hs; ++d)
+          for (size_t t = 0; t < n; ++t) dst.cols[(c0 + d) * ldt + t0 + t] = blk16[t * w + d];
+    }
+  }
 }
 
 // One row of a forward tile: the online softmax update. s (Bc) holds the row's scores q_t·k_j for
@@ -197,10 +323,25 @@ void OnlineSoftmaxRow(float* s, size_t live, const Geometry& g, float* m, float*
   }
 }
 
+// bfloat16 buffers of the forward on pairs, views into one thread's workspace.
+struct ForwardPairs {
+  uint16_t *q = nullptr, *kt = nullptr, *v = nullptr;  // q rows, k pair_cols, v row_pairs
+  uint16_t* p = nullptr;                               // (Br,Bc) the tile's probabilities
+  static size_t entries(const Geometry& g) { return 2 * g.Tpad * g.hp + g.hp * g.ldt + g.Br * g.Bc; }
+  ForwardPairs(uint16_t* ws, const Geometry& g) {
+    if (ws == nullptr) return;
+    q = ws, ws += g.Tpad * g.hp;
+    kt = ws, ws += g.hp * g.ldt;
+    v = ws, ws += g.Tpad * g.hp;
+    p = ws;
+  }
+};
+
 // The forward of one (batch row b, head h). ws: q (Tpad,hp), kᵀ (hp,Tpad), v (Tpad,hp), then the
-// tile's scores (Br,Bc), its output accumulator (Br,hp) and m, l (Br).
+// tile's scores (Br,Bc), its output accumulator (Br,hp) and m, l (Br); ws16 (g.pairs only): the
+// bfloat16 operands of ForwardPairs.
 void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, size_t b, size_t h,
-                 float* ws) {
+                 float* ws, uint16_t* ws16) {
   const size_t Tpad = g.Tpad, hp = g.hp, Br = g.Br, Bc = g.Bc, T = g.T;
   float* q = ws;
   float* kt = q + Tpad * hp;
@@ -209,9 +350,16 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
   float* o = s + Br * Bc;
   float* m = o + Br * hp;
   float* l = m + Br;
-  CopyHead(q, nullptr, qkv, 3 * g.C, g, b, h, 0);
-  CopyHead(nullptr, kt, qkv, 3 * g.C, g, b, h, 1);
-  CopyHead(v, nullptr, qkv, 3 * g.C, g, b, h, 2);
+  const ForwardPairs w16(ws16, g);
+  if (g.pairs) {
+    CopyHeadBf16({.rows = w16.q}, qkv, 3 * g.C, g, b, h, 0);
+    CopyHeadBf16({.pair_cols = w16.kt}, qkv, 3 * g.C, g, b, h, 1);
+    CopyHeadBf16({.row_pairs = w16.v}, qkv, 3 * g.C, g, b, h, 2);
+  } else {
+    CopyHead(q, nullptr, qkv, 3 * g.C, g, b, h, 0);
+    CopyHead(nullptr, kt, qkv, 3 * g.C, g, b, h, 1);
+    CopyHead(v, nullptr, qkv, 3 * g.C, g, b, h, 2);
+  }
   float* lse_z = lse + (b * g.NH + h) * T;
   for (size_t i0 = 0; i0 < T; i0 += Br) {
     const size_t rows = std::min(Br, T - i0);  // live query rows of the block
@@ -221,7 +369,12 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
     // key blocks up to the diagonal: those with a key j0 <= the block's last live row
     for (size_t j0 = 0; j0 < i0 + rows; j0 += Bc) {
       // S = q_i · k_jᵀ   (Br,hp) x (hp,Bc)
-      TileGemm(s, Bc, q + i0 * hp, hp, kt + j0, g.ldt, Br, Bc, hp, false);
+      if (g.pairs) {
+        tile_gemm_bf16_pairs(s, Bc, w16.q + i0 * hp, hp, w16.kt + 2 * j0, 2 * g.ldt, Br, Bc, hp,
+                             false);
+      } else {
+        TileGemm(s, Bc, q + i0 * hp, hp, kt + j0, g.ldt, Br, Bc, hp, false);
+      }
       for (size_t r = 0; r < Br; ++r) {
         const size_t t = i0 + r;
         const size_t live = r < rows && t + 1 > j0 ? std::min(t + 1 - j0, Bc) : 0;
@@ -232,7 +385,12 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
         }
       }
       // o += P · v_j   (Br,Bc) x (Bc,hp)
-      TileGemm(o, hp, s, Bc, v + j0 * hp, hp, Br, hp, Bc, true);
+      if (g.pairs) {
+        StoreBf16Bits(s, Br * Bc, w16.p);
+        tile_gemm_bf16_pairs(o, hp, w16.p, Bc, w16.v + j0 * hp, 2 * hp, Br, hp, Bc, true);
+      } else {
+        TileGemm(o, hp, s, Bc, v + j0 * hp, hp, Br, hp, Bc, true);
+      }
     }
     for (size_t r = 0; r < rows; ++r) {
       const size_t t = i0 + r;
@@ -253,9 +411,10 @@ void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, s
   const size_t Z = B * NH, n = ForwardWorkspace(g);
 #pragma omp parallel if (Z > 1)
   {
-    float* ws = ThreadWorkspace(n);
+    float* ws = ThreadWorkspace<float>(n);
+    uint16_t* ws16 = g.pairs ? ThreadWorkspace<uint16_t>(ForwardPairs::entries(g)) : nullptr;
 #pragma omp for schedule(static)
-    for (size_t z = 0; z < Z; ++z) ForwardHead(out, lse, qkv, g, z / NH, z % NH, ws);
+    for (size_t z = 0; z < Z; ++z) ForwardHead(out, lse, qkv, g, z / NH, z % NH, ws, ws16);
   }
 }
 
@@ -277,6 +436,27 @@ struct BackwardBuffers {
     ds = ws, ws += g.Bc * g.Br;
     dk = ws, ws += g.Bc * g.hp;
     dv = ws;
+  }
+};
+
+// bfloat16 buffers of the backward on pairs, views into one thread's workspace.
+struct BackwardPairs {
+  uint16_t *q = nullptr, *qt = nullptr, *qp = nullptr;  // q rows, pair_cols, row_pairs
+  uint16_t *k = nullptr, *kt = nullptr;                 // k rows, cols
+  uint16_t* v = nullptr;                                // v rows
+  uint16_t *doutt = nullptr, *doutp = nullptr;          // dout pair_cols, row_pairs
+  // (Bc,Br): the tile's Pᵀ and dSᵀ, and dSᵀ packed by pairs of keys (Bc/2,Br,2)
+  uint16_t *p = nullptr, *ds = nullptr, *dsp = nullptr;
+  static size_t entries(const Geometry& g) { return 5 * g.Tpad * g.hp + 3 * g.hp * g.ldt + 3 * g.Bc * g.Br; }
+  BackwardPairs(uint16_t* ws, const Geometry& g) {
+    if (ws == nullptr) return;
+    uint16_t** rows[] = {&q, &qp, &k, &v, &doutp};
+    for (uint16_t** p_ : rows) *p_ = ws, ws += g.Tpad * g.hp;
+    uint16_t** cols[] = {&qt, &kt, &doutt};
+    for (uint16_t** p_ : cols) *p_ = ws, ws += g.hp * g.ldt;
+    p = ws, ws += g.Bc * g.Br;
+    ds = ws, ws += g.Bc * g.Br;
+    dsp = ws;
   }
 };
 
@@ -317,13 +497,22 @@ void TileProbabilities(const BackwardBuffers& w, const Geometry& g, size_t j0, s
 }
 
 void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float* out,
-                  const float* lse, const Geometry& g, size_t b, size_t h, float* ws) {
+                  const float* lse, const Geometry& g, size_t b, size_t h, float* ws,
+                  uint16_t* ws16) {
   const size_t hp = g.hp, Br = g.Br, Bc = g.Bc, T = g.T, C3 = 3 * g.C;
   const BackwardBuffers w(ws, g);
-  CopyHead(w.q, w.qt, qkv, C3, g, b, h, 0);
-  CopyHead(w.k, w.kt, qkv, C3, g, b, h, 1);
-  CopyHead(w.v, nullptr, qkv, C3, g, b, h, 2);
-  CopyHead(w.dout, w.doutt, dout, g.C, g, b, h, 0);
+  const BackwardPairs w16(ws16, g);
+  if (g.pairs) {
+    CopyHeadBf16({.rows = w16.q, .pair_cols = w16.qt, .row_pairs = w16.qp}, qkv, C3, g, b, h, 0);
+    CopyHeadBf16({.rows = w16.k, .cols = w16.kt}, qkv, C3, g, b, h, 1);
+    CopyHeadBf16({.rows = w16.v}, qkv, C3, g, b, h, 2);
+    CopyHeadBf16({.pair_cols = w16.doutt, .row_pairs = w16.doutp}, dout, g.C, g, b, h, 0);
+  } else {
+    CopyHead(w.q, w.qt, qkv, C3, g, b, h, 0);
+    CopyHead(w.k, w.kt, qkv, C3, g, b, h, 1);
+    CopyHead(w.v, nullptr, qkv, C3, g, b, h, 2);
+    CopyHead(w.dout, w.doutt, dout, g.C, g, b, h, 0);
+  }
   std::fill(w.dqt, w.dqt + hp * g.ldt, 0.0f);
   const float* lse_z = lse + (b * g.NH + h) * T;
   for (size_t t = 0; t < T; ++t) {
@@ -340,6 +529,22 @@ void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float*
     std::fill(w.dv, w.dv + Bc * hp, 0.0f);
     // query blocks with a row t >= j0: from the one holding row j0 on
     for (size_t i0 = j0 / Br * Br; i0 < T; i0 += Br) {
+      if (g.pairs) {
+        const size_t ldp = 2 * g.ldt;  // pair_cols' rows, in bfloat16 entries
+        tile_gemm_bf16_pairs(w.p, Br, w16.k + j0 * hp, hp, w16.qt + 2 * i0, ldp, Bc, Br, hp, false);
+        tile_gemm_bf16_pairs(w.ds, Br, w16.v + j0 * hp, hp, w16.doutt + 2 * i0, ldp, Bc, Br, hp,
+                             false);
+        TileProbabilities(w, g, j0, i0);
+        StoreBf16Bits(w.p, Bc * Br, w16.p);
+        StoreBf16Bits(w.ds, Bc * Br, w16.ds);
+        for (size_t c = 0; c < Bc; c += 2)
+          StoreBf16RowPair(w.ds + c * Br, w.ds + (c + 1) * Br, Br, w16.dsp + c * Br);
+        tile_gemm_bf16_pairs(w.dv, hp, w16.p, Br, w16.doutp + i0 * hp, 2 * hp, Bc, hp, Br, true);
+        tile_gemm_bf16_pairs(w.dk, hp, w16.ds, Br, w16.qp + i0 * hp, 2 * hp, Bc, hp, Br, true);
+        tile_gemm_bf16_pairs(w.dqt + i0, g.ldt, w16.kt + j0, g.ldt, w16.dsp, 2 * Br, hp, Br, Bc,
+                             true);
+        continue;
+      }
       // Sᵀ = k_j · q_iᵀ  and  dPᵀ = v_j · dout_iᵀ   (Bc,hp) x (hp,Br)
       TileGemm(w.p, Br, w.k + j0 * hp, hp, w.qt + i0, g.ldt, Bc, Br, hp, false);
       TileGemm(w.ds, Br, w.v + j0 * hp, hp, w.doutt + i0, g.ldt, Bc, Br, hp, false);
@@ -373,9 +578,11 @@ void AttentionTiledBackward(float* dqkv, const float* dout, const float* qkv, co
   const size_t Z = B * NH, n = BackwardBuffers::floats(g);
 #pragma omp parallel if (Z > 1)
   {
-    float* ws = ThreadWorkspace(n);
+    float* ws = ThreadWorkspace<float>(n);
+    uint16_t* ws16 = g.pairs ? ThreadWorkspace<uint16_t>(BackwardPairs::entries(g)) : nullptr;
 #pragma omp for schedule(static)
-    for (size_t z = 0; z < Z; ++z) BackwardHead(dqkv, dout, qkv, out, lse, g, z / NH, z % NH, ws);
+    for (size_t z = 0; z < Z; ++z)
+      BackwardHead(dqkv, dout, qkv, out, lse, g, z / NH, z % NH, ws, ws16);
   }
 }
 

@@ -28,47 +28,50 @@ namespace {
 
 #define WTE_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
-// a's pair p of a row as one 32-bit lane; with `half` only its first element (K odd, last pair).
-WTE_TARGET_BF16 inline __m512i APair(const uint16_t* row, size_t p, bool half) {
-  uint32_t x;
-  if (half) {
-    x = row[2 * p];
-  } else {
-    std::memcpy(&x, row + 2 * p, sizeof x);
-  }
-  return _mm512_set1_epi32(static_cast<int>(x));
-}
-
 // c (MR rows, NV vectors of 16 columns; the last one masked by `mask`) (+)= a · b over all pairs.
+// With K odd the last pair's second element of a is taken as zero (a's entry K is not read).
 template <int MR, int NV>
 WTE_TARGET_BF16 inline void MicroTile(float* c, size_t ldc, const uint16_t* a, size_t lda,
                                       const uint16_t* b, size_t ldb, size_t K, bool accumulate,
                                       __mmask16 mask) {
   __m512 s[MR][NV];
+  __mmask16 mv[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) mv[v] = v == NV - 1 ? mask : __mmask16(0xFFFF);
+#pragma GCC unroll 4
   for (int m = 0; m < MR; ++m)
-    for (int v = 0; v < NV; ++v) {
-      const __mmask16 mv = v == NV - 1 ? mask : __mmask16(0xFFFF);
-      s[m][v] = accumulate ? _mm512_maskz_loadu_ps(mv, c + m * ldc + v * 16) : _mm512_setzero_ps();
-    }
-  const size_t pairs = (K + 1) / 2;
-  for (size_t p = 0; p < pairs; ++p) {
-    const bool half = 2 * p + 1 == K;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      s[m][v] = accumulate ? _mm512_maskz_loadu_ps(mv[v], c + m * ldc + v * 16) : _mm512_setzero_ps();
+  const size_t full = K / 2;
+  for (size_t p = 0; p < full; ++p) {
     __m512i bv[NV];
-    for (int v = 0; v < NV; ++v) {
-      const __mmask16 mv = v == NV - 1 ? mask : __mmask16(0xFFFF);
-      bv[v] = _mm512_maskz_loadu_epi32(mv, b + p * ldb + 2 * 16 * v);
-    }
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_maskz_loadu_epi32(mv[v], b + p * ldb + 32 * v);
+#pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) {
-      const __m512i av = APair(a + m * lda, p, half);
-      for (int v = 0; v < NV; ++v)
-        s[m][v] = _mm512_dpbf16_ps(s[m][v], (__m512bh)av, (__m512bh)bv[v]);
+      int x;
+      std::memcpy(&x, a + m * lda + 2 * p, sizeof x);
+      const __m512i av = _mm512_set1_epi32(x);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) s[m][v] = _mm512_dpbf16_ps(s[m][v], (__m512bh)av, (__m512bh)bv[v]);
     }
   }
-  for (int m = 0; m < MR; ++m)
-    for (int v = 0; v < NV; ++v) {
-      const __mmask16 mv = v == NV - 1 ? mask : __mmask16(0xFFFF);
-      _mm512_mask_storeu_ps(c + m * ldc + v * 16, mv, s[m][v]);
+  if (K % 2 == 1) {
+    __m512i bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_maskz_loadu_epi32(mv[v], b + full * ldb + 32 * v);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      const __m512i av = _mm512_set1_epi32(a[m * lda + 2 * full]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) s[m][v] = _mm512_dpbf16_ps(s[m][v], (__m512bh)av, (__m512bh)bv[v]);
     }
+  }
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(c + m * ldc + v * 16, mv[v], s[m][v]);
 }
 
 template <int NV>
