@@ -30,6 +30,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/aligned_allocator.h"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "simd/exp-inl.h"    // ExpNonPositive
 // clang-format on
@@ -96,6 +97,64 @@ void TileGemm(float* c, size_t ldc, const float* a, size_t lda, const float* b, 
   for (; n + 4 * L <= N; n += 4 * L) ColumnPanel<4>(c + n, ldc, a, lda, b + n, ldb, M, K, accumulate);
   for (; n + 2 * L <= N; n += 2 * L) ColumnPanel<2>(c + n, ldc, a, lda, b + n, ldb, M, K, accumulate);
   for (; n < N; n += L) ColumnPanel<1>(c + n, ldc, a, lda, b + n, ldb, M, K, accumulate);
+}
+
+// The part of a tile product that is needed, on a tile of the diagonal (rows and keys the same
+// tokens, Br = Bc): skipped are the 4-row blocks' columns that are all masked, and the terms whose
+// factor of a or b is a masked (exactly zero) entry, which would add ±0 and so change no sum.
+enum class Diag {
+  kFull,         // not a diagonal tile: everything
+  kColsUpToRow,  // c's entry (r, n) is needed for n <= r only (scores, queries by keys)
+  kColsFromRow,  // c's entry (r, n) is needed for n >= r only (scores transposed, keys by queries)
+  kKUpToRow,     // a's entry (r, k) is zero for k > r (probabilities, queries by keys)
+  kKFromRow,     // a's entry (r, k) is zero for k < r (probabilities transposed, keys by queries)
+  kKUpToCol,     // b's entry (k, n) is zero for k > n (dS transposed as b: keys by queries)
+};
+
+// Calls part(m0, m1, n0, n1, k0, k1) for the row, column and k ranges of c (M,N) (+)= a (M,K) ·
+// b (K,N) that `mode` needs: blocks of 4 rows, columns in whole vectors of L (M, N multiples of L).
+template <class Part>
+HWY_INLINE void ForEachPart(Diag mode, size_t M, size_t N, size_t K, size_t L, const Part& part) {
+  if (mode == Diag::kFull) return part(0, M, 0, N, 0, K);
+  if (mode == Diag::kKUpToCol) {  // by panels of 2 vectors: column n needs k <= n
+    for (size_t n0 = 0; n0 < N; n0 += 2 * L) {
+      const size_t n1 = std::min(N, n0 + 2 * L);
+      part(0, M, n0, n1, 0, std::min(K, n1));
+    }
+    return;
+  }
+  for (size_t m0 = 0; m0 < M; m0 += 4) {
+    const size_t m1 = std::min(M, m0 + 4);
+    switch (mode) {
+      case Diag::kColsUpToRow: part(m0, m1, 0, std::min(N, (m1 + L - 1) / L * L), 0, K); break;
+      case Diag::kColsFromRow: part(m0, m1, m0 / L * L, N, 0, K); break;
+      case Diag::kKUpToRow: part(m0, m1, 0, N, 0, std::min(K, m1)); break;
+      case Diag::kKFromRow: part(m0, m1, 0, N, std::min(K, m0), K); break;
+      default: break;
+    }
+  }
+}
+
+// TileGemm on the part of the product `mode` needs (the rest of c is left as it was).
+void Product(float* c, size_t ldc, const float* a, size_t lda, const float* b, size_t ldb,
+             size_t M, size_t N, size_t K, bool accumulate, Diag mode) {
+  ForEachPart(mode, M, N, K, hn::Lanes(DF()),
+              [&](size_t m0, size_t m1, size_t n0, size_t n1, size_t k0, size_t k1) {
+                TileGemm(c + m0 * ldc + n0, ldc, a + m0 * lda + k0, lda, b + k0 * ldb + n0, ldb,
+                         m1 - m0, n1 - n0, k1 - k0, accumulate);
+              });
+}
+
+// tile_gemm_bf16_pairs on the part of the product `mode` needs; b packed by pairs of rows (the k
+// ranges start at even k: row blocks of 4, panels of whole vectors).
+void ProductPairs(float* c, size_t ldc, const uint16_t* a, size_t lda, const uint16_t* b,
+                  size_t ldb, size_t M, size_t N, size_t K, bool accumulate, Diag mode) {
+  ForEachPart(mode, M, N, K, hn::Lanes(DF()),
+              [&](size_t m0, size_t m1, size_t n0, size_t n1, size_t k0, size_t k1) {
+                tile_gemm_bf16_pairs(c + m0 * ldc + n0, ldc, a + m0 * lda + k0, lda,
+                                     b + (k0 / 2) * ldb + 2 * n0, ldb, m1 - m0, n1 - n0, k1 - k0,
+                                     accumulate);
+              });
 }
 
 // x rounded to the nearest bfloat16 (ties to even), as a float. Inputs are finite.
@@ -168,6 +227,10 @@ void LoadTokenBlock(float* HWY_RESTRICT blk, const float* base, size_t stride, s
   const size_t L = hn::Lanes(d);
   for (size_t t = 0; t < n; ++t) {
     const float* x = base + (t0 + t) * stride;
+    // The head's rows are a few cache lines each, far apart (stride 3C): fetch the next block's
+    // while this one is copied.
+    if (t0 + t + 16 < g.T)
+      for (size_t i = 0; i < g.hs; i += 64 / sizeof(float)) hwy::Prefetch(x + 16 * stride + i);
     for (size_t i = 0; i < g.hp; i += L) {
       hn::Vec<DF> v;
       if (i + L <= g.hs) {
@@ -368,12 +431,14 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
     std::fill(l, l + Br, 0.0f);
     // key blocks up to the diagonal: those with a key j0 <= the block's last live row
     for (size_t j0 = 0; j0 < i0 + rows; j0 += Bc) {
+      const bool diag = i0 == j0 && Br == Bc;
       // S = q_i · k_jᵀ   (Br,hp) x (hp,Bc)
+      const Diag s_part = diag ? Diag::kColsUpToRow : Diag::kFull;
       if (g.pairs) {
-        tile_gemm_bf16_pairs(s, Bc, w16.q + i0 * hp, hp, w16.kt + 2 * j0, 2 * g.ldt, Br, Bc, hp,
-                             false);
+        ProductPairs(s, Bc, w16.q + i0 * hp, hp, w16.kt + 2 * j0, 2 * g.ldt, Br, Bc, hp, false,
+                     s_part);
       } else {
-        TileGemm(s, Bc, q + i0 * hp, hp, kt + j0, g.ldt, Br, Bc, hp, false);
+        Product(s, Bc, q + i0 * hp, hp, kt + j0, g.ldt, Br, Bc, hp, false, s_part);
       }
       for (size_t r = 0; r < Br; ++r) {
         const size_t t = i0 + r;
@@ -385,11 +450,12 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
         }
       }
       // o += P · v_j   (Br,Bc) x (Bc,hp)
+      const Diag pv_part = diag ? Diag::kKUpToRow : Diag::kFull;
       if (g.pairs) {
         StoreBf16Bits(s, Br * Bc, w16.p);
-        tile_gemm_bf16_pairs(o, hp, w16.p, Bc, w16.v + j0 * hp, 2 * hp, Br, hp, Bc, true);
+        ProductPairs(o, hp, w16.p, Bc, w16.v + j0 * hp, 2 * hp, Br, hp, Bc, true, pv_part);
       } else {
-        TileGemm(o, hp, s, Bc, v + j0 * hp, hp, Br, hp, Bc, true);
+        Product(o, hp, s, Bc, v + j0 * hp, hp, Br, hp, Bc, true, pv_part);
       }
     }
     for (size_t r = 0; r < rows; ++r) {
@@ -519,6 +585,8 @@ void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float*
     // D_t = Σ_d dout_td·out_td (float32 values, in increasing d)
     const float* y = out + (b * T + t) * g.C + h * g.hs;
     const float* dy = dout + (b * T + t) * g.C + h * g.hs;
+    if (t + 8 < T)  // out's rows are far apart (stride C) and not yet in cache
+      for (size_t d = 0; d < g.hs; d += 64 / sizeof(float)) hwy::Prefetch(y + 8 * g.C + d);
     float D = 0.0f;
     for (size_t d = 0; d < g.hs; ++d) D += dy[d] * y[d];
     w.D[t] = D;
@@ -529,31 +597,35 @@ void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float*
     std::fill(w.dv, w.dv + Bc * hp, 0.0f);
     // query blocks with a row t >= j0: from the one holding row j0 on
     for (size_t i0 = j0 / Br * Br; i0 < T; i0 += Br) {
+      const bool diag = i0 == j0 && Br == Bc;
+      const Diag s_part = diag ? Diag::kColsFromRow : Diag::kFull;
+      const Diag p_part = diag ? Diag::kKFromRow : Diag::kFull;
+      const Diag ds_part = diag ? Diag::kKUpToCol : Diag::kFull;
       if (g.pairs) {
         const size_t ldp = 2 * g.ldt;  // pair_cols' rows, in bfloat16 entries
-        tile_gemm_bf16_pairs(w.p, Br, w16.k + j0 * hp, hp, w16.qt + 2 * i0, ldp, Bc, Br, hp, false);
-        tile_gemm_bf16_pairs(w.ds, Br, w16.v + j0 * hp, hp, w16.doutt + 2 * i0, ldp, Bc, Br, hp,
-                             false);
+        ProductPairs(w.p, Br, w16.k + j0 * hp, hp, w16.qt + 2 * i0, ldp, Bc, Br, hp, false, s_part);
+        ProductPairs(w.ds, Br, w16.v + j0 * hp, hp, w16.doutt + 2 * i0, ldp, Bc, Br, hp, false,
+                     s_part);
         TileProbabilities(w, g, j0, i0);
         StoreBf16Bits(w.p, Bc * Br, w16.p);
         StoreBf16Bits(w.ds, Bc * Br, w16.ds);
         for (size_t c = 0; c < Bc; c += 2)
           StoreBf16RowPair(w.ds + c * Br, w.ds + (c + 1) * Br, Br, w16.dsp + c * Br);
-        tile_gemm_bf16_pairs(w.dv, hp, w16.p, Br, w16.doutp + i0 * hp, 2 * hp, Bc, hp, Br, true);
-        tile_gemm_bf16_pairs(w.dk, hp, w16.ds, Br, w16.qp + i0 * hp, 2 * hp, Bc, hp, Br, true);
-        tile_gemm_bf16_pairs(w.dqt + i0, g.ldt, w16.kt + j0, g.ldt, w16.dsp, 2 * Br, hp, Br, Bc,
-                             true);
+        ProductPairs(w.dv, hp, w16.p, Br, w16.doutp + i0 * hp, 2 * hp, Bc, hp, Br, true, p_part);
+        ProductPairs(w.dk, hp, w16.ds, Br, w16.qp + i0 * hp, 2 * hp, Bc, hp, Br, true, p_part);
+        ProductPairs(w.dqt + i0, g.ldt, w16.kt + j0, g.ldt, w16.dsp, 2 * Br, hp, Br, Bc, true,
+                     ds_part);
         continue;
       }
       // Sᵀ = k_j · q_iᵀ  and  dPᵀ = v_j · dout_iᵀ   (Bc,hp) x (hp,Br)
-      TileGemm(w.p, Br, w.k + j0 * hp, hp, w.qt + i0, g.ldt, Bc, Br, hp, false);
-      TileGemm(w.ds, Br, w.v + j0 * hp, hp, w.doutt + i0, g.ldt, Bc, Br, hp, false);
+      Product(w.p, Br, w.k + j0 * hp, hp, w.qt + i0, g.ldt, Bc, Br, hp, false, s_part);
+      Product(w.ds, Br, w.v + j0 * hp, hp, w.doutt + i0, g.ldt, Bc, Br, hp, false, s_part);
       TileProbabilities(w, g, j0, i0);
       // dv_j += Pᵀ · dout_i;  dk_j += dSᵀ · q_i   (Bc,Br) x (Br,hp)
-      TileGemm(w.dv, hp, w.p, Br, w.dout + i0 * hp, hp, Bc, hp, Br, true);
-      TileGemm(w.dk, hp, w.ds, Br, w.q + i0 * hp, hp, Bc, hp, Br, true);
+      Product(w.dv, hp, w.p, Br, w.dout + i0 * hp, hp, Bc, hp, Br, true, p_part);
+      Product(w.dk, hp, w.ds, Br, w.q + i0 * hp, hp, Bc, hp, Br, true, p_part);
       // dq_iᵀ += k_jᵀ · dSᵀ   (hp,Bc) x (Bc,Br)
-      TileGemm(w.dqt + i0, g.ldt, w.kt + j0, g.ldt, w.ds, Br, hp, Br, Bc, true);
+      Product(w.dqt + i0, g.ldt, w.kt + j0, g.ldt, w.ds, Br, hp, Br, Bc, true, ds_part);
     }
     for (size_t c = 0; c < Bc && j0 + c < T; ++c) {
       float* row = dqkv + (b * T + j0 + c) * C3 + h * g.hs;
