@@ -352,9 +352,14 @@ void CopyHeadBf16(const Bf16Copies& dst, const float* src, size_t stride, const 
 // One row of a forward tile: the online softmax update. s (Bc) holds the row's scores q_t·k_j for
 // keys j0..j0+Bc-1, of which the first `live` (>= 1) are unmasked. On return s holds the row's
 // unnormalised probabilities exp(scale·s - m_new) (0 past `live`), m and l are updated and o (hp)
-// is rescaled by exp(m_old - m_new).
-void OnlineSoftmaxRow(float* s, size_t live, const Geometry& g, float* m, float* l, float* o) {
+// is rescaled by exp(m_old - m_new). With p16 (the pair products), the probabilities go there as
+// bfloat16 bits instead of into s.
+void OnlineSoftmaxRow(float* s, size_t live, const Geometry& g, float* m, float* l, float* o,
+                      uint16_t* p16) {
   const DF d;
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> d16;
   const hn::CappedTag<float, 1> d1;
   const size_t L = hn::Lanes(d);
   const auto vscale = hn::Set(d, g.scale);
@@ -368,13 +373,22 @@ void OnlineSoftmaxRow(float* s, size_t live, const Geometry& g, float* m, float*
   auto vsum = hn::Zero(d);
   for (size_t c = 0; c < g.Bc; c += L) {
     if (c >= live) {
-      hn::StoreU(hn::Zero(d), d, s + c);
+      if (p16 != nullptr) {
+        hn::StoreU(hn::Zero(d16), d16, p16 + c);
+      } else {
+        hn::StoreU(hn::Zero(d), d, s + c);
+      }
       continue;
     }
     auto e = ExpNonPositive(d, hn::Sub(hn::Mul(vscale, hn::LoadU(d, s + c)), vmx));
     e = hn::IfThenElseZero(hn::FirstN(d, live - c), e);
     vsum = hn::Add(vsum, e);
-    hn::StoreU(g.bf16 ? RoundToBf16(d, e) : e, d, s + c);
+    if (p16 != nullptr) {
+      const auto bits = hn::ShiftRight<16>(hn::BitCast(du, RoundToBf16(d, e)));
+      hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, bits)), d16, p16 + c);
+    } else {
+      hn::StoreU(g.bf16 ? RoundToBf16(d, e) : e, d, s + c);
+    }
   }
   // exp(-inf) = 0 on the first tile of a row
   const float alpha = hn::GetLane(ExpNonPositive(d1, hn::Set(d1, *m - mx)));
@@ -443,16 +457,20 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
       for (size_t r = 0; r < Br; ++r) {
         const size_t t = i0 + r;
         const size_t live = r < rows && t + 1 > j0 ? std::min(t + 1 - j0, Bc) : 0;
+        uint16_t* p16 = g.pairs ? w16.p + r * Bc : nullptr;
         if (live == 0) {
-          std::fill(s + r * Bc, s + (r + 1) * Bc, 0.0f);
+          if (p16 != nullptr) {
+            std::fill(p16, p16 + Bc, uint16_t{0});
+          } else {
+            std::fill(s + r * Bc, s + (r + 1) * Bc, 0.0f);
+          }
         } else {
-          OnlineSoftmaxRow(s + r * Bc, live, g, m + r, l + r, o + r * hp);
+          OnlineSoftmaxRow(s + r * Bc, live, g, m + r, l + r, o + r * hp, p16);
         }
       }
       // o += P · v_j   (Br,Bc) x (Bc,hp)
       const Diag pv_part = diag ? Diag::kKUpToRow : Diag::kFull;
       if (g.pairs) {
-        StoreBf16Bits(s, Br * Bc, w16.p);
         ProductPairs(o, hp, w16.p, Bc, w16.v + j0 * hp, 2 * hp, Br, hp, Bc, true, pv_part);
       } else {
         Product(o, hp, s, Bc, v + j0 * hp, hp, Br, hp, Bc, true, pv_part);
@@ -562,6 +580,51 @@ void TileProbabilities(const BackwardBuffers& w, const Geometry& g, size_t j0, s
   }
 }
 
+// TileProbabilities for the pair products: the same values (rounded to bfloat16), written only as
+// bfloat16 bits: Pᵀ and dSᵀ (Bc,Br) rows (w16.p, w16.ds) and dSᵀ packed by pairs of keys
+// (Bc/2,Br,2) (w16.dsp). Reads Sᵀ and dPᵀ from w.p and w.ds.
+void TileProbabilitiesPairs(const BackwardBuffers& w, const BackwardPairs& w16, const Geometry& g,
+                            size_t j0, size_t i0) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const hn::RebindToUnsigned<DF> du;
+  const hn::Rebind<uint16_t, DF> d16;
+  const size_t L = hn::Lanes(d);
+  const auto vscale = hn::Set(d, g.scale);
+  const auto lane = hn::Iota(di, 0);
+  const auto hi_mask = hn::Set(du, 0xFFFF0000u);
+  const auto bits16 = [&](hn::Vec<DF> x) {  // a bfloat16 value's bits
+    return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, x))));
+  };
+  for (size_t c = 0; c < g.Bc; c += 2) {
+    for (size_t r = 0; r < g.Br; r += L) {
+      const size_t t0 = i0 + r;  // query row of lane 0
+      const auto t = hn::Add(lane, hn::Set(di, static_cast<int32_t>(t0)));
+      const auto lse = hn::LoadU(d, w.lse + t0);
+      const auto D = hn::LoadU(d, w.D + t0);
+      hn::Vec<DF> e[2], grad[2];
+      for (size_t k = 0; k < 2; ++k) {
+        const size_t key = j0 + c + k;
+        // live: key <= t < T
+        const auto live = hn::RebindMask(
+            d, hn::And(hn::Gt(t, hn::Set(di, static_cast<int32_t>(key) - 1)),
+                       hn::Lt(t, hn::Set(di, static_cast<int32_t>(g.T)))));
+        const float* p = w.p + (c + k) * g.Br + r;
+        const float* ds = w.ds + (c + k) * g.Br + r;
+        e[k] = hn::IfThenElseZero(live, ExpNonPositive(d, hn::Sub(hn::Mul(vscale, hn::LoadU(d, p)), lse)));
+        grad[k] = hn::Mul(hn::Mul(vscale, e[k]), hn::Sub(hn::LoadU(d, ds), D));
+        grad[k] = RoundToBf16(d, hn::IfThenElseZero(live, grad[k]));
+        e[k] = RoundToBf16(d, e[k]);
+        hn::StoreU(bits16(e[k]), d16, w16.p + (c + k) * g.Br + r);
+        hn::StoreU(bits16(grad[k]), d16, w16.ds + (c + k) * g.Br + r);
+      }
+      const auto pair = hn::Or(hn::And(hn::BitCast(du, grad[1]), hi_mask),
+                               hn::ShiftRight<16>(hn::BitCast(du, grad[0])));
+      hn::StoreU(pair, du, reinterpret_cast<uint32_t*>(w16.dsp + c * g.Br + 2 * r));
+    }
+  }
+}
+
 void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float* out,
                   const float* lse, const Geometry& g, size_t b, size_t h, float* ws,
                   uint16_t* ws16) {
@@ -606,11 +669,7 @@ void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float*
         ProductPairs(w.p, Br, w16.k + j0 * hp, hp, w16.qt + 2 * i0, ldp, Bc, Br, hp, false, s_part);
         ProductPairs(w.ds, Br, w16.v + j0 * hp, hp, w16.doutt + 2 * i0, ldp, Bc, Br, hp, false,
                      s_part);
-        TileProbabilities(w, g, j0, i0);
-        StoreBf16Bits(w.p, Bc * Br, w16.p);
-        StoreBf16Bits(w.ds, Bc * Br, w16.ds);
-        for (size_t c = 0; c < Bc; c += 2)
-          StoreBf16RowPair(w.ds + c * Br, w.ds + (c + 1) * Br, Br, w16.dsp + c * Br);
+        TileProbabilitiesPairs(w, w16, g, j0, i0);
         ProductPairs(w.dv, hp, w16.p, Br, w16.doutp + i0 * hp, 2 * hp, Bc, hp, Br, true, p_part);
         ProductPairs(w.dk, hp, w16.ds, Br, w16.qp + i0 * hp, 2 * hp, Bc, hp, Br, true, p_part);
         ProductPairs(w.dqt + i0, g.ldt, w16.kt + j0, g.ldt, w16.dsp, 2 * Br, hp, Br, Bc, true,
