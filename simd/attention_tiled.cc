@@ -349,26 +349,33 @@ void CopyHeadBf16(const Bf16Copies& dst, const float* src, size_t stride, const 
   }
 }
 
-// One row of a forward tile: the online softmax update. s (Bc) holds the row's scores q_t·k_j for
-// keys j0..j0+Bc-1, of which the first `live` (>= 1) are unmasked. On return s holds the row's
-// unnormalised probabilities exp(scale·s - m_new) (0 past `live`), m and l are updated and o (hp)
-// is rescaled by exp(m_old - m_new). With p16 (the pair products), the probabilities go there as
-// bfloat16 bits instead of into s.
-void OnlineSoftmaxRow(float* s, size_t live, const Geometry& g, float* m, float* l, float* o,
-                      uint16_t* p16) {
+// The online softmax of a forward tile, in three passes over its rows (so that the rescale
+// factors of the running sums go as vectors of rows, not one exp per row):
+//   RowMax: max(m, scale·s) over a row's `live` (>= 1) unmasked scores s (Bc);
+//   the factors alpha = exp(m_old - m_new) of Br rows at once (ForwardHead);
+//   RowExp: the row's unnormalised probabilities exp(scale·s - m_new) (0 past `live`) into s, or
+//   as bfloat16 bits into p16 (the pair products), and their sum.
+float RowMax(const float* s, size_t live, const Geometry& g, float m) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const auto vscale = hn::Set(d, g.scale);
+  auto vmax = hn::Set(d, -HUGE_VALF);
+  size_t c = 0;
+  for (; c + L <= live; c += L) vmax = hn::Max(vmax, hn::Mul(vscale, hn::LoadU(d, s + c)));
+  if (c < live) {
+    const auto x = hn::Mul(vscale, hn::LoadU(d, s + c));
+    vmax = hn::Max(vmax, hn::IfThenElse(hn::FirstN(d, live - c), x, hn::Set(d, -HUGE_VALF)));
+  }
+  return std::max(m, hn::GetLane(hn::MaxOfLanes(d, vmax)));
+}
+
+float RowExp(float* s, size_t live, const Geometry& g, float mx, uint16_t* p16) {
   const DF d;
   const hn::RebindToUnsigned<DF> du;
   const hn::RebindToSigned<DF> di;
   const hn::Rebind<uint16_t, DF> d16;
-  const hn::CappedTag<float, 1> d1;
   const size_t L = hn::Lanes(d);
   const auto vscale = hn::Set(d, g.scale);
-  auto vmax = hn::Set(d, -HUGE_VALF);
-  for (size_t c = 0; c < live; c += L) {
-    const auto x = hn::Mul(vscale, hn::LoadU(d, s + c));
-    vmax = hn::Max(vmax, hn::IfThenElse(hn::FirstN(d, live - c), x, hn::Set(d, -HUGE_VALF)));
-  }
-  const float mx = std::max(*m, hn::GetLane(hn::MaxOfLanes(d, vmax)));
   const auto vmx = hn::Set(d, mx);
   auto vsum = hn::Zero(d);
   for (size_t c = 0; c < g.Bc; c += L) {
@@ -381,7 +388,7 @@ void OnlineSoftmaxRow(float* s, size_t live, const Geometry& g, float* m, float*
       continue;
     }
     auto e = ExpNonPositive(d, hn::Sub(hn::Mul(vscale, hn::LoadU(d, s + c)), vmx));
-    e = hn::IfThenElseZero(hn::FirstN(d, live - c), e);
+    if (c + L > live) e = hn::IfThenElseZero(hn::FirstN(d, live - c), e);
     vsum = hn::Add(vsum, e);
     if (p16 != nullptr) {
       const auto bits = hn::ShiftRight<16>(hn::BitCast(du, RoundToBf16(d, e)));
@@ -390,14 +397,7 @@ void OnlineSoftmaxRow(float* s, size_t live, const Geometry& g, float* m, float*
       hn::StoreU(g.bf16 ? RoundToBf16(d, e) : e, d, s + c);
     }
   }
-  // exp(-inf) = 0 on the first tile of a row
-  const float alpha = hn::GetLane(ExpNonPositive(d1, hn::Set(d1, *m - mx)));
-  *l = *l * alpha + hn::GetLane(hn::SumOfLanes(d, vsum));
-  *m = mx;
-  if (alpha != 1.0f) {
-    const auto va = hn::Set(d, alpha);
-    for (size_t i = 0; i < g.hp; i += L) hn::StoreU(hn::Mul(va, hn::LoadU(d, o + i)), d, o + i);
-  }
+  return hn::GetLane(hn::SumOfLanes(d, vsum));
 }
 
 // bfloat16 buffers of the forward on pairs, views into one thread's workspace.
@@ -415,8 +415,8 @@ struct ForwardPairs {
 };
 
 // The forward of one (batch row b, head h). ws: q (Tpad,hp), kᵀ (hp,Tpad), v (Tpad,hp), then the
-// tile's scores (Br,Bc), its output accumulator (Br,hp) and m, l (Br); ws16 (g.pairs only): the
-// bfloat16 operands of ForwardPairs.
+// tile's scores (Br,Bc), its output accumulator (Br,hp) and m, l, m_new, alpha (Br); ws16
+// (g.pairs only): the bfloat16 operands of ForwardPairs.
 void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, size_t b, size_t h,
                  float* ws, uint16_t* ws16) {
   const size_t Tpad = g.Tpad, hp = g.hp, Br = g.Br, Bc = g.Bc, T = g.T;
@@ -427,6 +427,10 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
   float* o = s + Br * Bc;
   float* m = o + Br * hp;
   float* l = m + Br;
+  float* m_new = l + Br;
+  float* alpha = m_new + Br;
+  const DF df;
+  const size_t L = hn::Lanes(df);
   const ForwardPairs w16(ws16, g);
   if (g.pairs) {
     CopyHeadBf16({.rows = w16.q}, qkv, 3 * g.C, g, b, h, 0);
@@ -454,9 +458,23 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
       } else {
         Product(s, Bc, q + i0 * hp, hp, kt + j0, g.ldt, Br, Bc, hp, false, s_part);
       }
-      for (size_t r = 0; r < Br; ++r) {
+      // the online softmax over the tile's rows (RowMax, RowExp); rows past T or with every key
+      // masked (live 0) give zero probabilities and keep m, l and o.
+      const auto live_keys = [&](size_t r) {
         const size_t t = i0 + r;
-        const size_t live = r < rows && t + 1 > j0 ? std::min(t + 1 - j0, Bc) : 0;
+        return r < rows && t + 1 > j0 ? std::min(t + 1 - j0, Bc) : size_t{0};
+      };
+      for (size_t r = 0; r < Br; ++r) {
+        const size_t live = live_keys(r);
+        m_new[r] = live == 0 ? m[r] : RowMax(s + r * Bc, live, g, m[r]);
+      }
+      // alpha = exp(m - m_new): exp(-inf) = 0 on a row's first tile (NaN, from -inf - -inf, on
+      // rows not yet live: unused)
+      for (size_t r = 0; r < Br; r += L)
+        hn::StoreU(ExpNonPositive(df, hn::Sub(hn::LoadU(df, m + r), hn::LoadU(df, m_new + r))), df,
+                   alpha + r);
+      for (size_t r = 0; r < Br; ++r) {
+        const size_t live = live_keys(r);
         uint16_t* p16 = g.pairs ? w16.p + r * Bc : nullptr;
         if (live == 0) {
           if (p16 != nullptr) {
@@ -464,8 +482,16 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
           } else {
             std::fill(s + r * Bc, s + (r + 1) * Bc, 0.0f);
           }
-        } else {
-          OnlineSoftmaxRow(s + r * Bc, live, g, m + r, l + r, o + r * hp, p16);
+          continue;
+        }
+        const float sum = RowExp(s + r * Bc, live, g, m_new[r], p16);
+        l[r] = l[r] * alpha[r] + sum;
+        m[r] = m_new[r];
+        if (alpha[r] != 1.0f) {
+          const auto va = hn::Set(df, alpha[r]);
+          float* o_r = o + r * hp;
+          for (size_t i = 0; i < hp; i += L)
+            hn::StoreU(hn::Mul(va, hn::LoadU(df, o_r + i)), df, o_r + i);
         }
       }
       // o += P · v_j   (Br,Bc) x (Bc,hp)
@@ -486,7 +512,7 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
 }
 
 size_t ForwardWorkspace(const Geometry& g) {
-  return 2 * g.Tpad * g.hp + g.hp * g.ldt + g.Br * g.Bc + g.Br * g.hp + 2 * g.Br;
+  return 2 * g.Tpad * g.hp + g.hp * g.ldt + g.Br * g.Bc + g.Br * g.hp + 4 * g.Br;
 }
 
 void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, size_t T, size_t C,
