@@ -579,6 +579,9 @@ void TileProbabilities(const BackwardBuffers& w, const Geometry& g, size_t j0, s
   const size_t L = hn::Lanes(d);
   const auto vscale = hn::Set(d, g.scale);
   const auto lane = hn::Iota(di, 0);
+  // every entry live (key <= t < T): the tile's last key before its first query, its last query
+  // before T
+  const bool all_live = j0 + g.Bc <= i0 + 1 && i0 + g.Br <= g.T;
   for (size_t c = 0; c < g.Bc; ++c) {
     const size_t key = j0 + c;
     float* p = w.p + c * g.Br;
@@ -586,6 +589,17 @@ void TileProbabilities(const BackwardBuffers& w, const Geometry& g, size_t j0, s
     if (key >= g.T || key >= i0 + g.Br) {
       std::fill(p, p + g.Br, 0.0f);
       std::fill(ds, ds + g.Br, 0.0f);
+      continue;
+    }
+    if (all_live) {
+      for (size_t r = 0; r < g.Br; r += L) {
+        const size_t t0 = i0 + r;
+        auto e = ExpNonPositive(d, hn::Sub(hn::Mul(vscale, hn::LoadU(d, p + r)), hn::LoadU(d, w.lse + t0)));
+        auto grad = hn::Mul(hn::Mul(vscale, e), hn::Sub(hn::LoadU(d, ds + r), hn::LoadU(d, w.D + t0)));
+        if (g.bf16) e = RoundToBf16(d, e), grad = RoundToBf16(d, grad);
+        hn::StoreU(e, d, p + r);
+        hn::StoreU(grad, d, ds + r);
+      }
       continue;
     }
     for (size_t r = 0; r < g.Br; r += L) {
@@ -622,6 +636,9 @@ void TileProbabilitiesPairs(const BackwardBuffers& w, const BackwardPairs& w16, 
   const auto bits16 = [&](hn::Vec<DF> x) {  // a bfloat16 value's bits
     return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, x))));
   };
+  // every entry live (key <= t < T): the tile's last key before its first query, its last query
+  // before T
+  const bool all_live = j0 + g.Bc <= i0 + 1 && i0 + g.Br <= g.T;
   for (size_t c = 0; c < g.Bc; c += 2) {
     for (size_t r = 0; r < g.Br; r += L) {
       const size_t t0 = i0 + r;  // query row of lane 0
@@ -631,15 +648,18 @@ void TileProbabilitiesPairs(const BackwardBuffers& w, const BackwardPairs& w16, 
       hn::Vec<DF> e[2], grad[2];
       for (size_t k = 0; k < 2; ++k) {
         const size_t key = j0 + c + k;
-        // live: key <= t < T
-        const auto live = hn::RebindMask(
-            d, hn::And(hn::Gt(t, hn::Set(di, static_cast<int32_t>(key) - 1)),
-                       hn::Lt(t, hn::Set(di, static_cast<int32_t>(g.T)))));
         const float* p = w.p + (c + k) * g.Br + r;
         const float* ds = w.ds + (c + k) * g.Br + r;
-        e[k] = hn::IfThenElseZero(live, ExpNonPositive(d, hn::Sub(hn::Mul(vscale, hn::LoadU(d, p)), lse)));
+        e[k] = ExpNonPositive(d, hn::Sub(hn::Mul(vscale, hn::LoadU(d, p)), lse));
         grad[k] = hn::Mul(hn::Mul(vscale, e[k]), hn::Sub(hn::LoadU(d, ds), D));
-        grad[k] = RoundToBf16(d, hn::IfThenElseZero(live, grad[k]));
+        if (!all_live) {  // live: key <= t < T; masked entries are exact +0
+          const auto live = hn::RebindMask(
+              d, hn::And(hn::Gt(t, hn::Set(di, static_cast<int32_t>(key) - 1)),
+                         hn::Lt(t, hn::Set(di, static_cast<int32_t>(g.T)))));
+          e[k] = hn::IfThenElseZero(live, e[k]);
+          grad[k] = hn::IfThenElseZero(live, grad[k]);
+        }
+        grad[k] = RoundToBf16(d, grad[k]);
         e[k] = RoundToBf16(d, e[k]);
         hn::StoreU(bits16(e[k]), d16, w16.p + (c + k) * g.Br + r);
         hn::StoreU(bits16(grad[k]), d16, w16.ds + (c + k) * g.Br + r);
