@@ -505,7 +505,10 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
     for (size_t r = 0; r < rows; ++r) {
       const size_t t = i0 + r;
       float* y = out + (b * T + t) * g.C + h * g.hs;
-      for (size_t d = 0; d < g.hs; ++d) y[d] = o[r * hp + d] / l[r];
+      const auto vl = hn::Set(df, l[r]);
+      size_t d = 0;
+      for (; d + L <= g.hs; d += L) hn::StoreU(hn::Div(hn::LoadU(df, o + r * hp + d), vl), df, y + d);
+      for (; d < g.hs; ++d) y[d] = o[r * hp + d] / l[r];
       lse_z[t] = m[r] + std::log(l[r]);
     }
   }
