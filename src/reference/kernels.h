@@ -320,4 +320,29 @@ inline void convert_f32_to_bf16(uint16_t* dst, const float* src, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
+/// The tile product of simd/tile_gemm_bf16.h (VDPBF16PS on pairs of k), one entry at a time:
+/// c (M,N) = or += a (M,K) · b (K,N), a row-major bfloat16 bits, b packed ((K+1)/2, N, 2). Per
+/// entry, pair by pair in increasing p: c += a_{2p+1}·b_{2p+1}, then c += a_{2p}·b_{2p} (float32
+/// additions of exact products), denormal inputs read as zero and denormal sums flushed to zero.
+inline void tile_gemm_bf16_pairs(float* c, size_t ldc, const uint16_t* a, size_t lda,
+                                 const uint16_t* b, size_t ldb, size_t M, size_t N, size_t K,
+                                 bool accumulate) {
+  const auto daz = [](uint16_t x) {  // a denormal (or zero) bfloat16 reads as a zero of its sign
+    return (x & 0x7F80u) == 0 ? static_cast<uint16_t>(x & 0x8000u) : x;
+  };
+  const auto ftz = [](float x) { return std::fabs(x) < 0x1p-126f ? std::copysign(0.0f, x) : x; };
+  for (size_t m = 0; m < M; ++m)
+    for (size_t n = 0; n < N; ++n) {
+      float s = accumulate ? ftz(c[m * ldc + n]) : 0.0f;
+      for (size_t p = 0; p < (K + 1) / 2; ++p) {
+        const uint16_t* pair = b + p * ldb + 2 * n;
+        const bool half = 2 * p + 1 == K;  // K odd: a's entry K is not read
+        const float a1 = half ? 0.0f : bf16_to_f32(daz(a[m * lda + 2 * p + 1]));
+        s = ftz(s + a1 * bf16_to_f32(daz(pair[1])));
+        s = ftz(s + bf16_to_f32(daz(a[m * lda + 2 * p])) * bf16_to_f32(daz(pair[0])));
+      }
+      c[m * ldc + n] = s;
+    }
+}
+
 }  // namespace wte::ref

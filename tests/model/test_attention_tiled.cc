@@ -195,19 +195,23 @@ TEST_P(AttentionTiledTest, Bf16InputsWithinBf16BoundOfDoubleReference) {
   }
 }
 
-// 1 and 2 threads: every bit the same (each (batch row, head) is one thread's, in a fixed order).
+// 1 and 2 threads: every bit the same (each (batch row, head) is one thread's, in a fixed order),
+// float32 and bf16 inputs (on AVX-512 targets of a CPU with AVX512_BF16: the pair products).
 TEST_P(AttentionTiledTest, BitIdenticalAtOneAndTwoThreads) {
   Rng rng(33);
   const Shape s{2, 130, 48, 3};
   const std::vector<float> qkv = random(s.B * s.T * 3 * s.C, &rng, 1.5);
   const std::vector<float> dout = random(s.B * s.T * s.C, &rng, 1.0);
-  omp_set_num_threads(1);
-  const Tiled one = run_tiled(s, qkv, dout, false, {});
-  omp_set_num_threads(2);
-  const Tiled two = run_tiled(s, qkv, dout, false, {});
-  EXPECT_EQ(first_difference(one.out, two.out), one.out.size()) << target();
-  EXPECT_EQ(first_difference(one.lse, two.lse), one.lse.size()) << target();
-  EXPECT_EQ(first_difference(one.dqkv, two.dqkv), one.dqkv.size()) << target();
+  for (bool bf16 : {false, true}) {
+    omp_set_num_threads(1);
+    const Tiled one = run_tiled(s, qkv, dout, bf16, {});
+    omp_set_num_threads(2);
+    const Tiled two = run_tiled(s, qkv, dout, bf16, {});
+    const std::string where = target() + (bf16 ? " bf16" : "");
+    EXPECT_EQ(first_difference(one.out, two.out), one.out.size()) << where;
+    EXPECT_EQ(first_difference(one.lse, two.lse), one.lse.size()) << where;
+    EXPECT_EQ(first_difference(one.dqkv, two.dqkv), one.dqkv.size()) << where;
+  }
 }
 
 // Causality: the first T0 rows of a sequence of T tokens give the same bits as the sequence cut
@@ -216,18 +220,21 @@ TEST_P(AttentionTiledTest, AppendingTokensChangesNoEarlierRow) {
   Rng rng(34);
   const size_t C = 48, NH = 2, T = 150;
   const std::vector<float> qkv = random(T * 3 * C, &rng, 1.5);
-  std::vector<float> out(T * C), lse(NH * T);
-  attention_tiled_forward(out.data(), lse.data(), qkv.data(), 1, T, C, NH, false);
-  for (size_t T0 : {1, 5, 63, 64, 65, 129}) {
-    const std::vector<float> head(qkv.begin(), qkv.begin() + T0 * 3 * C);
-    std::vector<float> out0(T0 * C), lse0(NH * T0);
-    attention_tiled_forward(out0.data(), lse0.data(), head.data(), 1, T0, C, NH, false);
-    const std::vector<float> prefix(out.begin(), out.begin() + T0 * C);
-    EXPECT_EQ(first_difference(out0, prefix), out0.size()) << target() << " T0 " << T0;
-    for (size_t h = 0; h < NH; ++h)
-      for (size_t t = 0; t < T0; ++t)
-        EXPECT_EQ(std::bit_cast<uint32_t>(lse0[h * T0 + t]), std::bit_cast<uint32_t>(lse[h * T + t]))
-            << target() << " T0 " << T0 << " head " << h << " row " << t;
+  for (bool bf16 : {false, true}) {
+    const std::string where = target() + (bf16 ? " bf16" : "");
+    std::vector<float> out(T * C), lse(NH * T);
+    attention_tiled_forward(out.data(), lse.data(), qkv.data(), 1, T, C, NH, bf16);
+    for (size_t T0 : {1, 5, 63, 64, 65, 129}) {
+      const std::vector<float> head(qkv.begin(), qkv.begin() + T0 * 3 * C);
+      std::vector<float> out0(T0 * C), lse0(NH * T0);
+      attention_tiled_forward(out0.data(), lse0.data(), head.data(), 1, T0, C, NH, bf16);
+      const std::vector<float> prefix(out.begin(), out.begin() + T0 * C);
+      EXPECT_EQ(first_difference(out0, prefix), out0.size()) << where << " T0 " << T0;
+      for (size_t h = 0; h < NH; ++h)
+        for (size_t t = 0; t < T0; ++t)
+          EXPECT_EQ(std::bit_cast<uint32_t>(lse0[h * T0 + t]), std::bit_cast<uint32_t>(lse[h * T + t]))
+              << where << " T0 " << T0 << " head " << h << " row " << t;
+    }
   }
 }
 
