@@ -21,6 +21,19 @@ size_t round_down16(size_t x) { return x / 16 * 16; }
 
 size_t threads_of(const UnembeddingTiles& t) { return std::max<size_t>(t.threads, 1); }
 
+// With P > 1 threads a row block's tiles go in 4·P groups (at most one per tile), which the threads
+// take as they come free. Why more groups than threads: a thread that shares its core with another
+// process (a busy machine) takes fewer groups, where a fixed split would wait for its half (on a
+// 2-core machine with one core shared, measured 19 s per call with 2 fixed halves, as slow as one
+// thread). Why 4: finer groups balance better, but each group but the first keeps a (rows, C)
+// partial dh (0.75 MiB at 256 rows, C 768).
+constexpr size_t kGroupsPerThread = 4;
+
+// The groups the workspace has room for: 1 (the serial path) for one thread.
+size_t group_capacity(const UnembeddingTiles& t) {
+  return threads_of(t) == 1 ? 1 : kGroupsPerThread * threads_of(t);
+}
+
 void check_tiles(const UnembeddingTiles& tiles) {
   if (tiles.rows == 0 || tiles.tile == 0)
     throw Error("fused unembedding: rows per block (" + std::to_string(tiles.rows) +
@@ -42,14 +55,14 @@ struct RowStats {
 };
 
 // The workspace's views (unembedding_workspace_floats): one row block's logits (rows × V,
-// tile-major: tile v0 is the (R, w) matrix at R·v0), then each thread's row statistics (3 × rows;
-// thread 0's hold the merged ones), then each thread's partial dh but the first's (rows × C; the
-// first thread writes dh itself).
+// tile-major: tile v0 is the (R, w) matrix at R·v0), then each group's row statistics (3 × rows;
+// group 0's hold the merged ones), then each group's partial dh but the first's (rows × C; the
+// first group writes dh itself).
 struct Workspace {
   float* logits;
-  size_t rows, V, C, threads;
-  RowStats stats(size_t t) const { return RowStats(logits + rows * V + 3 * rows * t, rows); }
-  float* dh_part(size_t t) const { return logits + rows * V + 3 * rows * threads + (t - 1) * rows * C; }
+  size_t rows, V, C, groups;
+  RowStats stats(size_t g) const { return RowStats(logits + rows * V + 3 * rows * g, rows); }
+  float* dh_part(size_t g) const { return logits + rows * V + 3 * rows * groups + (g - 1) * rows * C; }
 };
 
 // h or W moved on by `elems` elements (both copies).
@@ -137,40 +150,40 @@ void block_serial(const Call& c, size_t n0, Gemm& gemm) {
     tile_backward(c, n0, R, v0, s, c.ws16, c.dh + n0 * c.C, /*add_dh=*/v0 > 0, gemm);
 }
 
-// Thread t's share of the vocabulary among `team` threads: ids [begin, end), whole tiles, a
-// contiguous range, tile counts differing by at most one. It depends on (V, tile, team) alone, so
-// every run at a thread count sums in the same order.
+// Group g's tiles of `groups`: ids [begin, end), whole tiles, a contiguous range, tile counts
+// differing by at most one. It depends on (V, tile, groups) alone, so every run with as many
+// groups sums in the same order, whichever thread runs a group.
 struct IdRange {
   size_t begin, end;
 };
-IdRange thread_ids(size_t V, size_t tile, size_t t, size_t team) {
+IdRange group_ids(size_t V, size_t tile, size_t g, size_t groups) {
   const size_t tiles = (V + tile - 1) / tile;
-  return {std::min(tiles * t / team * tile, V), std::min(tiles * (t + 1) / team * tile, V)};
+  return {std::min(tiles * g / groups * tile, V), std::min(tiles * (g + 1) / groups * tile, V)};
 }
 
-// Row r's statistics of the team's threads, merged into thread 0's in thread order: the max of
-// the maxes, each sum rescaled to it (by exp(m_t - m), exactly 1 for a thread holding the max),
-// and the target's logit (only the thread whose tiles hold the target has a non-zero one).
-void merge_stats(const Workspace& ws, size_t team, size_t r) {
+// Row r's statistics of the groups, merged into group 0's in group order: the max of the maxes,
+// each sum rescaled to it (by exp(m_g - m), exactly 1 for a group holding the max), and the
+// target's logit (only the group whose tiles hold the target has a non-zero one).
+void merge_stats(const Workspace& ws, size_t groups, size_t r) {
   const RowStats s0 = ws.stats(0);
   float m = s0.max[r];
-  for (size_t t = 1; t < team; ++t) m = std::max(m, ws.stats(t).max[r]);
+  for (size_t g = 1; g < groups; ++g) m = std::max(m, ws.stats(g).max[r]);
   float sum = s0.sum[r] * std::exp(s0.max[r] - m), target = s0.target_logit[r];
-  for (size_t t = 1; t < team; ++t) {
-    const RowStats st = ws.stats(t);
-    sum += st.sum[r] * std::exp(st.max[r] - m);
-    target += st.target_logit[r];
+  for (size_t g = 1; g < groups; ++g) {
+    const RowStats sg = ws.stats(g);
+    sum += sg.sum[r] * std::exp(sg.max[r] - m);
+    target += sg.target_logit[r];
   }
   s0.max[r] = m;
   s0.sum[r] = sum;
   s0.target_logit[r] = target;
 }
 
-// dh row r += the partial dh rows of threads 1..team-1, in thread order.
-void add_dh_parts(const Call& c, size_t n0, size_t team, size_t r) {
+// dh row r += the partial dh rows of groups 1..groups-1, in group order.
+void add_dh_parts(const Call& c, size_t n0, size_t groups, size_t r) {
   float* row = c.dh + (n0 + r) * c.C;
-  for (size_t t = 1; t < team; ++t) {
-    const float* part = c.ws.dh_part(t) + r * c.C;
+  for (size_t g = 1; g < groups; ++g) {
+    const float* part = c.ws.dh_part(g) + r * c.C;
     for (size_t j = 0; j < c.C; ++j) row[j] += part[j];
   }
 }
@@ -185,14 +198,33 @@ void keep_error(std::exception_ptr& error, F&& f) {
   }
 }
 
-// One row block split over the vocabulary among workers.size() threads: each thread runs its own
-// tiles' GEMMs on one thread with its own worker (Gemm::worker), keeping its own statistics
-// (forward only: its tiles' logits all go to its first tile's slot) and its own partial dh; the
-// statistics are merged before the losses and the backward, the partial dh after it. dW tiles are
-// disjoint per thread. Why split the vocabulary rather than each GEMM: the tile GEMMs are small
-// (R × w × C), so splitting each one over the threads pays a fork/join and a split per GEMM.
-void block_parallel(const Call& c, size_t n0, const std::vector<Gemm*>& workers) {
-  const size_t R = std::min(c.tiles.rows, c.N - n0), tile = c.tiles.tile;
+// Group g's forward: its tiles' logits and its own statistics. Forward only: all its tiles' logits
+// go to its first tile's slot; forward and backward: each tile keeps its slot.
+void group_logits(const Call& c, size_t n0, size_t R, size_t g, size_t groups, Gemm& gemm) {
+  const IdRange ids = group_ids(c.V, c.tiles.tile, g, groups);
+  const RowStats s = c.ws.stats(g);
+  s.reset(R);
+  for (size_t v0 = ids.begin; v0 < ids.end; v0 += c.tiles.tile)
+    tile_logits(c, n0, R, v0, c.ws.logits + R * (c.dh != nullptr ? v0 : ids.begin), s, gemm);
+}
+
+// Group g's backward from the merged statistics: its tiles' dlogits, dW tiles (rows of dW no other
+// group writes) and its partial dh (group 0's is dh_block), written by its first tile.
+void group_backward(const Call& c, size_t n0, size_t R, size_t g, size_t groups, uint16_t* ws16,
+                    Gemm& gemm) {
+  const IdRange ids = group_ids(c.V, c.tiles.tile, g, groups);
+  float* dh_out = g == 0 ? c.dh + n0 * c.C : c.ws.dh_part(g);
+  for (size_t v0 = ids.begin; v0 < ids.end; v0 += c.tiles.tile)
+    tile_backward(c, n0, R, v0, c.ws.stats(0), ws16, dh_out, v0 > ids.begin, gemm);
+}
+
+// One row block over `groups` groups of tiles, run by workers.size() threads, each group's GEMMs on
+// one thread with that thread's worker (Gemm::worker). The groups' statistics are merged before the
+// losses and the backward, their partial dh after it. Why split the vocabulary rather than each
+// GEMM: the tile GEMMs are small (R × w × C), and splitting each one over the threads pays a
+// fork/join and a partition per GEMM.
+void block_parallel(const Call& c, size_t n0, const std::vector<Gemm*>& workers, size_t groups) {
+  const size_t R = std::min(c.tiles.rows, c.N - n0);
   const bool backward = c.dh != nullptr;
   std::vector<std::exception_ptr> errors(workers.size());
 #pragma omp parallel num_threads(static_cast<int>(workers.size()))
@@ -201,31 +233,22 @@ void block_parallel(const Call& c, size_t n0, const std::vector<Gemm*>& workers)
     // ends with the region.
     omp_set_num_threads(1);
     const auto t = static_cast<size_t>(omp_get_thread_num());
-    const auto team = static_cast<size_t>(omp_get_num_threads());
-    const IdRange ids = thread_ids(c.V, tile, t, team);
     Gemm& gemm = *workers[t];
-    keep_error(errors[t], [&] {
-      const RowStats s = c.ws.stats(t);
-      s.reset(R);
-      for (size_t v0 = ids.begin; v0 < ids.end; v0 += tile)
-        tile_logits(c, n0, R, v0, c.ws.logits + R * (backward ? v0 : ids.begin), s, gemm);
-    });
-#pragma omp barrier
+    uint16_t* ws16 = c.ws16 != nullptr ? c.ws16 + t * c.tiles.rows * c.tiles.tile : nullptr;
+#pragma omp for schedule(dynamic, 1)
+    for (size_t g = 0; g < groups; ++g)
+      keep_error(errors[t], [&] { group_logits(c, n0, R, g, groups, gemm); });
 #pragma omp for schedule(static)
     for (size_t r = 0; r < R; ++r) {
-      merge_stats(c.ws, team, r);
+      merge_stats(c.ws, groups, r);
       finish_loss(c.losses + n0, c.ws.stats(0), r);
     }
     if (backward) {
-      keep_error(errors[t], [&] {
-        float* dh_out = t == 0 ? c.dh + n0 * c.C : c.ws.dh_part(t);
-        uint16_t* ws16 = c.ws16 != nullptr ? c.ws16 + t * c.tiles.rows * tile : nullptr;
-        for (size_t v0 = ids.begin; v0 < ids.end; v0 += tile)
-          tile_backward(c, n0, R, v0, c.ws.stats(0), ws16, dh_out, v0 > ids.begin, gemm);
-      });
-#pragma omp barrier
+#pragma omp for schedule(dynamic, 1)
+      for (size_t g = 0; g < groups; ++g)
+        keep_error(errors[t], [&] { group_backward(c, n0, R, g, groups, ws16, gemm); });
 #pragma omp for schedule(static)
-      for (size_t r = 0; r < R; ++r) add_dh_parts(c, n0, team, r);
+      for (size_t r = 0; r < R; ++r) add_dh_parts(c, n0, groups, r);
     }
   }
   for (const std::exception_ptr& e : errors)
@@ -246,9 +269,11 @@ void run_blocks(const Call& c, Gemm& gemm) {
     for (size_t n0 = 0; n0 < c.N; n0 += c.tiles.rows) block_serial(c, n0, gemm);
     return;
   }
+  const size_t n_tiles = (c.V + c.tiles.tile - 1) / c.tiles.tile;
+  const size_t groups = std::min(n_tiles, kGroupsPerThread * P);
   std::vector<Gemm*> workers(P);
   for (size_t t = 0; t < P; ++t) workers[t] = &gemm.worker(t);
-  for (size_t n0 = 0; n0 < c.N; n0 += c.tiles.rows) block_parallel(c, n0, workers);
+  for (size_t n0 = 0; n0 < c.N; n0 += c.tiles.rows) block_parallel(c, n0, workers, groups);
 }
 
 }  // namespace
@@ -280,8 +305,8 @@ UnembeddingTiles resolve_loss_tiles(const ModelConfig& config, size_t N) {
 }
 
 size_t unembedding_workspace_floats(const UnembeddingTiles& tiles, size_t V, size_t C) {
-  const size_t P = threads_of(tiles);
-  return tiles.rows * V + 3 * tiles.rows * P + (P - 1) * tiles.rows * C;
+  const size_t G = group_capacity(tiles);
+  return tiles.rows * V + 3 * tiles.rows * G + (G - 1) * tiles.rows * C;
 }
 
 size_t unembedding_workspace16_elems(const UnembeddingTiles& tiles) {
@@ -293,7 +318,7 @@ void unembedding_loss_forward(float* losses, GemmInput h, GemmInput W, const int
                               float* workspace, Gemm& gemm) {
   check_tiles(tiles);
   check_operands(h, W);
-  const Call c{h, W, targets, N, V, C, tiles, Workspace{workspace, tiles.rows, V, C, threads_of(tiles)},
+  const Call c{h, W, targets, N, V, C, tiles, Workspace{workspace, tiles.rows, V, C, group_capacity(tiles)},
                nullptr, losses, nullptr, nullptr, 0.0f, false};
   run_blocks(c, gemm);
 }
@@ -309,7 +334,7 @@ void unembedding_loss_forward_backward(float* losses, float* dh, float* dW, Gemm
     throw Error("fused unembedding: bf16 GEMMs need the bf16 workspace of one dlogits tile per "
                 "thread (" + std::to_string(unembedding_workspace16_elems(tiles)) +
                 " elements), got none");
-  const Call c{h, W, targets, N, V, C, tiles, Workspace{workspace, tiles.rows, V, C, threads_of(tiles)},
+  const Call c{h, W, targets, N, V, C, tiles, Workspace{workspace, tiles.rows, V, C, group_capacity(tiles)},
                bf16 ? workspace16 : nullptr, losses, dh, dW, grad_scale, accumulate_dW};
   run_blocks(c, gemm);
 }

@@ -18,17 +18,18 @@
 // contiguous (rows, width) matrix) and three floats per row: memory grows with `rows`, not with N.
 //
 // Threads: with P > 1 OpenMP threads (at most tiles.threads, the threads the workspace was sized
-// for, and at most the number of tiles), each row block's tiles are split among the P threads in
-// contiguous ranges (tile counts differing by at most one). Each thread runs its tiles' GEMMs on
-// one thread (Gemm::worker) and keeps its own statistics per row; the P statistics are merged in
-// thread order (the max of the maxes, each sum rescaled to it) before the losses and the backward.
-// Each thread adds its tiles' dh into its own (rows, C) partial (the first thread's is dh_block),
-// and the partials are added to dh_block in thread order; the dW tiles of different threads are
-// different rows of dW. Why split the vocabulary rather than each GEMM: a tile's GEMMs are small
-// (rows × tile × C), and oneDNN splitting each over the threads paid a fork/join and a split per
-// GEMM (1.8-1.9x at 2 threads instead of 2x). The workspace adds, per thread, 3 floats per row
-// and (but the first) a (rows, C) partial dh, and bf16 GEMMs one bf16 dlogits tile per thread.
-// P = 1 is the serial path above.
+// for, and at most the number of tiles), each row block's tiles go in G = min(4·P, tiles) groups
+// of contiguous tiles (tile counts differing by at most one), which the threads take as they come
+// free. A group's GEMMs run on the one thread that takes it (Gemm::worker), and each group keeps
+// its own statistics per row; the G statistics are merged in group order (the max of the maxes,
+// each sum rescaled to it) before the losses and the backward. Each group adds its tiles' dh into
+// its own (rows, C) partial (the first group's is dh_block), and the partials are added to
+// dh_block in group order; the dW tiles of different groups are different rows of dW. Why split
+// the vocabulary rather than each GEMM: a tile's GEMMs are small (rows × tile × C), and oneDNN
+// splitting each over the threads paid a fork/join and a partition per GEMM (1.8-1.9x at 2 threads
+// instead of 2x). The workspace adds, per group, 3 floats per row and (but the first) a (rows, C)
+// partial dh, and under bf16 GEMMs one bf16 dlogits tile per thread. P = 1 is the serial path
+// above.
 //
 // Why the gradient is formed in the same pass rather than by recomputing the logits in a separate
 // backward: the logits GEMM is 2·N·V·C FLOPs, as much as each of the two gradient GEMMs, so
@@ -39,8 +40,8 @@
 // differently for another M, so not the same bits); the row's sum of exponentials is accumulated tile
 // by tile with a rescale whenever the max grows (kernels.h). tests/model/test_unembedding.cc states the
 // bound against a double reference and checks fused and unfused against it.
-// Deterministic for a fixed thread count: row blocks and tiles run in a fixed order, the split of
-// the tiles among threads and the order of the merges depend on (V, tile, P) alone; oneDNN fixes its
+// Deterministic for a fixed thread count: row blocks and tiles run in a fixed order, the groups and
+// the order of the merges depend on (V, tile, P) alone, not on which thread runs a group; oneDNN fixes its
 // partitioning per primitive; the row kernels' bits do not depend on the thread count. Results for
 // different thread counts differ in the last bits (the sums over the vocabulary are grouped by
 // thread, and the serial path's GEMMs are blocked for P threads).
@@ -56,8 +57,9 @@ namespace wte {
 
 /// How the fused layer cuts the work: `rows` rows of h' per block and `tile` vocabulary ids per
 /// tile (the last block and the last tile may be shorter). rows == 0: the unfused path.
-/// threads: the threads the workspace has room for (per-thread statistics, partial dh and bf16
-/// dlogits tiles); a call splits the vocabulary among at most this many (1: always serial).
+/// threads: the threads the workspace has room for (the groups' statistics and partial dh, the
+/// threads' bf16 dlogits tiles); a call splits the vocabulary among at most this many (1: always
+/// serial).
 struct UnembeddingTiles {
   size_t rows = 0;
   size_t tile = 0;
@@ -87,9 +89,9 @@ size_t auto_loss_tile(size_t rows, size_t V);
 /// caller (the model lays out its workspace when it reserves, at the thread count it runs with).
 UnembeddingTiles resolve_loss_tiles(const ModelConfig& config, size_t N);
 
-/// Floats of the fused layer's workspace for these tiles, with P = tiles.threads: rows × V (one
-/// block's logits) + 3 × rows × P (each thread's row statistics) + rows × C × (P - 1) (the partial
-/// dh of each thread but the first).
+/// Floats of the fused layer's workspace for these tiles, with G = 1 for tiles.threads = 1, else
+/// 4 × tiles.threads groups: rows × V (one block's logits) + 3 × rows × G (each group's row
+/// statistics) + rows × C × (G - 1) (the partial dh of each group but the first).
 size_t unembedding_workspace_floats(const UnembeddingTiles& tiles, size_t V, size_t C);
 
 /// bf16 elements of the fused layer's bf16 workspace (bf16 GEMMs only): one dlogits tile per thread,
@@ -99,8 +101,8 @@ size_t unembedding_workspace16_elems(const UnembeddingTiles& tiles);
 /// Forward only (evaluation): losses (N) written, nothing else. h (N, C); W (V, C) row-major;
 /// both float32 or both with bf16 copies (GemmInput: the tiles' GEMMs then read bf16, accumulate
 /// in float32). targets (N), each in [0, V) (callers validate ids first). workspace: at least
-/// unembedding_workspace_floats(tiles, V, C) floats (the logits' part is used up to each thread's
-/// first tile slot; the partial dh are not used).
+/// unembedding_workspace_floats(tiles, V, C) floats (of the logits' part, each group's first tile
+/// slot is used; the partial dh are not used).
 /// Returns after the stream has finished. Throws wte::Error if tiles.rows or tiles.tile is 0, or if
 /// only one of h and W has a bf16 copy.
 void unembedding_loss_forward(float* losses, GemmInput h, GemmInput W, const int32_t* targets,
