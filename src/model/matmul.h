@@ -153,9 +153,9 @@ class Gemm {
   /// its threads (each thread runs whole products on its own). Call it for every t on the thread
   /// that opens the region, before the region (the pool grows here, not inside it); use the
   /// returned worker only from inside, after omp_set_num_threads(1) in that thread. Why: oneDNN
-  /// fixes a primitive's thread partition from omp_get_max_threads() when it is created, and a
-  /// primitive created for two threads but run inside a region (one thread) computes only the
-  /// first thread's share; a worker's primitives are created inside the region, for one thread.
+  /// plans a primitive's blocking and thread partition from the thread count when it is created,
+  /// while inside a region it runs on the calling thread alone; a worker's primitives are created
+  /// inside the region with the count at 1, so they are planned for the one thread that runs them.
   /// The worker takes the open part's name (kernels()); it has no timer: the region is timed in
   /// the caller's part.
   Gemm& worker(size_t t);
