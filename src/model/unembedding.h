@@ -26,8 +26,9 @@
 // its own (rows, C) partial (the first group's is dh_block), and the partials are added to
 // dh_block in group order; the dW tiles of different groups are different rows of dW. Why split
 // the vocabulary rather than each GEMM: a tile's GEMMs are small (rows × tile × C), and oneDNN
-// splitting each over the threads paid a fork/join and a partition per GEMM (1.8-1.9x at 2 threads
-// instead of 2x). The workspace adds, per group, 3 floats per row and (but the first) a (rows, C)
+// splitting each over the threads pays a fork/join and a partition per GEMM, with every thread
+// waiting at each GEMM's end for the slowest (on a busy machine, for the one whose core is shared);
+// groups taken as they come free wait once per phase. The workspace adds, per group, 3 floats per row and (but the first) a (rows, C)
 // partial dh, and under bf16 GEMMs one bf16 dlogits tile per thread. P = 1 is the serial path
 // above.
 //
