@@ -125,7 +125,7 @@ void check_loss_memory(const profile::LossProfileSettings& s,
   double workspaces = 0;
   for (const profile::LossPath& p : paths)
     if (p.tiles.fused())
-      workspaces += 4.0 * static_cast<double>(profile::loss_path_buffer_floats(p, s.N, s.V));
+      workspaces += 4.0 * static_cast<double>(profile::loss_path_buffer_floats(p, s.N, s.V, s.C));
   std::vector<MemoryPart> parts = {
       {"inputs h and W", 4 * (Nd + Vd) * Cd + 4 * Nd, "(--n-tokens + --vocab-size) x --d-model",
        "--n-tokens, --vocab-size or --d-model"},
@@ -176,7 +176,7 @@ nlohmann::json print_loss_table(const profile::LossProfile& r, const profile::Lo
   for (const profile::LossPathResult& p : r.paths) {
     const double ms = median(p.samples) * 1e3;
     const double ws =
-        static_cast<double>(profile::loss_path_buffer_floats(p.path, N, V)) * 4 / (1 << 20);
+        static_cast<double>(profile::loss_path_buffer_floats(p.path, N, V, C)) * 4 / (1 << 20);
     char ratio[32] = "", diff[96] = "";
     if (p.compared) {
       std::snprintf(ratio, sizeof ratio, "%.3fx", ms / (median(r.paths.back().samples) * 1e3));

@@ -164,7 +164,17 @@ Activation to_bf16(Activation a, size_t n) {
 std::vector<GemmKernel> Gemm::kernels() const {
   std::vector<GemmKernel> out;
   for (const auto& [key, p] : cache_) out.push_back({p->part, p->impl, p->bf16});
+  for (const auto& w : workers_) {
+    const std::vector<GemmKernel> theirs = w->kernels();
+    out.insert(out.end(), theirs.begin(), theirs.end());
+  }
   return out;
+}
+
+Gemm& Gemm::worker(size_t t) {
+  while (workers_.size() <= t) workers_.push_back(std::make_unique<Gemm>());
+  workers_[t]->part_ = part_;
+  return *workers_[t];
 }
 
 void matmul_forward(Activation out, GemmInput inp, GemmInput weight, const float* bias, size_t N,

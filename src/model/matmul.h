@@ -145,8 +145,20 @@ class Gemm {
   /// Attaches `timer` (nullptr detaches); no part is open.
   void set_timer(PartTimer* timer);
 
-  /// Every primitive's kernel (one entry per primitive) with the part that runs it.
+  /// Every primitive's kernel (one entry per primitive, the workers' included) with the part
+  /// that runs it.
   std::vector<GemmKernel> kernels() const;
+
+  /// The single-thread GEMMs of thread t of a parallel region that splits its products among
+  /// its threads (each thread runs whole products on its own). Call it for every t on the thread
+  /// that opens the region, before the region (the pool grows here, not inside it); use the
+  /// returned worker only from inside, after omp_set_num_threads(1) in that thread. Why: oneDNN
+  /// plans a primitive's blocking and thread partition from the thread count when it is created,
+  /// while inside a region it runs on the calling thread alone; a worker's primitives are created
+  /// inside the region with the count at 1, so they are planned for the one thread that runs them.
+  /// The worker takes the open part's name (kernels()); it has no timer: the region is timed in
+  /// the caller's part.
+  Gemm& worker(size_t t);
 
  private:
   PartTimer* timer_ = nullptr;
@@ -155,6 +167,7 @@ class Gemm {
   struct Prim;
   dnnl::stream stream_;
   std::map<std::vector<int64_t>, std::unique_ptr<Prim>> cache_;
+  std::vector<std::unique_ptr<Gemm>> workers_;
 };
 
 /// Linear layer forward (GPT-2's conv1d), llm.c's argument order:

@@ -117,7 +117,7 @@ size_t lay_out_activations(float* base, size_t N, size_t BTT, const ModelConfig&
   v->dresidual = a.take(N * C, kHidden);
   v->loss_tiles = resolve_loss_tiles(c, N);
   const bool fused = v->loss_tiles.fused();
-  v->loss_floats = fused ? unembedding_workspace_floats(v->loss_tiles, V) : N * V;
+  v->loss_floats = fused ? unembedding_workspace_floats(v->loss_tiles, V, C) : N * V;
   v->logits = fused ? nullptr : a.take(v->loss_floats, loss_part(v->loss_tiles));
   v->loss_ws = fused ? a.take(v->loss_floats, loss_part(v->loss_tiles)) : nullptr;
   v->losses = a.take(N, kHidden);

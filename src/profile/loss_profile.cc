@@ -67,7 +67,7 @@ void run_path(const LossPath& path, PathBuffers& p, const float* h, const float*
     p.losses = allocate_floats(N);
     p.dh = allocate_floats(N * C);
     p.dW = allocate_floats(V * C);
-    p.work = allocate_floats(loss_path_buffer_floats(path, N, V));
+    p.work = allocate_floats(loss_path_buffer_floats(path, N, V, C));
   }
   if (path.tiles.fused())
     unembedding_loss_forward_backward(p.losses.get(), p.dh.get(), p.dW.get(), h, W, y, N, V, C,
@@ -106,8 +106,8 @@ std::vector<LossPath> loss_paths(const LossProfileSettings& s) {
   return paths;
 }
 
-size_t loss_path_buffer_floats(const LossPath& path, size_t N, size_t V) {
-  return path.tiles.fused() ? unembedding_workspace_floats(path.tiles, V) : N * V;
+size_t loss_path_buffer_floats(const LossPath& path, size_t N, size_t V, size_t C) {
+  return path.tiles.fused() ? unembedding_workspace_floats(path.tiles, V, C) : N * V;
 }
 
 LossProfile profile_loss(const LossProfileSettings& s, const std::vector<LossPath>& paths) {

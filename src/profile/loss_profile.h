@@ -40,7 +40,7 @@ std::vector<LossPath> loss_paths(const LossProfileSettings& settings);
 
 /// Floats of the loss buffer a path allocates besides its outputs: the fused workspace
 /// (unembedding_workspace_floats) or the unfused (N, V) logits.
-size_t loss_path_buffer_floats(const LossPath& path, size_t N, size_t V);
+size_t loss_path_buffer_floats(const LossPath& path, size_t N, size_t V, size_t C);
 
 /// One path's measurements.
 struct LossPathResult {

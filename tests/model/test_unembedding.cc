@@ -71,10 +71,12 @@ struct Result {
 
 // dW0 (optional): an earlier gradient in dW, which the run adds to (accumulate_dW); without it
 // dW starts as NaN and must be written.
+// threads: the threads the workspace has room for (UnembeddingTiles::threads); the split runs at
+// min(threads, omp_get_max_threads(), tiles).
 Result run_fused(const Problem& p, size_t rows, size_t tile, Gemm& gemm,
-                 const std::vector<float>* dW0 = nullptr) {
-  const UnembeddingTiles t{std::min(rows, p.N), std::min(tile, p.V)};
-  std::vector<float> ws(unembedding_workspace_floats(t, p.V));
+                 const std::vector<float>* dW0 = nullptr, size_t threads = 1) {
+  const UnembeddingTiles t{std::min(rows, p.N), std::min(tile, p.V), threads};
+  std::vector<float> ws(unembedding_workspace_floats(t, p.V, p.C));
   Result r{std::vector<float>(p.N), std::vector<float>(p.N * p.C, NAN),
            dW0 != nullptr ? *dW0 : std::vector<float>(p.V * p.C, NAN)};  // NaN: must be written
   unembedding_loss_forward_backward(r.losses.data(), r.dh.data(), r.dW.data(), p.h.data(),
@@ -216,9 +218,10 @@ std::string describe(const Shape& s) {
 // or bf16, as the fused run had) and p's targets, gives `fused_losses` (N) bit for bit: the same
 // tiles and kernels.
 void expect_loss_only_forward_matches(const Shape& s, GemmInput h, GemmInput W, const Problem& p,
-                                      const std::vector<float>& fused_losses, Gemm& gemm) {
-  const UnembeddingTiles t{std::min(s.rows, s.N), std::min(s.tile, s.V)};
-  std::vector<float> ws(unembedding_workspace_floats(t, s.V)), losses(s.N);
+                                      const std::vector<float>& fused_losses, Gemm& gemm,
+                                      size_t threads = 1) {
+  const UnembeddingTiles t{std::min(s.rows, s.N), std::min(s.tile, s.V), threads};
+  std::vector<float> ws(unembedding_workspace_floats(t, s.V, s.C)), losses(s.N);
   unembedding_loss_forward(losses.data(), h, W, p.y.data(), s.N, s.V, s.C, t, ws.data(), gemm);
   for (size_t n = 0; n < s.N; ++n)
     EXPECT_EQ(std::bit_cast<uint32_t>(losses[n]), std::bit_cast<uint32_t>(fused_losses[n]))
@@ -334,9 +337,10 @@ Bf16Problem make_bf16_problem(const Problem& p) {
   return b;
 }
 
-Result run_fused_bf16(const Problem& p, const Bf16Problem& b, size_t rows, size_t tile, Gemm& gemm) {
-  const UnembeddingTiles t{std::min(rows, p.N), std::min(tile, p.V)};
-  std::vector<float> ws(unembedding_workspace_floats(t, p.V));
+Result run_fused_bf16(const Problem& p, const Bf16Problem& b, size_t rows, size_t tile, Gemm& gemm,
+                      size_t threads = 1) {
+  const UnembeddingTiles t{std::min(rows, p.N), std::min(tile, p.V), threads};
+  std::vector<float> ws(unembedding_workspace_floats(t, p.V, p.C));
   std::vector<uint16_t> ws16(unembedding_workspace16_elems(t));
   Result r{std::vector<float>(p.N), std::vector<float>(p.N * p.C, NAN),
            std::vector<float>(p.V * p.C, NAN)};
@@ -418,11 +422,70 @@ TEST(FusedUnembeddingBf16, FusedMatchesTheUnfusedBf16PathWithinTheBound) {
   }
 }
 
+// The vocabulary split among 2 and 3 threads (UnembeddingTiles::threads, Gemm::worker), f32 and
+// bf16, forward and backward and forward only, against the double reference within the layer's
+// bound (the merge of the groups' statistics is one more rescale per group, as a tile's is), at
+// awkward sizes: V not a multiple of the tile, N not a multiple of the rows, fewer tiles than
+// threads, one tile per thread, one-id tiles, an earlier dW to add to. The same bits twice, on the
+// same and on a fresh Gemm (whichever thread runs a group); the loss-only forward gives the same
+// losses bit for bit; the caller's thread count is unchanged afterwards.
+TEST(FusedUnembedding, SplitAmongThreadsMatchesTheDoubleReference) {
+  const std::vector<Shape> shapes = {
+      {37, 101, 24, 8, 16},  // 7 tiles, the last 5 wide: fewer than 4 groups per thread
+      {13, 40, 12, 5, 16},   // 3 tiles: one per thread at 3 threads
+      {9, 20, 8, 4, 16},     // 2 tiles: fewer than 3 threads
+      {5, 19, 8, 1, 1},      // one-id tiles, one-row blocks
+      {70, 333, 48, 16, 48},
+      // GEMMs large enough that oneDNN would split each one over the threads
+      {100, 1500, 256, 64, 256}};
+  const int before = omp_get_max_threads();
+  for (const int threads : {2, 3}) {
+    omp_set_num_threads(threads);
+    const auto P = static_cast<size_t>(threads);
+    for (const Shape& s : shapes) {
+      const std::string what = describe(s) + " threads=" + std::to_string(threads);
+      SCOPED_TRACE(what);
+      const Problem p = make_problem(s.N, s.V, s.C, static_cast<uint32_t>(s.N * 131 + s.V));
+      Gemm gemm, fresh;
+      const Result a = run_fused(p, s.rows, s.tile, gemm, nullptr, P);
+      EXPECT_EQ(omp_get_max_threads(), threads) << "the caller's thread count is kept";
+      expect_within(a, reference(p, s.tile), "fused, split");
+      for (const Result& b : {run_fused(p, s.rows, s.tile, gemm, nullptr, P),
+                              run_fused(p, s.rows, s.tile, fresh, nullptr, P)}) {
+        EXPECT_EQ(0, std::memcmp(a.losses.data(), b.losses.data(), a.losses.size() * 4));
+        EXPECT_EQ(0, std::memcmp(a.dh.data(), b.dh.data(), a.dh.size() * 4));
+        EXPECT_EQ(0, std::memcmp(a.dW.data(), b.dW.data(), a.dW.size() * 4));
+      }
+      expect_loss_only_forward_matches(s, p.h.data(), p.W.data(), p, a.losses, gemm, P);
+      // Adding into an earlier dW (the bound of AddsIntoAnEarlierWeightGradientWhenAccumulating).
+      std::vector<float> dW0(p.V * p.C, 0.03f);
+      const Result acc = run_fused(p, s.rows, s.tile, gemm, &dW0, P);
+      Reference want = reference(p, s.tile);
+      const double blocks = static_cast<double>((s.N + s.rows - 1) / s.rows);
+      for (size_t i = 0; i < want.dW.size(); ++i) {
+        want.dW_tol[i] += (blocks + 1) * kU * (std::abs(dW0[i]) + want.dW_abs[i]);
+        want.dW[i] += dW0[i];
+      }
+      expect_within(acc, want, "fused, split, accumulating dW");
+      if (!bf16_gemm_support().native) continue;
+      const Bf16Problem b = make_bf16_problem(p);
+      const Result f16 = run_fused_bf16(p, b, s.rows, s.tile, gemm, P);
+      expect_within(f16, bf16_bound(reference(b.p16, s.tile), s.N, s.V), "fused bf16, split");
+      const Result again = run_fused_bf16(p, b, s.rows, s.tile, fresh, P);
+      EXPECT_EQ(0, std::memcmp(f16.dh.data(), again.dh.data(), f16.dh.size() * 4));
+      EXPECT_EQ(0, std::memcmp(f16.dW.data(), again.dW.data(), f16.dW.size() * 4));
+      expect_loss_only_forward_matches(s, GemmInput(p.h.data(), b.h16.data()),
+                                       GemmInput(p.W.data(), b.W16.data()), p, f16.losses, gemm, P);
+    }
+  }
+  omp_set_num_threads(before);
+}
+
 TEST(FusedUnembeddingBf16, MixedOperandsAndAMissingWorkspaceAreRefused) {
   const Problem p = make_problem(4, 10, 8, 1);
   const Bf16Problem b = make_bf16_problem(p);
   const UnembeddingTiles t{2, 4};
-  std::vector<float> ws(unembedding_workspace_floats(t, p.V)), losses(4), dh(32), dW(80);
+  std::vector<float> ws(unembedding_workspace_floats(t, p.V, p.C)), losses(4), dh(32), dW(80);
   Gemm gemm;
   EXPECT_THROW(unembedding_loss_forward_backward(losses.data(), dh.data(), dW.data(),
                                                  GemmInput(p.h.data(), b.h16.data()), p.W.data(),
@@ -457,7 +520,12 @@ TEST(FusedUnembedding, TilesAreResolvedFromTheConfig) {
   const UnembeddingTiles b = resolve_loss_tiles(c, 3);
   EXPECT_EQ(b.rows, 3u) << "rows are capped at the batch";
   EXPECT_EQ(b.tile, 100u);
-  EXPECT_EQ(unembedding_workspace_floats(b, c.vocab_size), 3 * 50257 + 9);
+  EXPECT_EQ(b.threads, static_cast<size_t>(omp_get_max_threads())) << "room for every thread";
+  EXPECT_EQ(unembedding_workspace_floats({3, 100, 1}, c.vocab_size, 768), 3 * 50257 + 9);
+  // two threads: 8 groups' statistics (3 x 3 each) and 7 partial dh (3 x 768 each)
+  EXPECT_EQ(unembedding_workspace_floats({3, 100, 2}, c.vocab_size, 768),
+            3 * 50257 + 8 * 9 + 7 * 3 * 768);
+  EXPECT_EQ(unembedding_workspace16_elems({3, 100, 2}), 2 * 3 * 100u);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -503,8 +571,9 @@ TEST_P(FusedModel, LossAndEveryGradientMatchTheDoubleReference) {
   set_random_params(&model, tc.V + tc.C);
   model.reserve(tc.B, tc.T);
   ASSERT_EQ(model.loss_rows(), std::min(tc.chunk, tc.B * tc.T)) << "the fused path is in use";
-  ASSERT_EQ(model.loss_workspace_bytes(),
-            unembedding_workspace_floats({model.loss_rows(), std::min(tc.tile, tc.V)}, tc.V) * 4);
+  const UnembeddingTiles tiles{model.loss_rows(), std::min(tc.tile, tc.V),
+                               static_cast<size_t>(omp_get_max_threads())};
+  ASSERT_EQ(model.loss_workspace_bytes(), unembedding_workspace_floats(tiles, tc.V, tc.C) * 4);
   Rng rng(tc.B * 7 + tc.T);
   TokenBatch batch;
   batch.B = tc.B;
@@ -611,8 +680,9 @@ TEST(FusedModelBf16, FusedMatchesUnfusedUnderBf16Gemms) {
     ASSERT_EQ(unfused.loss_rows(), 0u);
     EXPECT_NEAR(lf, lu, 1e-5 * std::abs(lu));
     // The bf16 workspace is one dlogits tile, not (N, V).
+    const size_t threads = static_cast<size_t>(omp_get_max_threads());
     EXPECT_EQ(fused.loss_workspace_bytes(),
-              unembedding_workspace_floats({5, 48}, 211) * 4 + 5 * 48 * 2);
+              unembedding_workspace_floats({5, 48, threads}, 211, 32) * 4 + threads * 5 * 48 * 2);
     double worst = 0;
     std::string worst_name;
     auto check = [&](const std::string& name, const float* a, const float* b, size_t n) {
