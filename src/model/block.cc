@@ -18,15 +18,15 @@ void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& 
   layernorm_forward(a.ln1.f32, a.ln1_mean, a.ln1_rstd, x, w.ln_1_g, w.ln_1_b, N, C, eps, a.ln1.bf16);
   // qkv = ln1 · attn/c_attn/w + attn/c_attn/b
   gemm.part("qkv_gemm_fwd");
-  matmul_forward(a.qkv, a.ln1, {w.c_attn_w, w16s.c_attn_w}, w.c_attn_b, N, C, 3 * C, gemm);
+  // (the tiled attention reads the float32 qkv and rounds it itself: no bf16 copy of qkv)
+  matmul_forward(tiled_attention ? Activation(a.qkv.f32) : a.qkv, a.ln1,
+                 {w.c_attn_w, w16s.c_attn_w}, w.c_attn_b, N, C, 3 * C, gemm);
   // atty = merge_heads(causal_softmax(q·kᵀ/√hs) · v)
   if (tiled_attention) {
     gemm.part("attn_tiled_fwd");  // the whole tiled attention (src/model/attention_tiled.h)
-    attention_tiled_forward(a.atty.f32, a.lse, a.qkv.f32, B, T, C, NH, w16 != nullptr);
-    if (a.atty.bf16 != nullptr) {
-      gemm.part("bf16_convert");
-      to_bf16(a.atty, N * C);  // c_proj's input
-    }
+    // atty's bf16 copy (c_proj's input) written by the attention, row by row
+    attention_tiled_forward(a.atty.f32, a.lse, a.qkv.f32, B, T, C, NH, w16 != nullptr, {},
+                            a.atty.bf16);
   } else {
     attention_forward(a.atty, a.att, a.qkv, B, T, C, NH, gemm);
   }
@@ -78,18 +78,17 @@ void block_backward(Activation dx, const BlockTensors& g, const BlockScratch& s,
                      C, dx.bf16);
   // x_mid = x + atty · attn/c_proj/w + b: the residual passes dx on to x unchanged
   gemm.part("attn_proj_gemm_bwd");
-  matmul_backward(s.datty, g.attn_c_proj_w, g.attn_c_proj_b, dx, a.atty,
+  // (the tiled attention reads the float32 datty and rounds it itself: no bf16 copy of datty)
+  matmul_backward(tiled_attention ? Activation(s.datty.f32) : s.datty, g.attn_c_proj_w,
+                  g.attn_c_proj_b, dx, a.atty,
                   {w.attn_c_proj_w, w16s.attn_c_proj_w}, N, C, C, gemm);
   // atty = merge_heads(causal_softmax(q·kᵀ/√hs) · v)
   const Activation dqkv = s.d4c;
   if (tiled_attention) {
     gemm.part("attn_tiled_bwd");  // the whole tiled attention (src/model/attention_tiled.h)
+    // dqkv's bf16 copy (c_attn's backward reads it) written by the attention, row by row
     attention_tiled_backward(dqkv.f32, s.datty.f32, a.qkv.f32, a.atty.f32, a.lse, B, T, C, NH,
-                             w16 != nullptr);
-    if (dqkv.bf16 != nullptr) {
-      gemm.part("bf16_convert");
-      to_bf16(dqkv, N * 3 * C);  // c_attn's backward reads it
-    }
+                             w16 != nullptr, {}, dqkv.bf16);
   } else {
     attention_backward(dqkv, s.datt, s.datty, a.qkv, a.att, B, T, C, NH, gemm);
   }
