@@ -32,7 +32,6 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#include "simd/bf16-inl.h"   // ConvertRowToBf16
 #include "simd/exp-inl.h"    // ExpNonPositive
 // clang-format on
 
@@ -418,8 +417,8 @@ struct ForwardPairs {
 // The forward of one (batch row b, head h). ws: q (Tpad,hp), kᵀ (hp,Tpad), v (Tpad,hp), then the
 // tile's scores (Br,Bc), its output accumulator (Br,hp) and m, l, m_new, alpha (Br); ws16
 // (g.pairs only): the bfloat16 operands of ForwardPairs.
-void ForwardHead(float* out, uint16_t* out16, float* lse, const float* qkv, const Geometry& g,
-                 size_t b, size_t h, float* ws, uint16_t* ws16) {
+void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, size_t b, size_t h,
+                 float* ws, uint16_t* ws16) {
   const size_t Tpad = g.Tpad, hp = g.hp, Br = g.Br, Bc = g.Bc, T = g.T;
   float* q = ws;
   float* kt = q + Tpad * hp;
@@ -510,7 +509,6 @@ void ForwardHead(float* out, uint16_t* out16, float* lse, const float* qkv, cons
       size_t d = 0;
       for (; d + L <= g.hs; d += L) hn::StoreU(hn::Div(hn::LoadU(df, o + r * hp + d), vl), df, y + d);
       for (; d < g.hs; ++d) y[d] = o[r * hp + d] / l[r];
-      if (out16 != nullptr) ConvertRowToBf16(out16 + (y - out), y, g.hs);
       lse_z[t] = m[r] + std::log(l[r]);
     }
   }
@@ -521,7 +519,7 @@ size_t ForwardWorkspace(const Geometry& g) {
 }
 
 void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, size_t T, size_t C,
-                           size_t NH, bool bf16, AttentionTiles tiles, uint16_t* out16) {
+                           size_t NH, bool bf16, AttentionTiles tiles) {
   const Geometry g = MakeGeometry(B, T, C, NH, bf16, tiles);
   const size_t Z = B * NH, n = ForwardWorkspace(g);
 #pragma omp parallel if (Z > 1)
@@ -529,7 +527,7 @@ void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, s
     float* ws = ThreadWorkspace<float>(n);
     uint16_t* ws16 = g.pairs ? ThreadWorkspace<uint16_t>(ForwardPairs::entries(g)) : nullptr;
 #pragma omp for schedule(static)
-    for (size_t z = 0; z < Z; ++z) ForwardHead(out, out16, lse, qkv, g, z / NH, z % NH, ws, ws16);
+    for (size_t z = 0; z < Z; ++z) ForwardHead(out, lse, qkv, g, z / NH, z % NH, ws, ws16);
   }
 }
 
@@ -676,9 +674,9 @@ void TileProbabilitiesPairs(const BackwardBuffers& w, const BackwardPairs& w16, 
   }
 }
 
-void BackwardHead(float* dqkv, uint16_t* dqkv16, const float* dout, const float* qkv,
-                  const float* out, const float* lse, const Geometry& g, size_t b, size_t h,
-                  float* ws, uint16_t* ws16) {
+void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float* out,
+                  const float* lse, const Geometry& g, size_t b, size_t h, float* ws,
+                  uint16_t* ws16) {
   const size_t hp = g.hp, Br = g.Br, Bc = g.Bc, T = g.T, C3 = 3 * g.C;
   const BackwardBuffers w(ws, g);
   const BackwardPairs w16(ws16, g);
@@ -743,10 +741,6 @@ void BackwardHead(float* dqkv, uint16_t* dqkv16, const float* dout, const float*
         row[g.C + d] = w.dk[c * hp + d];
         row[2 * g.C + d] = w.dv[c * hp + d];
       }
-      if (dqkv16 != nullptr) {
-        ConvertRowToBf16(dqkv16 + (row - dqkv) + g.C, row + g.C, g.hs);
-        ConvertRowToBf16(dqkv16 + (row - dqkv) + 2 * g.C, row + 2 * g.C, g.hs);
-      }
     }
   }
   // dq from its transpose, by blocks of 16 tokens (each read loop takes one cache line of a row)
@@ -754,18 +748,12 @@ void BackwardHead(float* dqkv, uint16_t* dqkv16, const float* dout, const float*
     const size_t t1 = std::min(t0 + 16, T);
     for (size_t d = 0; d < g.hs; ++d)
       for (size_t t = t0; t < t1; ++t) dqkv[(b * T + t) * C3 + h * g.hs + d] = w.dqt[d * g.ldt + t];
-    if (dqkv16 != nullptr) {
-      for (size_t t = t0; t < t1; ++t) {
-        const size_t at = (b * T + t) * C3 + h * g.hs;
-        ConvertRowToBf16(dqkv16 + at, dqkv + at, g.hs);
-      }
-    }
   }
 }
 
 void AttentionTiledBackward(float* dqkv, const float* dout, const float* qkv, const float* out,
                             const float* lse, size_t B, size_t T, size_t C, size_t NH, bool bf16,
-                            AttentionTiles tiles, uint16_t* dqkv16) {
+                            AttentionTiles tiles) {
   const Geometry g = MakeGeometry(B, T, C, NH, bf16, tiles);
   const size_t Z = B * NH, n = BackwardBuffers::floats(g);
 #pragma omp parallel if (Z > 1)
@@ -774,7 +762,7 @@ void AttentionTiledBackward(float* dqkv, const float* dout, const float* qkv, co
     uint16_t* ws16 = g.pairs ? ThreadWorkspace<uint16_t>(BackwardPairs::entries(g)) : nullptr;
 #pragma omp for schedule(static)
     for (size_t z = 0; z < Z; ++z)
-      BackwardHead(dqkv, dqkv16, dout, qkv, out, lse, g, z / NH, z % NH, ws, ws16);
+      BackwardHead(dqkv, dout, qkv, out, lse, g, z / NH, z % NH, ws, ws16);
   }
 }
 
@@ -790,19 +778,17 @@ HWY_EXPORT(AttentionTiledForward);
 HWY_EXPORT(AttentionTiledBackward);
 
 void attention_tiled_forward(float* out, float* lse, const float* qkv, size_t B, size_t T,
-                             size_t C, size_t NH, bool bf16_inputs, AttentionTiles tiles,
-                             uint16_t* out_bf16) {
+                             size_t C, size_t NH, bool bf16_inputs, AttentionTiles tiles) {
   if (B == 0 || T == 0) return;
-  HWY_DYNAMIC_DISPATCH(AttentionTiledForward)(out, lse, qkv, B, T, C, NH, bf16_inputs, tiles,
-                                              out_bf16);
+  HWY_DYNAMIC_DISPATCH(AttentionTiledForward)(out, lse, qkv, B, T, C, NH, bf16_inputs, tiles);
 }
 
 void attention_tiled_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                               const float* lse, size_t B, size_t T, size_t C, size_t NH,
-                              bool bf16_inputs, AttentionTiles tiles, uint16_t* dqkv_bf16) {
+                              bool bf16_inputs, AttentionTiles tiles) {
   if (B == 0 || T == 0) return;
   HWY_DYNAMIC_DISPATCH(AttentionTiledBackward)(dqkv, dout, qkv, out, lse, B, T, C, NH,
-                                               bf16_inputs, tiles, dqkv_bf16);
+                                               bf16_inputs, tiles);
 }
 
 }  // namespace wte
