@@ -18,7 +18,9 @@ void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& 
   layernorm_forward(a.ln1.f32, a.ln1_mean, a.ln1_rstd, x, w.ln_1_g, w.ln_1_b, N, C, eps, a.ln1.bf16);
   // qkv = ln1 · attn/c_attn/w + attn/c_attn/b
   gemm.part("qkv_gemm_fwd");
-  matmul_forward(a.qkv, a.ln1, {w.c_attn_w, w16s.c_attn_w}, w.c_attn_b, N, C, 3 * C, gemm);
+  // (the tiled attention reads the float32 qkv and rounds it itself: no bf16 copy of qkv)
+  matmul_forward(tiled_attention ? Activation(a.qkv.f32) : a.qkv, a.ln1,
+                 {w.c_attn_w, w16s.c_attn_w}, w.c_attn_b, N, C, 3 * C, gemm);
   // atty = merge_heads(causal_softmax(q·kᵀ/√hs) · v)
   if (tiled_attention) {
     gemm.part("attn_tiled_fwd");  // the whole tiled attention (src/model/attention_tiled.h)
@@ -78,7 +80,9 @@ void block_backward(Activation dx, const BlockTensors& g, const BlockScratch& s,
                      C, dx.bf16);
   // x_mid = x + atty · attn/c_proj/w + b: the residual passes dx on to x unchanged
   gemm.part("attn_proj_gemm_bwd");
-  matmul_backward(s.datty, g.attn_c_proj_w, g.attn_c_proj_b, dx, a.atty,
+  // (the tiled attention reads the float32 datty and rounds it itself: no bf16 copy of datty)
+  matmul_backward(tiled_attention ? Activation(s.datty.f32) : s.datty, g.attn_c_proj_w,
+                  g.attn_c_proj_b, dx, a.atty,
                   {w.attn_c_proj_w, w16s.attn_c_proj_w}, N, C, C, gemm);
   // atty = merge_heads(causal_softmax(q·kᵀ/√hs) · v)
   const Activation dqkv = s.d4c;

@@ -193,6 +193,14 @@ void matmul_backward(Activation dinp, float* dweight, float* dbias, GemmInput do
                      GemmInput weight, size_t N, size_t C, size_t OC, Gemm& gemm) {
   const auto n = static_cast<int64_t>(N), c = static_cast<int64_t>(C),
              oc = static_cast<int64_t>(OC);
+  // The bias sum first, while the float32 dout its producer just wrote is still in cache: the bf16
+  // GEMMs read only dout's bf16 copy, so after them the float32 dout comes from memory.
+  if (dbias != nullptr) {
+    const char* gemm_part = gemm.current_part();
+    gemm.part("bias_bwd");
+    bias_backward(dbias, dout.f32, N, OC);  // dbias += Σ_n dout[n,:]
+    gemm.part(gemm_part);
+  }
   // dinp = dout · weightᵀ   (N,OC) x (OC,C): weight (C,OC) read transposed by strides
   gemm.run(dinp.f32, plain(n, c), dout.operand(plain(n, oc)), weight.operand(transposed(c, oc)));
   // dweight += inpᵀ · dout   (C,N) x (N,OC): inp (N,C) read transposed by strides; added to the
@@ -204,10 +212,7 @@ void matmul_backward(Activation dinp, float* dweight, float* dbias, GemmInput do
     gemm.part("bf16_convert");
     to_bf16(dinp, N * C);
   }
-  if (dbias != nullptr) {
-    gemm.part("bias_bwd");
-    bias_backward(dbias, dout.f32, N, OC);  // dbias += Σ_n dout[n,:]
-  }
+  gemm.part(nullptr);
 }
 
 }  // namespace wte

@@ -142,6 +142,8 @@ class Gemm {
   /// waits for the stream and adds the time since it opened to the timer; detached, part() only
   /// records the name. part(nullptr) closes the open part and opens none.
   void part(const char* name);
+  /// The open part's name (nullptr when none is open).
+  const char* current_part() const { return part_; }
   /// Attaches `timer` (nullptr detaches); no part is open.
   void set_timer(PartTimer* timer);
 
@@ -186,8 +188,8 @@ void matmul_forward(Activation out, GemmInput inp, GemmInput weight, const float
 /// its bits do not depend on the thread count) and reads the float32 dout.
 /// bf16 GEMMs: dout, inp and weight all carry bf16 copies, which the GEMMs read; otherwise none
 /// does. dinp.bf16 (optional): receives the bf16 copy of dinp, for a GEMM that reads it next.
-/// Step parts: the GEMMs run in the part the caller opened (Gemm::part), the bias sum in
-/// "bias_bwd"; no part is open on return.
+/// Step parts: the GEMMs run in the part the caller opened (Gemm::part), the bias sum (first,
+/// while dout is in cache) in "bias_bwd"; no part is open on return.
 void matmul_backward(Activation dinp, float* dweight, float* dbias, GemmInput dout, GemmInput inp,
                      GemmInput weight, size_t N, size_t C, size_t OC, Gemm& gemm);
 

@@ -134,12 +134,14 @@ size_t lay_out_activations16(uint16_t* base, size_t N, size_t BTT, const ModelCo
     b.atty.bf16 = a.take(N * C, kInputs16);
     b.ln2.bf16 = a.take(N * C, kInputs16);
     b.fch_gelu.bf16 = a.take(N * 4 * C, kInputs16);
-    b.qkv.bf16 = a.take(N * 3 * C, kInputs16);  // attention's QKᵀ and ·V GEMMs read bf16 too
+    // the dense attention's QKᵀ and ·V GEMMs read qkv in bf16 too; the tiled attention (BTT = 0)
+    // reads the float32 qkv
+    b.qkv.bf16 = BTT > 0 ? a.take(N * 3 * C, kInputs16) : nullptr;
     b.att.bf16 = a.take(BTT * NH, kInputs16);
   }
   if (!v->blocks.empty()) {
     v->scratch.d4c.bf16 = a.take(N * 4 * C, kInputs16);
-    v->scratch.datty.bf16 = a.take(N * C, kInputs16);
+    v->scratch.datty.bf16 = BTT > 0 ? a.take(N * C, kInputs16) : nullptr;  // as qkv's
     v->scratch.datt.bf16 = a.take(BTT * NH, kInputs16);
     v->dresidual16 = a.take(N * C, kInputs16);
   }
