@@ -23,9 +23,9 @@ size_t threads_of(const UnembeddingTiles& t) { return std::max<size_t>(t.threads
 
 // With P > 1 threads a row block's tiles go in 4·P groups (at most one per tile), which the threads
 // take as they come free. Why more groups than threads: a thread that shares its core with another
-// process (a busy machine) takes fewer groups, where a fixed split waits for its half. Measured on a
-// 2-core Zen 4 at V 50257, C 768, N 8192 while another process kept one core busy: two fixed halves
-// took 19 s per call, as long as one thread; groups 13 s. Both take ~9.5 s on idle cores. Why 4:
+// process (a busy machine) takes fewer groups, where a fixed split makes every call wait for the
+// slower half (as long as one thread when another process keeps one core busy); on idle cores both
+// take the same time (bench/torch_loss.py measures the idle case). Why 4:
 // finer groups balance better, but each group but the first keeps a (rows, C) partial dh
 // (0.75 MiB at 256 rows, C 768).
 constexpr size_t kGroupsPerThread = 4;
