@@ -271,17 +271,21 @@ void CopyHead(float* rows, float* cols, const float* src, size_t stride, const G
   }
 }
 
+// The bfloat16 bits of floats that are bfloat16 values (their upper halves), as uint16_t lanes.
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> Bf16Bits(DF d, hn::Vec<DF> x) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> d16;
+  (void)d;
+  return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, x))));
+}
+
 // n floats that are bfloat16 values (rounded) stored as their bfloat16 bits; n a multiple of the
 // vector width.
 void StoreBf16Bits(const float* x, size_t n, uint16_t* out) {
   const DF d;
-  const hn::RebindToUnsigned<DF> du;
-  const hn::RebindToSigned<DF> di;
   const hn::Rebind<uint16_t, DF> d16;
-  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
-    const auto hi = hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, hn::LoadU(d, x + i))));
-    hn::StoreU(hn::DemoteTo(d16, hi), d16, out + i);
-  }
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) hn::StoreU(Bf16Bits(d, hn::LoadU(d, x + i)), d16, out + i);
 }
 
 // Rows r, r+1 of x (each n floats that are bfloat16 values) packed as pairs: out (n, 2).
@@ -371,8 +375,6 @@ float RowMax(const float* s, size_t live, const Geometry& g, float m) {
 
 float RowExp(float* s, size_t live, const Geometry& g, float mx, uint16_t* p16) {
   const DF d;
-  const hn::RebindToUnsigned<DF> du;
-  const hn::RebindToSigned<DF> di;
   const hn::Rebind<uint16_t, DF> d16;
   const size_t L = hn::Lanes(d);
   const auto vscale = hn::Set(d, g.scale);
@@ -391,8 +393,7 @@ float RowExp(float* s, size_t live, const Geometry& g, float mx, uint16_t* p16) 
     if (c + L > live) e = hn::IfThenElseZero(hn::FirstN(d, live - c), e);
     vsum = hn::Add(vsum, e);
     if (p16 != nullptr) {
-      const auto bits = hn::ShiftRight<16>(hn::BitCast(du, RoundToBf16(d, e)));
-      hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, bits)), d16, p16 + c);
+      hn::StoreU(Bf16Bits(d, RoundToBf16(d, e)), d16, p16 + c);
     } else {
       hn::StoreU(g.bf16 ? RoundToBf16(d, e) : e, d, s + c);
     }
@@ -636,9 +637,7 @@ void TileProbabilitiesPairs(const BackwardBuffers& w, const BackwardPairs& w16, 
   const auto vscale = hn::Set(d, g.scale);
   const auto lane = hn::Iota(di, 0);
   const auto hi_mask = hn::Set(du, 0xFFFF0000u);
-  const auto bits16 = [&](hn::Vec<DF> x) {  // a bfloat16 value's bits
-    return hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, x))));
-  };
+  const auto bits16 = [&](hn::Vec<DF> x) { return Bf16Bits(d, x); };
   // every entry live (key <= t < T): the tile's last key before its first query, its last query
   // before T
   const bool all_live = j0 + g.Bc <= i0 + 1 && i0 + g.Br <= g.T;
