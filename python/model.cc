@@ -346,7 +346,8 @@ py::dict train(const py::object& config_obj, const std::vector<std::string>& ove
   const bool overwrite = truthy(args, overwrite_obj, "overwrite");
   if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
     args.type_error("progress is a " + type_name(progress) + ", need a callable (or None)");
-  const wte::Config cfg = wte::load_config(config_path, overrides);
+  const wte::Config cfg =
+      wte::load_config(config_path, overrides, wte::OverridesFrom::keyword_arguments);
   wte::RunOptions opts;
   opts.quiet = truthy(args, quiet_obj, "quiet");
   opts.config_file = config_path;

@@ -152,15 +152,22 @@ struct Config {
   std::string to_ini() const;
 };
 
+/// Where `--section.key=value` overrides come from, as errors about them name it: a `wte`
+/// subcommand's command line, or the keyword arguments of Python's wte.train.
+enum class OverridesFrom { command_line, keyword_arguments };
+
 /// Builds a Config from an INI file (may be empty: defaults only) and `--section.key=value`
-/// overrides; the command line wins over the file. Paths (data.text, data.train_tokens,
+/// overrides; the overrides win over the file. Paths (data.text, data.train_tokens,
 /// data.val_tokens, a data.tokenizer directory) are made absolute: relative paths in the file
 /// against the file's directory, on the command line against the current directory.
 /// Throws, before any work: wte::Error for a missing or unreadable file (names the path), or an
 /// unknown section or key (names it and where it came from); ConfigValueError for a value that
 /// does not parse or is out of range (names the key, the value, where it came from and what is
 /// allowed) and for values that do not fit together (data.seq_len > model.n_ctx, ...).
-Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides);
+/// `overrides_from` only changes how errors name the overrides ("from the command line
+/// (--train.steps)", or "from the keyword arguments (train.steps)").
+Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides,
+                   OverridesFrom overrides_from = OverridesFrom::command_line);
 
 /// Same, from INI text already in memory (a checkpoint's stored config); `origin` names it in errors.
 Config parse_config(const std::string& ini_text, const std::string& origin);

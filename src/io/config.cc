@@ -433,16 +433,42 @@ const char* ini_unsafe(const std::string& value) {
   return nullptr;
 }
 
+// Where `--section.key=value` overrides came from, as errors name it: `wte` subcommands' command
+// line, or Python's wte.train(**overrides), whose keys the user spelled section__key or
+// "section.key".
+struct Overrides {
+  explicit Overrides(OverridesFrom f)
+      : from(f), name(cli() ? "the command line" : "the keyword arguments") {}
+  OverridesFrom from;
+  std::string name;
+  bool cli() const { return from == OverridesFrom::command_line; }
+  // How the user wrote `key` ("train.steps").
+  std::string spelling(const std::string& key) const { return cli() ? "--" + key : key; }
+  // The error for an unknown override `option` ("--train.stepz", as the parser names it).
+  std::string unknown(std::string option) const {
+    while (!option.empty() && option.front() == '-') option.erase(0, 1);
+    if (cli())
+      return "unknown option '--" + option +
+             "' on the command line (option names are exact; keys are --section.key=value)" +
+             key_suggestion("--" + option, "--");
+    return "unknown config key '" + option +
+           "' in the keyword arguments (key names are exact: section__key or \"section.key\")" +
+           key_suggestion(option, "");
+  }
+};
+
 // Applies every stored option of `vm` to `cfg`. `from_cli` holds keys given on the command line.
 // A value that does not parse or is out of range throws ConfigValueError if it came from the
 // command line or `user_config` (load_config's file), else wte::Error (a checkpoint's stored config).
 void apply(Config& cfg, const po::variables_map& vm, const std::set<std::string>& from_cli,
-           const std::string& file_origin, const fs::path& file_dir, bool user_config) {
+           const Overrides& overrides_from, const std::string& file_origin,
+           const fs::path& file_dir, bool user_config) {
   for (const Key& k : keys()) {
     if (!vm.count(k.name)) continue;
     std::string value = vm[k.name].as<std::string>();
     const bool cli = from_cli.count(k.name) > 0;
-    const std::string where = cli ? "the command line (--" + k.name + ")" : file_origin;
+    const std::string where =
+        cli ? overrides_from.name + " (" + overrides_from.spelling(k.name) + ")" : file_origin;
     try {
       k.set(cfg, value);
     } catch (const std::invalid_argument& e) {
@@ -478,7 +504,8 @@ void apply(Config& cfg, const po::variables_map& vm, const std::set<std::string>
 
 // `user_config`: the text is the user's config file (load_config), not a stored one.
 Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& file_dir,
-                  const std::vector<std::string>& overrides, bool user_config) {
+                  const std::vector<std::string>& overrides, bool user_config,
+                  const Overrides& overrides_from) {
   const po::options_description desc = describe();
   po::variables_map vm;
   std::set<std::string> from_cli;
@@ -506,9 +533,7 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
                                  .run();
     for (const auto& [key, value] : empty_values) {
       if (desc.find_nothrow(key, false) == nullptr)
-        throw Error("unknown option '--" + key +
-                    "' on the command line (option names are exact; keys are --section.key=value)" +
-                    key_suggestion("--" + key, "--"));
+        throw Error(overrides_from.unknown(key));
       po::option opt(key, {value});
       cli.options.push_back(opt);
     }
@@ -516,11 +541,9 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
     po::store(cli, vm);
   } catch (const po::unknown_option& e) {
     const std::string name = e.get_option_name();
-    throw Error("unknown option '" + name.substr(0, name.find('=')) +
-                "' on the command line (option names are exact; keys are --section.key=value)" +
-                key_suggestion(name.substr(0, name.find('=')), "--"));
+    throw Error(overrides_from.unknown(name.substr(0, name.find('='))));
   } catch (const po::error& e) {
-    throw Error(std::string("command line: ") + io::program_options_message(e));
+    throw Error(overrides_from.name + ": " + io::program_options_message(e));
   }
   try {
     po::store(po::parse_config_file(ini, desc, /*allow_unregistered=*/false), vm);
@@ -537,11 +560,11 @@ Config parse_impl(std::istream& ini, const std::string& origin, const fs::path& 
   // embedding-only model), not the default model of a new run (configs/default.ini's). wte writes
   // every key, so this only decides for files written elsewhere.
   if (!user_config) cfg.model = ModelConfig{};
-  apply(cfg, vm, from_cli, origin, file_dir, user_config);
+  apply(cfg, vm, from_cli, overrides_from, origin, file_dir, user_config);
   validate(
       cfg,
       [&](const std::string& key) {
-        if (from_cli.count(key)) return std::string("from the command line");
+        if (from_cli.count(key)) return "from " + overrides_from.name;
         return vm.count(key) ? "from " + origin : std::string("the default");
       },
       user_config);
@@ -556,10 +579,12 @@ const char* to_string(AttentionImpl a) {
   return a == AttentionImpl::dense ? "dense" : a == AttentionImpl::tiled ? "tiled" : "auto";
 }
 
-Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides) {
+Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides,
+                   OverridesFrom overrides_from) {
+  const Overrides from(overrides_from);
   if (ini_path.empty()) {
     std::istringstream empty;
-    return parse_impl(empty, "the defaults", {}, overrides, true);
+    return parse_impl(empty, "the defaults", {}, overrides, true, from);
   }
   if (fs::is_directory(ini_path))
     throw Error("config file '" + ini_path + "' is a directory; give an INI file");
@@ -583,18 +608,18 @@ Config load_config(const std::string& ini_path, const std::vector<std::string>& 
                 "): it is not a text file; give an INI file such as configs/default.ini");
   std::istringstream in(text);
   return parse_impl(in, "config file '" + ini_path + "'", fs::path(ini_path).parent_path(),
-                    overrides, true);
+                    overrides, true, from);
 }
 
 Config parse_config(const std::string& ini_text, const std::string& origin) {
   std::istringstream in(ini_text);
-  return parse_impl(in, origin, {}, {}, false);
+  return parse_impl(in, origin, {}, {}, false, Overrides(OverridesFrom::command_line));
 }
 
 Config parse_config(const std::string& ini_text, const std::string& origin,
                     const std::vector<std::string>& overrides) {
   std::istringstream in(ini_text);
-  return parse_impl(in, origin, {}, overrides, false);
+  return parse_impl(in, origin, {}, overrides, false, Overrides(OverridesFrom::command_line));
 }
 
 std::string Config::to_ini() const {

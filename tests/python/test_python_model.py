@@ -319,7 +319,17 @@ if INSIDE:
             with self.assertRaises(ValueError) as cm:
                 wte.train(os.path.join(TMP, "tiny.ini"), out=os.path.join(TMP, "bad"),
                           quiet=True, train__stepz=3)
-            self.assertIn("train.stepz", str(cm.exception))
+            self.assertIn("unknown config key 'train.stepz' in the keyword arguments",
+                          str(cm.exception))
+            self.assertNotIn("command line", str(cm.exception))
+
+        def test_bad_value_names_the_keyword_argument(self):
+            with self.assertRaises(ValueError) as cm:
+                wte.train(os.path.join(TMP, "tiny.ini"), out=os.path.join(TMP, "bad"),
+                          quiet=True, train__steps="many")
+            self.assertIn("train.steps = 'many' from the keyword arguments (train.steps)",
+                          str(cm.exception))
+            self.assertNotIn("command line", str(cm.exception))
 
 
 if __name__ == "__main__":
