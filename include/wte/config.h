@@ -41,7 +41,7 @@ enum class MatmulPrecision { f32, bf16 };
 /// faster (bench/attention_speed.sh), dense below.
 enum class AttentionImpl { dense, tiled, automatic };
 /// model.attention = auto runs the tiled attention for sequences of at least this many tokens.
-inline constexpr size_t kTiledAttentionMinT = 256;
+inline constexpr size_t kTiledAttentionMinT = 128;
 
 // The built-in defaults of every config key (a default-constructed Config) are configs/default.ini's
 // values (the Quick start's 4-block model and its 600-step job), so a command run without a config

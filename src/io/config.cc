@@ -249,7 +249,7 @@ const std::vector<Key>& keys() {
           "the causal attention: dense (full T x T score matrices, the softmax probabilities kept per "
           "layer: B x n_head x T x T floats), tiled (key blocks up to the diagonal only, one "
           "log-sum-exp per row kept, the probabilities recomputed in the backward), or auto (tiled "
-          "from 256 tokens per sequence on, where it is faster, dense below)",
+          "from 128 tokens per sequence on, where it is faster, dense below)",
           "dense, tiled or auto",
           [](Config& c, const std::string& s) {
             if (s == "dense") c.model.attention = AttentionImpl::dense;
