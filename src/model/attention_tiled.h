@@ -22,7 +22,9 @@
 // to bfloat16 before they enter a product, as the dense path's bf16 GEMMs read them; accumulation
 // stays float32. On a CPU with AVX512_BF16 (and the AVX-512 Highway target) the products then run
 // on pairs of bfloat16 with VDPBF16PS (simd/tile_gemm_bf16.h), otherwise as float32 FMAs on the
-// rounded values. The pair products sum each entry pair by pair in increasing k, adding the odd
+// rounded values. On the pair products P and dS are rounded by VCVTNEPS2BF16, which also turns
+// denormal floats into zeros: the products read bfloat16 denormals as zeros anyway. The pair
+// products sum each entry pair by pair in increasing k, adding the odd
 // element's product before the even one's (products of bfloat16 are exact in float32, each
 // addition rounds), and read denormal inputs as zero and flush denormal sums to zero (DAZ, FTZ):
 // the scores q_t·k_j and k_j·q_t still have the same bits (same pairs, same order), and causality
