@@ -32,6 +32,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "simd/bf16-inl.h"   // ConvertRowToBf16
 #include "simd/exp-inl.h"    // ExpNonPositive
 // clang-format on
 
@@ -444,7 +445,7 @@ struct ForwardPairs {
 // tile's scores (Br,Bc), its output accumulator (Br,hp) and m, l, m_new, alpha (Br); ws16
 // (g.pairs only): the bfloat16 operands of ForwardPairs.
 void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, size_t b, size_t h,
-                 float* ws, uint16_t* ws16) {
+                 float* ws, uint16_t* ws16, uint16_t* out16) {
   const size_t Tpad = g.Tpad, hp = g.hp, Br = g.Br, Bc = g.Bc, T = g.T;
   float* q = ws;
   float* kt = q + Tpad * hp;
@@ -535,6 +536,7 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
       size_t d = 0;
       for (; d + L <= g.hs; d += L) hn::StoreU(hn::Div(hn::LoadU(df, o + r * hp + d), vl), df, y + d);
       for (; d < g.hs; ++d) y[d] = o[r * hp + d] / l[r];
+      if (out16 != nullptr) ConvertRowToBf16(out16 + (b * T + t) * g.C + h * g.hs, y, g.hs);
       lse_z[t] = m[r] + std::log(l[r]);
     }
   }
@@ -545,7 +547,7 @@ size_t ForwardWorkspace(const Geometry& g) {
 }
 
 void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, size_t T, size_t C,
-                           size_t NH, bool bf16, AttentionTiles tiles) {
+                           size_t NH, bool bf16, AttentionTiles tiles, uint16_t* out16) {
   const Geometry g = MakeGeometry(B, T, C, NH, bf16, tiles);
   const size_t Z = B * NH, n = ForwardWorkspace(g);
 #pragma omp parallel if (Z > 1)
@@ -553,7 +555,7 @@ void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, s
     float* ws = ThreadWorkspace<float>(n);
     uint16_t* ws16 = g.pairs ? ThreadWorkspace<uint16_t>(ForwardPairs::entries(g)) : nullptr;
 #pragma omp for schedule(static)
-    for (size_t z = 0; z < Z; ++z) ForwardHead(out, lse, qkv, g, z / NH, z % NH, ws, ws16);
+    for (size_t z = 0; z < Z; ++z) ForwardHead(out, lse, qkv, g, z / NH, z % NH, ws, ws16, out16);
   }
 }
 
@@ -723,7 +725,7 @@ void TileProbabilitiesPairs(const BackwardBuffers& w, const BackwardPairs& w16, 
 
 void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float* out,
                   const float* lse, const Geometry& g, size_t b, size_t h, float* ws,
-                  uint16_t* ws16) {
+                  uint16_t* ws16, uint16_t* dqkv16) {
   const size_t hp = g.hp, Br = g.Br, Bc = g.Bc, T = g.T, C3 = 3 * g.C;
   const BackwardBuffers w(ws, g);
   const BackwardPairs w16(ws16, g);
@@ -788,6 +790,11 @@ void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float*
         row[g.C + d] = w.dk[c * hp + d];
         row[2 * g.C + d] = w.dv[c * hp + d];
       }
+      if (dqkv16 != nullptr) {
+        uint16_t* row16 = dqkv16 + (b * T + j0 + c) * C3 + h * g.hs;
+        ConvertRowToBf16(row16 + g.C, row + g.C, g.hs);
+        ConvertRowToBf16(row16 + 2 * g.C, row + 2 * g.C, g.hs);
+      }
     }
   }
   // dq from its transpose, by blocks of 16 tokens (each read loop takes one cache line of a row)
@@ -795,12 +802,15 @@ void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float*
     const size_t t1 = std::min(t0 + 16, T);
     for (size_t d = 0; d < g.hs; ++d)
       for (size_t t = t0; t < t1; ++t) dqkv[(b * T + t) * C3 + h * g.hs + d] = w.dqt[d * g.ldt + t];
+    if (dqkv16 != nullptr)
+      for (size_t t = t0; t < t1; ++t)
+        ConvertRowToBf16(dqkv16 + (b * T + t) * C3 + h * g.hs, dqkv + (b * T + t) * C3 + h * g.hs, g.hs);
   }
 }
 
 void AttentionTiledBackward(float* dqkv, const float* dout, const float* qkv, const float* out,
                             const float* lse, size_t B, size_t T, size_t C, size_t NH, bool bf16,
-                            AttentionTiles tiles) {
+                            AttentionTiles tiles, uint16_t* dqkv16) {
   const Geometry g = MakeGeometry(B, T, C, NH, bf16, tiles);
   const size_t Z = B * NH, n = BackwardBuffers::floats(g);
 #pragma omp parallel if (Z > 1)
@@ -809,7 +819,7 @@ void AttentionTiledBackward(float* dqkv, const float* dout, const float* qkv, co
     uint16_t* ws16 = g.pairs ? ThreadWorkspace<uint16_t>(BackwardPairs::entries(g)) : nullptr;
 #pragma omp for schedule(static)
     for (size_t z = 0; z < Z; ++z)
-      BackwardHead(dqkv, dout, qkv, out, lse, g, z / NH, z % NH, ws, ws16);
+      BackwardHead(dqkv, dout, qkv, out, lse, g, z / NH, z % NH, ws, ws16, dqkv16);
   }
 }
 
@@ -825,17 +835,19 @@ HWY_EXPORT(AttentionTiledForward);
 HWY_EXPORT(AttentionTiledBackward);
 
 void attention_tiled_forward(float* out, float* lse, const float* qkv, size_t B, size_t T,
-                             size_t C, size_t NH, bool bf16_inputs, AttentionTiles tiles) {
+                             size_t C, size_t NH, bool bf16_inputs, AttentionTiles tiles,
+                             uint16_t* out_bf16) {
   if (B == 0 || T == 0) return;
-  HWY_DYNAMIC_DISPATCH(AttentionTiledForward)(out, lse, qkv, B, T, C, NH, bf16_inputs, tiles);
+  HWY_DYNAMIC_DISPATCH(AttentionTiledForward)(out, lse, qkv, B, T, C, NH, bf16_inputs, tiles,
+                                              out_bf16);
 }
 
 void attention_tiled_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                               const float* lse, size_t B, size_t T, size_t C, size_t NH,
-                              bool bf16_inputs, AttentionTiles tiles) {
+                              bool bf16_inputs, AttentionTiles tiles, uint16_t* dqkv_bf16) {
   if (B == 0 || T == 0) return;
   HWY_DYNAMIC_DISPATCH(AttentionTiledBackward)(dqkv, dout, qkv, out, lse, B, T, C, NH,
-                                               bf16_inputs, tiles);
+                                               bf16_inputs, tiles, dqkv_bf16);
 }
 
 }  // namespace wte
