@@ -32,7 +32,6 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#include "simd/bf16-inl.h"   // ConvertRowToBf16
 #include "simd/exp-inl.h"    // ExpNonPositive
 // clang-format on
 
@@ -445,7 +444,7 @@ struct ForwardPairs {
 // tile's scores (Br,Bc), its output accumulator (Br,hp) and m, l, m_new, alpha (Br); ws16
 // (g.pairs only): the bfloat16 operands of ForwardPairs.
 void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, size_t b, size_t h,
-                 float* ws, uint16_t* ws16, uint16_t* out16) {
+                 float* ws, uint16_t* ws16) {
   const size_t Tpad = g.Tpad, hp = g.hp, Br = g.Br, Bc = g.Bc, T = g.T;
   float* q = ws;
   float* kt = q + Tpad * hp;
@@ -536,7 +535,6 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
       size_t d = 0;
       for (; d + L <= g.hs; d += L) hn::StoreU(hn::Div(hn::LoadU(df, o + r * hp + d), vl), df, y + d);
       for (; d < g.hs; ++d) y[d] = o[r * hp + d] / l[r];
-      if (out16 != nullptr) ConvertRowToBf16(out16 + (b * T + t) * g.C + h * g.hs, y, g.hs);
       lse_z[t] = m[r] + std::log(l[r]);
     }
   }
@@ -547,7 +545,7 @@ size_t ForwardWorkspace(const Geometry& g) {
 }
 
 void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, size_t T, size_t C,
-                           size_t NH, bool bf16, AttentionTiles tiles, uint16_t* out16) {
+                           size_t NH, bool bf16, AttentionTiles tiles) {
   const Geometry g = MakeGeometry(B, T, C, NH, bf16, tiles);
   const size_t Z = B * NH, n = ForwardWorkspace(g);
 #pragma omp parallel if (Z > 1)
@@ -555,7 +553,7 @@ void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, s
     float* ws = ThreadWorkspace<float>(n);
     uint16_t* ws16 = g.pairs ? ThreadWorkspace<uint16_t>(ForwardPairs::entries(g)) : nullptr;
 #pragma omp for schedule(static)
-    for (size_t z = 0; z < Z; ++z) ForwardHead(out, lse, qkv, g, z / NH, z % NH, ws, ws16, out16);
+    for (size_t z = 0; z < Z; ++z) ForwardHead(out, lse, qkv, g, z / NH, z % NH, ws, ws16);
   }
 }
 
@@ -723,9 +721,40 @@ void TileProbabilitiesPairs(const BackwardBuffers& w, const BackwardPairs& w16, 
   }
 }
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// r (16 vectors of 16 floats) transposed in place: lane j of r[i] goes to lane i of r[j].
+HWY_INLINE void Transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  // within 128-bit chunks: pairs of rows interleaved, then 4x4 blocks transposed: r[4i+c]'s chunk k
+  // holds column 4k+c of rows 4i..4i+3
+  for (size_t i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  // the chunks: column 4k+c is chunk k of r[c], r[4+c], r[8+c], r[12+c] (a 4x4 transpose of chunks)
+  for (size_t c = 0; c < 4; ++c) {
+    const __m512 u0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
+    const __m512 u1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
+    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+    t[c] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+    t[8 + c] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
+    t[4 + c] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
+  }
+  for (size_t i = 0; i < 16; ++i) r[i] = t[i];
+}
+#endif
+
 void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float* out,
                   const float* lse, const Geometry& g, size_t b, size_t h, float* ws,
-                  uint16_t* ws16, uint16_t* dqkv16) {
+                  uint16_t* ws16) {
   const size_t hp = g.hp, Br = g.Br, Bc = g.Bc, T = g.T, C3 = 3 * g.C;
   const BackwardBuffers w(ws, g);
   const BackwardPairs w16(ws16, g);
@@ -790,27 +819,34 @@ void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float*
         row[g.C + d] = w.dk[c * hp + d];
         row[2 * g.C + d] = w.dv[c * hp + d];
       }
-      if (dqkv16 != nullptr) {
-        uint16_t* row16 = dqkv16 + (b * T + j0 + c) * C3 + h * g.hs;
-        ConvertRowToBf16(row16 + g.C, row + g.C, g.hs);
-        ConvertRowToBf16(row16 + 2 * g.C, row + 2 * g.C, g.hs);
-      }
     }
   }
   // dq from its transpose, by blocks of 16 tokens (each read loop takes one cache line of a row)
   for (size_t t0 = 0; t0 < T; t0 += 16) {
     const size_t t1 = std::min(t0 + 16, T);
-    for (size_t d = 0; d < g.hs; ++d)
+    size_t d0 = 0;  // dimensions d0.. go entry by entry
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    // whole blocks of 16 tokens by 16 dimensions transposed in registers: one vector store per
+    // row piece instead of 16 scalar ones
+    if (t1 - t0 == 16)
+      for (; d0 + 16 <= g.hs; d0 += 16) {
+        __m512 r[16];
+        for (size_t i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(w.dqt + (d0 + i) * g.ldt + t0);
+        Transpose16x16(r);
+        for (size_t i = 0; i < 16; ++i) {
+          const size_t at = (b * T + t0 + i) * C3 + h * g.hs + d0;
+          _mm512_storeu_ps(dqkv + at, r[i]);
+        }
+      }
+#endif
+    for (size_t d = d0; d < g.hs; ++d)
       for (size_t t = t0; t < t1; ++t) dqkv[(b * T + t) * C3 + h * g.hs + d] = w.dqt[d * g.ldt + t];
-    if (dqkv16 != nullptr)
-      for (size_t t = t0; t < t1; ++t)
-        ConvertRowToBf16(dqkv16 + (b * T + t) * C3 + h * g.hs, dqkv + (b * T + t) * C3 + h * g.hs, g.hs);
   }
 }
 
 void AttentionTiledBackward(float* dqkv, const float* dout, const float* qkv, const float* out,
                             const float* lse, size_t B, size_t T, size_t C, size_t NH, bool bf16,
-                            AttentionTiles tiles, uint16_t* dqkv16) {
+                            AttentionTiles tiles) {
   const Geometry g = MakeGeometry(B, T, C, NH, bf16, tiles);
   const size_t Z = B * NH, n = BackwardBuffers::floats(g);
 #pragma omp parallel if (Z > 1)
@@ -819,7 +855,7 @@ void AttentionTiledBackward(float* dqkv, const float* dout, const float* qkv, co
     uint16_t* ws16 = g.pairs ? ThreadWorkspace<uint16_t>(BackwardPairs::entries(g)) : nullptr;
 #pragma omp for schedule(static)
     for (size_t z = 0; z < Z; ++z)
-      BackwardHead(dqkv, dout, qkv, out, lse, g, z / NH, z % NH, ws, ws16, dqkv16);
+      BackwardHead(dqkv, dout, qkv, out, lse, g, z / NH, z % NH, ws, ws16);
   }
 }
 
@@ -835,19 +871,17 @@ HWY_EXPORT(AttentionTiledForward);
 HWY_EXPORT(AttentionTiledBackward);
 
 void attention_tiled_forward(float* out, float* lse, const float* qkv, size_t B, size_t T,
-                             size_t C, size_t NH, bool bf16_inputs, AttentionTiles tiles,
-                             uint16_t* out_bf16) {
+                             size_t C, size_t NH, bool bf16_inputs, AttentionTiles tiles) {
   if (B == 0 || T == 0) return;
-  HWY_DYNAMIC_DISPATCH(AttentionTiledForward)(out, lse, qkv, B, T, C, NH, bf16_inputs, tiles,
-                                              out_bf16);
+  HWY_DYNAMIC_DISPATCH(AttentionTiledForward)(out, lse, qkv, B, T, C, NH, bf16_inputs, tiles);
 }
 
 void attention_tiled_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                               const float* lse, size_t B, size_t T, size_t C, size_t NH,
-                              bool bf16_inputs, AttentionTiles tiles, uint16_t* dqkv_bf16) {
+                              bool bf16_inputs, AttentionTiles tiles) {
   if (B == 0 || T == 0) return;
   HWY_DYNAMIC_DISPATCH(AttentionTiledBackward)(dqkv, dout, qkv, out, lse, B, T, C, NH,
-                                               bf16_inputs, tiles, dqkv_bf16);
+                                               bf16_inputs, tiles);
 }
 
 }  // namespace wte

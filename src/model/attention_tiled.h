@@ -33,7 +33,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 
 #include "wte/config.h"
 
@@ -53,18 +52,13 @@ bool use_tiled_attention(const ModelConfig& config, size_t T);
 /// out (B,T,C) written: merge_heads(causal_softmax(q·kᵀ/√hs)·v); lse (B,NH,T) written: the
 /// log-sum-exp of each row's scaled scores, log Σ_{j<=t} exp(q_t·k_j/√hs). qkv (B,T,3C) is c_attn's
 /// output [q | k | v], head h in columns h·hs..(h+1)·hs-1 of each part (hs = C/NH; NH divides C).
-/// out_bf16 (B,T,C), unless nullptr: out's bfloat16 bits as convert_f32_to_bf16 gives them, written
-/// with each row while it is in cache (c_proj's bf16 input, without a pass of its own).
 void attention_tiled_forward(float* out, float* lse, const float* qkv, size_t B, size_t T,
-                             size_t C, size_t NH, bool bf16_inputs, AttentionTiles tiles = {},
-                             uint16_t* out_bf16 = nullptr);
+                             size_t C, size_t NH, bool bf16_inputs, AttentionTiles tiles = {});
 
 /// Its backward: dqkv (B,T,3C) written (=); dout (B,T,C) the gradient of out; qkv, out and lse as
-/// the forward left them. dqkv_bf16 (B,T,3C), unless nullptr: dqkv's bfloat16 bits as
-/// convert_f32_to_bf16 gives them (c_attn's backward input), written with dqkv.
+/// the forward left them.
 void attention_tiled_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                               const float* lse, size_t B, size_t T, size_t C, size_t NH,
-                              bool bf16_inputs, AttentionTiles tiles = {},
-                              uint16_t* dqkv_bf16 = nullptr);
+                              bool bf16_inputs, AttentionTiles tiles = {});
 
 }  // namespace wte

@@ -24,9 +24,11 @@ void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& 
   // atty = merge_heads(causal_softmax(q·kᵀ/√hs) · v)
   if (tiled_attention) {
     gemm.part("attn_tiled_fwd");  // the whole tiled attention (src/model/attention_tiled.h)
-    // (it writes atty's bf16 copy, c_proj's input, itself: no conversion pass)
-    attention_tiled_forward(a.atty.f32, a.lse, a.qkv.f32, B, T, C, NH, w16 != nullptr, {},
-                            a.atty.bf16);
+    attention_tiled_forward(a.atty.f32, a.lse, a.qkv.f32, B, T, C, NH, w16 != nullptr);
+    if (a.atty.bf16 != nullptr) {
+      gemm.part("bf16_convert");
+      to_bf16(a.atty, N * C);  // c_proj's input
+    }
   } else {
     attention_forward(a.atty, a.att, a.qkv, B, T, C, NH, gemm);
   }
@@ -86,9 +88,12 @@ void block_backward(Activation dx, const BlockTensors& g, const BlockScratch& s,
   const Activation dqkv = s.d4c;
   if (tiled_attention) {
     gemm.part("attn_tiled_bwd");  // the whole tiled attention (src/model/attention_tiled.h)
-    // (it writes dqkv's bf16 copy, which c_attn's backward reads, itself: no conversion pass)
     attention_tiled_backward(dqkv.f32, s.datty.f32, a.qkv.f32, a.atty.f32, a.lse, B, T, C, NH,
-                             w16 != nullptr, {}, dqkv.bf16);
+                             w16 != nullptr);
+    if (dqkv.bf16 != nullptr) {
+      gemm.part("bf16_convert");
+      to_bf16(dqkv, N * 3 * C);  // c_attn's backward reads it
+    }
   } else {
     attention_backward(dqkv, s.datt, s.datty, a.qkv, a.att, B, T, C, NH, gemm);
   }
