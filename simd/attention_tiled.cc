@@ -225,7 +225,16 @@ struct Geometry {
   bool pairs;  // bf16 and the tile products run on bfloat16 pairs (tile_gemm_bf16_pairs)
 };
 
+// Whether bf16 inputs run on the pair products here (this target, this CPU).
+bool UsesPairs(bool bf16) { return bf16 && kBf16PairTarget && cpu_has_avx512_bf16(); }
+
+AttentionTiles ResolveTiles(AttentionTiles tiles, bool bf16) {
+  const size_t def = UsesPairs(bf16) ? 128 : 64;
+  return {tiles.q_rows != 0 ? tiles.q_rows : def, tiles.k_cols != 0 ? tiles.k_cols : def};
+}
+
 Geometry MakeGeometry(size_t B, size_t T, size_t C, size_t NH, bool bf16, AttentionTiles tiles) {
+  tiles = ResolveTiles(tiles, bf16);
   const size_t L = hn::Lanes(DF());
   const auto up = [](size_t x, size_t m) { return (x + m - 1) / m * m; };
   Geometry g{};
@@ -236,7 +245,7 @@ Geometry MakeGeometry(size_t B, size_t T, size_t C, size_t NH, bool bf16, Attent
   g.Tpad = up(T, std::lcm(g.Br, g.Bc));
   g.ldt = g.Tpad + 16;
   g.scale = 1.0f / std::sqrt(static_cast<float>(g.hs));
-  g.pairs = bf16 && kBf16PairTarget && cpu_has_avx512_bf16();
+  g.pairs = UsesPairs(bf16);
   return g;
 }
 
@@ -868,7 +877,12 @@ HWY_AFTER_NAMESPACE();
 namespace wte {
 
 HWY_EXPORT(AttentionTiledForward);
+HWY_EXPORT(ResolveTiles);
 HWY_EXPORT(AttentionTiledBackward);
+
+AttentionTiles attention_tiles(AttentionTiles tiles, bool bf16_inputs) {
+  return HWY_DYNAMIC_DISPATCH(ResolveTiles)(tiles, bf16_inputs);
+}
 
 void attention_tiled_forward(float* out, float* lse, const float* qkv, size_t B, size_t T,
                              size_t C, size_t NH, bool bf16_inputs, AttentionTiles tiles) {

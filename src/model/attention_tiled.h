@@ -39,11 +39,19 @@
 namespace wte {
 
 /// Tile shape of the tiled attention: query rows by keys per tile. Both are rounded up to a
-/// multiple of the vector width of the CPU's float vectors (16 with AVX-512, 8 with AVX2).
+/// multiple of the vector width of the CPU's float vectors (16 with AVX-512, 8 with AVX2). 0: the
+/// default of the path that runs (attention_tiles): 64 by 64, and 128 by 128 on the bf16 pair
+/// products, whose tile products are fast enough that each tile's fixed work (the softmax's
+/// per-row reductions, the accumulators' loads and stores) is a larger share. Tiles that are
+/// not square skip no work on the diagonal.
 struct AttentionTiles {
-  size_t q_rows = 64;
-  size_t k_cols = 64;
+  size_t q_rows = 0;
+  size_t k_cols = 0;
 };
+
+/// The tile shape that `tiles` stands for on this CPU (its zeros replaced by the defaults above),
+/// before the rounding to the vector width.
+AttentionTiles attention_tiles(AttentionTiles tiles, bool bf16_inputs);
 
 /// Whether a model of `config` runs the tiled attention on sequences of T tokens
 /// (model.attention: tiled, or auto with T >= kTiledAttentionMinT); otherwise the dense one.
