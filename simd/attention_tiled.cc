@@ -301,6 +301,38 @@ void CopyHead(float* rows, float* cols, const float* src, size_t stride, const G
   }
 }
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// r (16 vectors of 16 floats, or of 16 32-bit words) transposed in place: lane j of r[i] goes to
+// lane i of r[j].
+HWY_INLINE void Transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  // within 128-bit chunks: pairs of rows interleaved, then 4x4 blocks transposed: r[4i+c]'s chunk k
+  // holds column 4k+c of rows 4i..4i+3
+  for (size_t i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  // the chunks: column 4k+c is chunk k of r[c], r[4+c], r[8+c], r[12+c] (a 4x4 transpose of chunks)
+  for (size_t c = 0; c < 4; ++c) {
+    const __m512 u0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
+    const __m512 u1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
+    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+    t[c] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+    t[8 + c] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
+    t[4 + c] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
+  }
+  for (size_t i = 0; i < 16; ++i) r[i] = t[i];
+}
+#endif
+
 // The bfloat16 bits of floats that are bfloat16 values (their upper halves), as uint16_t lanes.
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> Bf16Bits(DF d, hn::Vec<DF> x) {
   const hn::RebindToUnsigned<DF> du;
@@ -370,14 +402,38 @@ void CopyHeadBf16(const Bf16Copies& dst, const float* src, size_t stride, const 
         for (size_t t = 0; t < n; t += 2)
           StoreBf16RowPair(blk + t * w, t + 1 < n ? blk + (t + 1) * w : zeros, w,
                            dst.row_pairs + ((t0 + t) / 2) * 2 * hp + 2 * c0);
+      size_t d0 = 0;  // the transposes' columns d0.. go entry by entry
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+      // a whole block of 16 tokens: its pairs of columns as 32-bit words, 16 rows by 16 words
+      // transposed in registers; each word vector is a row of pair_cols, and its low and high
+      // halves are two rows of cols (padding columns past hs are zeros, as the copies' padding)
+      if (n == 16 && (dst.pair_cols != nullptr || dst.cols != nullptr))
+        for (; d0 + 32 <= w; d0 += 32) {
+          __m512 r[16];
+          for (size_t t = 0; t < 16; ++t) r[t] = _mm512_castsi512_ps(_mm512_loadu_si512(blk16 + t * w + d0));
+          Transpose16x16(r);
+          for (size_t i = 0; i < 16; ++i) {
+            const __m512i pairs = _mm512_castps_si512(r[i]);
+            const size_t d = c0 + d0 + 2 * i;  // the word's first column
+            if (dst.pair_cols != nullptr)
+              _mm512_storeu_si512(dst.pair_cols + (d / 2) * 2 * ldt + 2 * t0, pairs);
+            if (dst.cols != nullptr) {
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.cols + d * ldt + t0),
+                                  _mm512_cvtepi32_epi16(pairs));
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.cols + (d + 1) * ldt + t0),
+                                  _mm512_cvtepi32_epi16(_mm512_srli_epi32(pairs, 16)));
+            }
+          }
+        }
+#endif
       if (dst.pair_cols != nullptr)
-        for (size_t d = 0; d < part_g.hs; d += 2) {
+        for (size_t d = d0; d < part_g.hs; d += 2) {
           uint16_t* col = dst.pair_cols + ((c0 + d) / 2) * 2 * ldt + 2 * t0;
           for (size_t t = 0; t < n; ++t)
             std::memcpy(col + 2 * t, blk16 + t * w + d, 2 * sizeof(uint16_t));
         }
       if (dst.cols != nullptr)
-        for (size_t d = 0; d < part_g.hs; ++d)
+        for (size_t d = d0; d < part_g.hs; ++d)
           for (size_t t = 0; t < n; ++t) dst.cols[(c0 + d) * ldt + t0 + t] = blk16[t * w + d];
     }
   }
@@ -730,36 +786,6 @@ void TileProbabilitiesPairs(const BackwardBuffers& w, const BackwardPairs& w16, 
   }
 }
 
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-// r (16 vectors of 16 floats) transposed in place: lane j of r[i] goes to lane i of r[j].
-HWY_INLINE void Transpose16x16(__m512 r[16]) {
-  __m512 t[16];
-  // within 128-bit chunks: pairs of rows interleaved, then 4x4 blocks transposed: r[4i+c]'s chunk k
-  // holds column 4k+c of rows 4i..4i+3
-  for (size_t i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (size_t i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-  // the chunks: column 4k+c is chunk k of r[c], r[4+c], r[8+c], r[12+c] (a 4x4 transpose of chunks)
-  for (size_t c = 0; c < 4; ++c) {
-    const __m512 u0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
-    const __m512 u1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
-    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
-    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
-    t[c] = _mm512_shuffle_f32x4(u0, u2, 0x88);
-    t[8 + c] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
-    t[4 + c] = _mm512_shuffle_f32x4(u1, u3, 0x88);
-    t[12 + c] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
-  }
-  for (size_t i = 0; i < 16; ++i) r[i] = t[i];
-}
-#endif
 
 void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float* out,
                   const float* lse, const Geometry& g, size_t b, size_t h, float* ws,
