@@ -505,8 +505,12 @@ struct ForwardPairs {
   }
 };
 
-// The forward of one (batch row b, head h). ws: q (Tpad,hp), kᵀ (hp,Tpad), v (Tpad,hp), then the
-// tile's scores (Br,Bc), its output accumulator (Br,hp) and m, l, m_new, alpha (Br); ws16
+// The forward's float copies q, kᵀ, v: none on the pair products, which read ForwardPairs'
+// bfloat16 ones (no workspace to zero and keep in cache for them).
+size_t ForwardCopies(const Geometry& g) { return g.pairs ? 0 : 2 * g.Tpad * g.hp + g.hp * g.ldt; }
+
+// The forward of one (batch row b, head h). ws: q (Tpad,hp), kᵀ (hp,Tpad), v (Tpad,hp) (not on
+// the pair products), then the tile's scores (Br,Bc), its output accumulator (Br,hp) and m, l, m_new, alpha (Br); ws16
 // (g.pairs only): the bfloat16 operands of ForwardPairs.
 void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, size_t b, size_t h,
                  float* ws, uint16_t* ws16) {
@@ -514,7 +518,7 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
   float* q = ws;
   float* kt = q + Tpad * hp;
   float* v = kt + hp * g.ldt;
-  float* s = v + Tpad * hp;
+  float* s = ws + ForwardCopies(g);
   float* o = s + Br * Bc;
   float* m = o + Br * hp;
   float* l = m + Br;
@@ -605,8 +609,9 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
   }
 }
 
+// The forward's workspace: ForwardCopies, then the tile's buffers.
 size_t ForwardWorkspace(const Geometry& g) {
-  return 2 * g.Tpad * g.hp + g.hp * g.ldt + g.Br * g.Bc + g.Br * g.hp + 4 * g.Br;
+  return ForwardCopies(g) + g.Br * g.Bc + g.Br * g.hp + 4 * g.Br;
 }
 
 void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, size_t T, size_t C,
@@ -623,17 +628,23 @@ void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, s
 }
 
 // Buffers of one (batch row, head) in the backward, views into one thread's workspace.
+// The float copies of q, k, v and dout are nullptr on the pair products, which read BackwardPairs'
+// bfloat16 ones: no workspace to zero and keep in cache for them.
 struct BackwardBuffers {
-  float *q, *qt, *k, *kt, *v, *dout, *doutt, *dqt;  // (Tpad,hp) or (hp,Tpad)
+  float *q = nullptr, *qt = nullptr, *k = nullptr, *kt = nullptr;  // (Tpad,hp) or (hp,Tpad)
+  float *v = nullptr, *dout = nullptr, *doutt = nullptr, *dqt;
   float *lse, *D;                                   // (Tpad)
   float *p, *ds;                                    // (Bc,Br): Pᵀ and dPᵀ, then dSᵀ
   float *dk, *dv;                                   // (Bc,hp)
   static size_t floats(const Geometry& g) {
-    return 8 * g.ldt * g.hp + 2 * g.Tpad + 2 * g.Bc * g.Br + 2 * g.Bc * g.hp;
+    return (g.pairs ? 1 : 8) * g.ldt * g.hp + 2 * g.Tpad + 2 * g.Bc * g.Br + 2 * g.Bc * g.hp;
   }
   BackwardBuffers(float* ws, const Geometry& g) {
-    float** seq[] = {&q, &qt, &k, &kt, &v, &dout, &doutt, &dqt};
-    for (float** p_ : seq) *p_ = ws, ws += g.ldt * g.hp;
+    if (!g.pairs) {
+      float** seq[] = {&q, &qt, &k, &kt, &v, &dout, &doutt};
+      for (float** p_ : seq) *p_ = ws, ws += g.ldt * g.hp;
+    }
+    dqt = ws, ws += g.ldt * g.hp;
     lse = ws, ws += g.Tpad;
     D = ws, ws += g.Tpad;
     p = ws, ws += g.Bc * g.Br;
