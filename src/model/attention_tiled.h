@@ -24,12 +24,11 @@
 // on pairs of bfloat16 with VDPBF16PS (simd/tile_gemm_bf16.h), otherwise as float32 FMAs on the
 // rounded values. On the pair products P and dS are rounded by VCVTNEPS2BF16, which also turns
 // denormal floats into zeros: the products read bfloat16 denormals as zeros anyway. The pair
-// products sum each entry pair by pair in increasing k, adding the odd
-// element's product before the even one's (products of bfloat16 are exact in float32, each
-// addition rounds), and read denormal inputs as zero and flush denormal sums to zero (DAZ, FTZ):
-// the scores q_t·k_j and k_j·q_t still have the same bits (same pairs, same order), and causality
-// and thread-count independence hold as above; results differ from the float32 FMA path's in the
-// last bits.
+// products sum each entry pair by pair in increasing k, adding the odd element's product before
+// the even one's (products of bfloat16 are exact in float32, each addition rounds), and read
+// denormal inputs as zero and flush denormal sums to zero (DAZ, FTZ): the scores q_t·k_j and
+// k_j·q_t still have the same bits (same pairs, same order), and causality and thread-count
+// independence hold as above; results differ from the float32 FMA path's in the last bits.
 #pragma once
 
 #include <cstddef>
