@@ -5,7 +5,7 @@
 // per-round speed-ups. Also a sweep of the tiled path's tile shapes.
 //
 //   wte_attention_bench [--B 1] [--T 1024] [--C 768] [--NH 12] [--threads 2] [--rounds 5]
-//                       [--repeat 3] [--tiles 64x64] [--sweep] [--bf16] [--tiled-only]
+//                       [--repeat 3] [--tiles QxK] [--sweep] [--bf16] [--tiled-only]
 // --T may be a comma-separated list (one table row per T). Prints one line per shape:
 //   attention B=.. T=.. C=.. NH=.. threads=..: dense X ms, tiled Y ms, speed-up S (min-max)
 #include <omp.h>
@@ -106,7 +106,8 @@ void run(const Args& a, size_t T) {
   }
   std::printf("attention B=%zu T=%zu C=%zu NH=%zu threads=%d%s tiles=%zux%zu: dense %.3f ms, tiled %.3f ms, "
               "speed-up %.3f (%.3f-%.3f)\n",
-              B, T, C, NH, a.threads, a.bf16 ? " bf16" : "", a.tiles.q_rows, a.tiles.k_cols,
+              B, T, C, NH, a.threads, a.bf16 ? " bf16" : "",
+              wte::attention_tiles(a.tiles, a.bf16).q_rows, wte::attention_tiles(a.tiles, a.bf16).k_cols,
               median(td), median(tt), median(ratio), *std::min_element(ratio.begin(), ratio.end()),
               *std::max_element(ratio.begin(), ratio.end()));
   std::fflush(stdout);

@@ -173,6 +173,27 @@ HWY_INLINE float RoundToBf16(float x) {
   return x;
 }
 
+// The tiles' P and dS into bfloat16 on the pair targets: VCVTNEPS2BF16 / VCVTNE2PS2BF16 (AVX512_BF16,
+// only run when g.pairs): round to nearest, ties to even, as RoundToBf16, except that denormal
+// floats become zeros of their sign; the pair products read bfloat16 denormals as zeros anyway
+// (DAZ). One instruction instead of the integer rounding and the narrowing shuffles. Written as
+// inline assembly: the Highway target's code may not call an intrinsic of a feature its target
+// lacks, and these run only after cpu_has_avx512_bf16().
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// 16 floats to their 16 bfloat16 at out.
+HWY_INLINE void StoreBf16Cvt(hn::Vec<DF> x, uint16_t* out) {
+  __m256i r;
+  asm("vcvtneps2bf16 %1, %0" : "=v"(r) : "v"(x.raw));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), r);
+}
+// lo and hi to bfloat16: lanes 0..15 lo's, lanes 16..31 hi's (16-bit lanes).
+HWY_INLINE __m512i Bf16Cvt2(hn::Vec<DF> lo, hn::Vec<DF> hi) {
+  __m512i r;
+  asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(r) : "v"(hi.raw), "v"(lo.raw));
+  return r;
+}
+#endif
+
 // x's bfloat16 bits, rounded to nearest (ties to even). Inputs are finite.
 HWY_INLINE uint16_t Bf16Bits(float x) {
   uint32_t u;
@@ -204,7 +225,16 @@ struct Geometry {
   bool pairs;  // bf16 and the tile products run on bfloat16 pairs (tile_gemm_bf16_pairs)
 };
 
+// Whether bf16 inputs run on the pair products here (this target, this CPU).
+bool UsesPairs(bool bf16) { return bf16 && kBf16PairTarget && cpu_has_avx512_bf16(); }
+
+AttentionTiles ResolveTiles(AttentionTiles tiles, bool bf16) {
+  const size_t def = UsesPairs(bf16) ? 128 : 64;
+  return {tiles.q_rows != 0 ? tiles.q_rows : def, tiles.k_cols != 0 ? tiles.k_cols : def};
+}
+
 Geometry MakeGeometry(size_t B, size_t T, size_t C, size_t NH, bool bf16, AttentionTiles tiles) {
+  tiles = ResolveTiles(tiles, bf16);
   const size_t L = hn::Lanes(DF());
   const auto up = [](size_t x, size_t m) { return (x + m - 1) / m * m; };
   Geometry g{};
@@ -215,7 +245,7 @@ Geometry MakeGeometry(size_t B, size_t T, size_t C, size_t NH, bool bf16, Attent
   g.Tpad = up(T, std::lcm(g.Br, g.Bc));
   g.ldt = g.Tpad + 16;
   g.scale = 1.0f / std::sqrt(static_cast<float>(g.hs));
-  g.pairs = bf16 && kBf16PairTarget && cpu_has_avx512_bf16();
+  g.pairs = UsesPairs(bf16);
   return g;
 }
 
@@ -270,6 +300,38 @@ void CopyHead(float* rows, float* cols, const float* src, size_t stride, const G
     }
   }
 }
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// r (16 vectors of 16 floats, or of 16 32-bit words) transposed in place: lane j of r[i] goes to
+// lane i of r[j].
+HWY_INLINE void Transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  // within 128-bit chunks: pairs of rows interleaved, then 4x4 blocks transposed: r[4i+c]'s chunk k
+  // holds column 4k+c of rows 4i..4i+3
+  for (size_t i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  // the chunks: column 4k+c is chunk k of r[c], r[4+c], r[8+c], r[12+c] (a 4x4 transpose of chunks)
+  for (size_t c = 0; c < 4; ++c) {
+    const __m512 u0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
+    const __m512 u1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
+    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+    t[c] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+    t[8 + c] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
+    t[4 + c] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
+  }
+  for (size_t i = 0; i < 16; ++i) r[i] = t[i];
+}
+#endif
 
 // The bfloat16 bits of floats that are bfloat16 values (their upper halves), as uint16_t lanes.
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DF>> Bf16Bits(DF d, hn::Vec<DF> x) {
@@ -340,14 +402,38 @@ void CopyHeadBf16(const Bf16Copies& dst, const float* src, size_t stride, const 
         for (size_t t = 0; t < n; t += 2)
           StoreBf16RowPair(blk + t * w, t + 1 < n ? blk + (t + 1) * w : zeros, w,
                            dst.row_pairs + ((t0 + t) / 2) * 2 * hp + 2 * c0);
+      size_t d0 = 0;  // the transposes' columns d0.. go entry by entry
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+      // a whole block of 16 tokens: its pairs of columns as 32-bit words, 16 rows by 16 words
+      // transposed in registers; each word vector is a row of pair_cols, and its low and high
+      // halves are two rows of cols (padding columns past hs are zeros, as the copies' padding)
+      if (n == 16 && (dst.pair_cols != nullptr || dst.cols != nullptr))
+        for (; d0 + 32 <= w; d0 += 32) {
+          __m512 r[16];
+          for (size_t t = 0; t < 16; ++t) r[t] = _mm512_castsi512_ps(_mm512_loadu_si512(blk16 + t * w + d0));
+          Transpose16x16(r);
+          for (size_t i = 0; i < 16; ++i) {
+            const __m512i pairs = _mm512_castps_si512(r[i]);
+            const size_t d = c0 + d0 + 2 * i;  // the word's first column
+            if (dst.pair_cols != nullptr)
+              _mm512_storeu_si512(dst.pair_cols + (d / 2) * 2 * ldt + 2 * t0, pairs);
+            if (dst.cols != nullptr) {
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.cols + d * ldt + t0),
+                                  _mm512_cvtepi32_epi16(pairs));
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.cols + (d + 1) * ldt + t0),
+                                  _mm512_cvtepi32_epi16(_mm512_srli_epi32(pairs, 16)));
+            }
+          }
+        }
+#endif
       if (dst.pair_cols != nullptr)
-        for (size_t d = 0; d < part_g.hs; d += 2) {
+        for (size_t d = d0; d < part_g.hs; d += 2) {
           uint16_t* col = dst.pair_cols + ((c0 + d) / 2) * 2 * ldt + 2 * t0;
           for (size_t t = 0; t < n; ++t)
             std::memcpy(col + 2 * t, blk16 + t * w + d, 2 * sizeof(uint16_t));
         }
       if (dst.cols != nullptr)
-        for (size_t d = 0; d < part_g.hs; ++d)
+        for (size_t d = d0; d < part_g.hs; ++d)
           for (size_t t = 0; t < n; ++t) dst.cols[(c0 + d) * ldt + t0 + t] = blk16[t * w + d];
     }
   }
@@ -393,7 +479,11 @@ float RowExp(float* s, size_t live, const Geometry& g, float mx, uint16_t* p16) 
     if (c + L > live) e = hn::IfThenElseZero(hn::FirstN(d, live - c), e);
     vsum = hn::Add(vsum, e);
     if (p16 != nullptr) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+      StoreBf16Cvt(e, p16 + c);
+#else
       hn::StoreU(Bf16Bits(d, RoundToBf16(d, e)), d16, p16 + c);
+#endif
     } else {
       hn::StoreU(g.bf16 ? RoundToBf16(d, e) : e, d, s + c);
     }
@@ -415,8 +505,12 @@ struct ForwardPairs {
   }
 };
 
-// The forward of one (batch row b, head h). ws: q (Tpad,hp), kᵀ (hp,Tpad), v (Tpad,hp), then the
-// tile's scores (Br,Bc), its output accumulator (Br,hp) and m, l, m_new, alpha (Br); ws16
+// The forward's float copies q, kᵀ, v: none on the pair products, which read ForwardPairs'
+// bfloat16 ones (no workspace to zero and keep in cache for them).
+size_t ForwardCopies(const Geometry& g) { return g.pairs ? 0 : 2 * g.Tpad * g.hp + g.hp * g.ldt; }
+
+// The forward of one (batch row b, head h). ws: q (Tpad,hp), kᵀ (hp,Tpad), v (Tpad,hp) (not on
+// the pair products), then the tile's scores (Br,Bc), its output accumulator (Br,hp) and m, l, m_new, alpha (Br); ws16
 // (g.pairs only): the bfloat16 operands of ForwardPairs.
 void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, size_t b, size_t h,
                  float* ws, uint16_t* ws16) {
@@ -424,7 +518,7 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
   float* q = ws;
   float* kt = q + Tpad * hp;
   float* v = kt + hp * g.ldt;
-  float* s = v + Tpad * hp;
+  float* s = ws + ForwardCopies(g);
   float* o = s + Br * Bc;
   float* m = o + Br * hp;
   float* l = m + Br;
@@ -515,8 +609,9 @@ void ForwardHead(float* out, float* lse, const float* qkv, const Geometry& g, si
   }
 }
 
+// The forward's workspace: ForwardCopies, then the tile's buffers.
 size_t ForwardWorkspace(const Geometry& g) {
-  return 2 * g.Tpad * g.hp + g.hp * g.ldt + g.Br * g.Bc + g.Br * g.hp + 4 * g.Br;
+  return ForwardCopies(g) + g.Br * g.Bc + g.Br * g.hp + 4 * g.Br;
 }
 
 void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, size_t T, size_t C,
@@ -533,17 +628,23 @@ void AttentionTiledForward(float* out, float* lse, const float* qkv, size_t B, s
 }
 
 // Buffers of one (batch row, head) in the backward, views into one thread's workspace.
+// The float copies of q, k, v and dout are nullptr on the pair products, which read BackwardPairs'
+// bfloat16 ones: no workspace to zero and keep in cache for them.
 struct BackwardBuffers {
-  float *q, *qt, *k, *kt, *v, *dout, *doutt, *dqt;  // (Tpad,hp) or (hp,Tpad)
+  float *q = nullptr, *qt = nullptr, *k = nullptr, *kt = nullptr;  // (Tpad,hp) or (hp,Tpad)
+  float *v = nullptr, *dout = nullptr, *doutt = nullptr, *dqt;
   float *lse, *D;                                   // (Tpad)
   float *p, *ds;                                    // (Bc,Br): Pᵀ and dPᵀ, then dSᵀ
   float *dk, *dv;                                   // (Bc,hp)
   static size_t floats(const Geometry& g) {
-    return 8 * g.ldt * g.hp + 2 * g.Tpad + 2 * g.Bc * g.Br + 2 * g.Bc * g.hp;
+    return (g.pairs ? 1 : 8) * g.ldt * g.hp + 2 * g.Tpad + 2 * g.Bc * g.Br + 2 * g.Bc * g.hp;
   }
   BackwardBuffers(float* ws, const Geometry& g) {
-    float** seq[] = {&q, &qt, &k, &kt, &v, &dout, &doutt, &dqt};
-    for (float** p_ : seq) *p_ = ws, ws += g.ldt * g.hp;
+    if (!g.pairs) {
+      float** seq[] = {&q, &qt, &k, &kt, &v, &dout, &doutt};
+      for (float** p_ : seq) *p_ = ws, ws += g.ldt * g.hp;
+    }
+    dqt = ws, ws += g.ldt * g.hp;
     lse = ws, ws += g.Tpad;
     D = ws, ws += g.Tpad;
     p = ws, ws += g.Bc * g.Br;
@@ -638,6 +739,12 @@ void TileProbabilitiesPairs(const BackwardBuffers& w, const BackwardPairs& w16, 
   const auto lane = hn::Iota(di, 0);
   const auto hi_mask = hn::Set(du, 0xFFFF0000u);
   const auto bits16 = [&](hn::Vec<DF> x) { return Bf16Bits(d, x); };
+  (void)bits16, (void)d16;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  // 16-bit lane 2i from lane i, lane 2i+1 from lane 16 + i
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                              23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+#endif
   // every entry live (key <= t < T): the tile's last key before its first query, its last query
   // before T
   const bool all_live = j0 + g.Bc <= i0 + 1 && i0 + g.Br <= g.T;
@@ -661,17 +768,35 @@ void TileProbabilitiesPairs(const BackwardBuffers& w, const BackwardPairs& w16, 
           e[k] = hn::IfThenElseZero(live, e[k]);
           grad[k] = hn::IfThenElseZero(live, grad[k]);
         }
+#if !(HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
         grad[k] = RoundToBf16(d, grad[k]);
         e[k] = RoundToBf16(d, e[k]);
         hn::StoreU(bits16(e[k]), d16, w16.p + (c + k) * g.Br + r);
         hn::StoreU(bits16(grad[k]), d16, w16.ds + (c + k) * g.Br + r);
+#endif
       }
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+      // keys c and c+1 of 16 queries at once: rows of Pᵀ and dSᵀ from the halves, and dSᵀ's
+      // pairs of keys by interleaving the two halves' 16-bit lanes
+      const __m512i e16 = Bf16Cvt2(e[0], e[1]);
+      const __m512i g16 = Bf16Cvt2(grad[0], grad[1]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w16.p + c * g.Br + r), _mm512_castsi512_si256(e16));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w16.p + (c + 1) * g.Br + r),
+                          _mm512_extracti64x4_epi64(e16, 1));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w16.ds + c * g.Br + r), _mm512_castsi512_si256(g16));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w16.ds + (c + 1) * g.Br + r),
+                          _mm512_extracti64x4_epi64(g16, 1));
+      _mm512_storeu_si512(w16.dsp + c * g.Br + 2 * r, _mm512_permutexvar_epi16(interleave, g16));
+      (void)hi_mask;
+#else
       const auto pair = hn::Or(hn::And(hn::BitCast(du, grad[1]), hi_mask),
                                hn::ShiftRight<16>(hn::BitCast(du, grad[0])));
       hn::StoreU(pair, du, reinterpret_cast<uint32_t*>(w16.dsp + c * g.Br + 2 * r));
+#endif
     }
   }
 }
+
 
 void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float* out,
                   const float* lse, const Geometry& g, size_t b, size_t h, float* ws,
@@ -745,7 +870,22 @@ void BackwardHead(float* dqkv, const float* dout, const float* qkv, const float*
   // dq from its transpose, by blocks of 16 tokens (each read loop takes one cache line of a row)
   for (size_t t0 = 0; t0 < T; t0 += 16) {
     const size_t t1 = std::min(t0 + 16, T);
-    for (size_t d = 0; d < g.hs; ++d)
+    size_t d0 = 0;  // dimensions d0.. go entry by entry
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+    // whole blocks of 16 tokens by 16 dimensions transposed in registers: one vector store per
+    // row piece instead of 16 scalar ones
+    if (t1 - t0 == 16)
+      for (; d0 + 16 <= g.hs; d0 += 16) {
+        __m512 r[16];
+        for (size_t i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(w.dqt + (d0 + i) * g.ldt + t0);
+        Transpose16x16(r);
+        for (size_t i = 0; i < 16; ++i) {
+          const size_t at = (b * T + t0 + i) * C3 + h * g.hs + d0;
+          _mm512_storeu_ps(dqkv + at, r[i]);
+        }
+      }
+#endif
+    for (size_t d = d0; d < g.hs; ++d)
       for (size_t t = t0; t < t1; ++t) dqkv[(b * T + t) * C3 + h * g.hs + d] = w.dqt[d * g.ldt + t];
   }
 }
@@ -774,7 +914,12 @@ HWY_AFTER_NAMESPACE();
 namespace wte {
 
 HWY_EXPORT(AttentionTiledForward);
+HWY_EXPORT(ResolveTiles);
 HWY_EXPORT(AttentionTiledBackward);
+
+AttentionTiles attention_tiles(AttentionTiles tiles, bool bf16_inputs) {
+  return HWY_DYNAMIC_DISPATCH(ResolveTiles)(tiles, bf16_inputs);
+}
 
 void attention_tiled_forward(float* out, float* lse, const float* qkv, size_t B, size_t T,
                              size_t C, size_t NH, bool bf16_inputs, AttentionTiles tiles) {

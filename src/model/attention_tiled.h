@@ -22,12 +22,13 @@
 // to bfloat16 before they enter a product, as the dense path's bf16 GEMMs read them; accumulation
 // stays float32. On a CPU with AVX512_BF16 (and the AVX-512 Highway target) the products then run
 // on pairs of bfloat16 with VDPBF16PS (simd/tile_gemm_bf16.h), otherwise as float32 FMAs on the
-// rounded values. The pair products sum each entry pair by pair in increasing k, adding the odd
-// element's product before the even one's (products of bfloat16 are exact in float32, each
-// addition rounds), and read denormal inputs as zero and flush denormal sums to zero (DAZ, FTZ):
-// the scores q_t·k_j and k_j·q_t still have the same bits (same pairs, same order), and causality
-// and thread-count independence hold as above; results differ from the float32 FMA path's in the
-// last bits.
+// rounded values. On the pair products P and dS are rounded by VCVTNEPS2BF16, which also turns
+// denormal floats into zeros: the products read bfloat16 denormals as zeros anyway. The pair
+// products sum each entry pair by pair in increasing k, adding the odd element's product before
+// the even one's (products of bfloat16 are exact in float32, each addition rounds), and read
+// denormal inputs as zero and flush denormal sums to zero (DAZ, FTZ): the scores q_t·k_j and
+// k_j·q_t still have the same bits (same pairs, same order), and causality and thread-count
+// independence hold as above; results differ from the float32 FMA path's in the last bits.
 #pragma once
 
 #include <cstddef>
@@ -37,11 +38,19 @@
 namespace wte {
 
 /// Tile shape of the tiled attention: query rows by keys per tile. Both are rounded up to a
-/// multiple of the vector width of the CPU's float vectors (16 with AVX-512, 8 with AVX2).
+/// multiple of the vector width of the CPU's float vectors (16 with AVX-512, 8 with AVX2). 0: the
+/// default of the path that runs (attention_tiles): 64 by 64, and 128 by 128 on the bf16 pair
+/// products, whose tile products are fast enough that each tile's fixed work (the softmax's
+/// per-row reductions, the accumulators' loads and stores) is a larger share. Tiles that are
+/// not square skip no work on the diagonal.
 struct AttentionTiles {
-  size_t q_rows = 64;
-  size_t k_cols = 64;
+  size_t q_rows = 0;
+  size_t k_cols = 0;
 };
+
+/// The tile shape that `tiles` stands for on this CPU (its zeros replaced by the defaults above),
+/// before the rounding to the vector width.
+AttentionTiles attention_tiles(AttentionTiles tiles, bool bf16_inputs);
 
 /// Whether a model of `config` runs the tiled attention on sequences of T tokens
 /// (model.attention: tiled, or auto with T >= kTiledAttentionMinT); otherwise the dense one.

@@ -189,9 +189,13 @@ TEST_P(AttentionTiledTest, Bf16InputsWithinBf16BoundOfDoubleReference) {
     const std::vector<float> qkv = random(s.B * s.T * 3 * s.C, &rng, 1.5);
     const std::vector<float> dout = random(s.B * s.T * s.C, &rng, 1.0);
     const Expected e = expected(s, qkv, dout, 0x1p-8);
-    const Tiled r = run_tiled(s, qkv, dout, true, {});
-    expect_within(r.out, e.out, e.out_tol, target() + " " + s.name() + " bf16 out");
-    expect_within(r.dqkv, e.dqkv, e.dqkv_tol, target() + " " + s.name() + " bf16 dqkv");
+    for (AttentionTiles tiles : {AttentionTiles{}, AttentionTiles{64, 64}, AttentionTiles{16, 32}}) {
+      const std::string where = target() + " " + s.name() + " tiles " +
+                                std::to_string(tiles.q_rows) + "x" + std::to_string(tiles.k_cols);
+      const Tiled r = run_tiled(s, qkv, dout, true, tiles);
+      expect_within(r.out, e.out, e.out_tol, where + " bf16 out");
+      expect_within(r.dqkv, e.dqkv, e.dqkv_tol, where + " bf16 dqkv");
+    }
   }
 }
 
@@ -224,7 +228,7 @@ TEST_P(AttentionTiledTest, AppendingTokensChangesNoEarlierRow) {
     const std::string where = target() + (bf16 ? " bf16" : "");
     std::vector<float> out(T * C), lse(NH * T);
     attention_tiled_forward(out.data(), lse.data(), qkv.data(), 1, T, C, NH, bf16);
-    for (size_t T0 : {1, 5, 63, 64, 65, 129}) {
+    for (size_t T0 : {1, 5, 63, 64, 65, 127, 128, 129}) {
       const std::vector<float> head(qkv.begin(), qkv.begin() + T0 * 3 * C);
       std::vector<float> out0(T0 * C), lse0(NH * T0);
       attention_tiled_forward(out0.data(), lse0.data(), head.data(), 1, T0, C, NH, bf16);
@@ -239,6 +243,19 @@ TEST_P(AttentionTiledTest, AppendingTokensChangesNoEarlierRow) {
 }
 
 WTE_INSTANTIATE_ON_EVERY_TARGET(AttentionTiledTest);
+
+// Tile sizes given are kept; zeros stand for the path's default: 64 by 64, square on every path.
+TEST(AttentionTiled, ZeroTilesStandForThePathsDefault) {
+  EXPECT_EQ(attention_tiles({}, false).q_rows, 64u);
+  EXPECT_EQ(attention_tiles({}, false).k_cols, 64u);
+  EXPECT_EQ(attention_tiles({32, 0}, false).q_rows, 32u);
+  EXPECT_EQ(attention_tiles({32, 0}, false).k_cols, 64u);
+  EXPECT_EQ(attention_tiles({48, 16}, true).q_rows, 48u);
+  EXPECT_EQ(attention_tiles({48, 16}, true).k_cols, 16u);
+  const AttentionTiles bf16 = attention_tiles({}, true);
+  EXPECT_EQ(bf16.q_rows, bf16.k_cols);
+  EXPECT_TRUE(bf16.q_rows == 64 || bf16.q_rows == 128) << bf16.q_rows;
+}
 
 // The tiled layer against the dense one (oneDNN GEMMs and the softmax kernels) on the same
 // inputs: both within the double reference's bound, so within twice that bound of each other.
