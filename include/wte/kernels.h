@@ -213,6 +213,8 @@ void cross_entropy_tile_grad(float* tile, size_t R, size_t W, size_t ld, size_t 
 // clipping, so clipping needs no pass that rescales the gradients in memory; with the default 1 the
 // bits are those of no scaling (x * 1.0f is exact). grads is not modified.
 // Bit-identical to ref::adamw_update<float> on every target (same operations in the same order).
+// params16 (n), if not null: also receives the new params' bf16 bits (convert_f32_to_bf16's), so
+// the bf16 GEMMs' copy of the weights needs no pass of its own.
 struct AdamWParams {
   float lr;
   float beta1;
@@ -222,7 +224,7 @@ struct AdamWParams {
   int64_t step;  // 1-based
 };
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
-                  const AdamWParams& hp, float grad_scale = 1.0f);
+                  const AdamWParams& hp, float grad_scale = 1.0f, uint16_t* params16 = nullptr);
 
 // Σ_i x[i]² over x (n), in double (each square exact): the squared L2 norm gradient clipping needs.
 // The summation order is fixed (ref::sum_of_squares states it: blocks of 65536 floats, 16 partial

@@ -386,6 +386,55 @@ TEST(Bf16Model, TwoRunsAreBitIdentical) {
   omp_set_num_threads(threads_before);
 }
 
+// AdamW writes the weights' bf16 copy as it updates them (tied and untied wte: the untied one's
+// touched rows), so the next forward skips its conversion: after every update the copy is current
+// and holds the conversion of every parameter, and training so gives the same bits as training
+// that marks the copy stale before every forward (each forward then converts the whole arena).
+TEST(Bf16Model, AdamWKeepsTheWeightsBf16CopyCurrentWithTheSameBits) {
+  SKIP_WITHOUT_NATIVE_BF16();
+  for (bool tied : {true, false}) {
+    auto train = [&](bool stale_each_step, std::vector<float>* params) {
+      ModelConfig c = block_config(MatmulPrecision::bf16);
+      c.tie_embeddings = tied;
+      Model m(c);
+      m.init_weights(5);
+      EXPECT_FALSE(m.params_bf16_current()) << "tied=" << tied;
+      AdamW opt(m);
+      OptimConfig hp;
+      std::vector<uint32_t> losses;
+      std::vector<int32_t> in, tg;
+      for (size_t s = 0; s < 3; ++s) {
+        batch(&in, &tg, 70 + s, 300);
+        if (stale_each_step) m.param_data();  // a writable access: the copy is stale
+        m.zero_grad();
+        losses.push_back(std::bit_cast<uint32_t>(m.forward(in.data(), tg.data(), kB, kT)));
+        EXPECT_TRUE(m.params_bf16_current()) << "tied=" << tied << ": the forward converted";
+        m.backward();
+        opt.update(m, 1e-3f, hp, m.wte_grad_rows(), 0.5f);
+        EXPECT_TRUE(m.params_bf16_current()) << "tied=" << tied << " step " << s;
+        const Model& cm = m;
+        std::vector<uint16_t> want(m.num_parameters());
+        ref::convert_f32_to_bf16(want.data(), cm.param_data(), m.num_parameters());
+        EXPECT_EQ(0, std::memcmp(want.data(), m.params_bf16(), want.size() * sizeof(uint16_t)))
+            << "tied=" << tied << " step " << s;
+      }
+      params->assign(m.param_data(), m.param_data() + m.num_parameters());
+      EXPECT_FALSE(m.params_bf16_current()) << "tied=" << tied << ": param_data() marks it stale";
+      // An update of part of the arena (data-parallel) leaves the copy stale.
+      m.forward(in.data(), tg.data(), kB, kT);
+      m.backward();
+      opt.update_part(m, 1e-3f, hp, 0, m.num_parameters() / 2, m.wte_grad_rows());
+      EXPECT_FALSE(m.params_bf16_current()) << "tied=" << tied;
+      return losses;
+    };
+    std::vector<float> p1, p2;
+    const std::vector<uint32_t> l1 = train(false, &p1), l2 = train(true, &p2);
+    EXPECT_EQ(l1, l2) << "tied=" << tied;
+    ASSERT_EQ(p1.size(), p2.size());
+    EXPECT_EQ(0, std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float))) << "tied=" << tied;
+  }
+}
+
 // The f32 default is the float32 model of before: no bf16 primitive, no bf16 memory.
 TEST(Bf16Model, Float32DefaultHasNoBf16) {
   ModelConfig c = block_config(MatmulPrecision::f32);
