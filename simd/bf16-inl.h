@@ -49,13 +49,11 @@ HWY_INLINE void StoreBf16(D d, hn::Vec<D> v, uint16_t* HWY_RESTRICT dst) {
 // 0x00400000 there), and one ConcatOdd of u16 lanes (a single two-source permute on AVX-512) then
 // gathers the upper halves of both vectors in order, instead of a shift and a saturating demotion
 // per vector. IsNaN is the unordered compare, true exactly when |x|'s bits exceed +Inf's.
+#if HWY_TARGET != HWY_SCALAR
+// The u16 vector StoreBf16x2 stores (the method above).
 template <class D>
-HWY_INLINE void StoreBf16x2(D d, hn::Vec<D> v0, hn::Vec<D> v1, uint16_t* HWY_RESTRICT dst) {
-#if HWY_TARGET == HWY_SCALAR
-  StoreBf16(d, v0, dst);
-  StoreBf16(d, v1, dst + hn::Lanes(d));
-#else
-  const hn::RebindToUnsigned<D> du;      // u32 lanes
+HWY_INLINE hn::Vec<hn::Repartition<uint16_t, D>> Bf16Pair(D d, hn::Vec<D> v0, hn::Vec<D> v1) {
+  const hn::RebindToUnsigned<D> du;        // u32 lanes
   const hn::Repartition<uint16_t, D> d16;  // twice as many u16 lanes
   const auto round_in_place = [&](hn::Vec<D> v) {
     const auto u = hn::BitCast(du, v);
@@ -65,7 +63,31 @@ HWY_INLINE void StoreBf16x2(D d, hn::Vec<D> v0, hn::Vec<D> v1, uint16_t* HWY_RES
     return hn::BitCast(d16, hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded));
   };
   // Little-endian lanes: a u32 lane's upper half is the odd u16 lane.
-  hn::StoreU(hn::ConcatOdd(d16, round_in_place(v1), round_in_place(v0)), d16, dst);
+  return hn::ConcatOdd(d16, round_in_place(v1), round_in_place(v0));
+}
+#endif
+
+template <class D>
+HWY_INLINE void StoreBf16x2(D d, hn::Vec<D> v0, hn::Vec<D> v1, uint16_t* HWY_RESTRICT dst) {
+#if HWY_TARGET == HWY_SCALAR
+  StoreBf16(d, v0, dst);
+  StoreBf16(d, v1, dst + hn::Lanes(d));
+#else
+  const hn::Repartition<uint16_t, D> d16;
+  hn::StoreU(Bf16Pair(d, v0, v1), d16, dst);
+#endif
+}
+
+// StoreBf16x2 with a non-temporal store (dst aligned to 2·Lanes(d) u16s), for a copy much larger
+// than the caches that nothing reads soon: its lines are not read for ownership first nor left to
+// evict the caller's working set. The caller ends its writes with hwy::FlushStream().
+template <class D>
+HWY_INLINE void StreamBf16x2(D d, hn::Vec<D> v0, hn::Vec<D> v1, uint16_t* HWY_RESTRICT dst) {
+#if HWY_TARGET == HWY_SCALAR
+  StoreBf16x2(d, v0, v1, dst);
+#else
+  const hn::Repartition<uint16_t, D> d16;
+  hn::Stream(Bf16Pair(d, v0, v1), d16, dst);
 #endif
 }
 

@@ -130,7 +130,7 @@ TEST_P(AdamWKernelTest, GradScaleEqualsScalingTheGradientsFirst) {
 // of the reference's params, with params, m and v still bit-identical to the reference, at sizes
 // around one and two vectors of every target (the copy is written two vectors at a time), across
 // OpenMP chunks, with NaN, ±Inf, subnormal and bf16-tie params among them, and nothing written
-// outside the copy.
+// outside the copy; the copy 64-byte aligned (streamed) and at an odd address (stored).
 TEST_P(AdamWKernelTest, Bf16CopyIsTheConversionOfTheNewParams) {
   std::mt19937 rng(28);
   std::vector<size_t> sizes = kSizes;
@@ -141,7 +141,9 @@ TEST_P(AdamWKernelTest, Bf16CopyIsTheConversionOfTheNewParams) {
       std::bit_cast<float>(0x3F808000u), std::bit_cast<float>(0x3F818000u), 0.0f, -0.0f};
   constexpr size_t kPad = 40;
   constexpr uint16_t kGuard = 0xBEEF;
-  for (size_t n : sizes) {
+  for (size_t c = 0; c < 2 * sizes.size(); ++c) {
+    const size_t n = sizes[c / 2];
+    const bool aligned = c % 2 == 0;
     GuardedBuffer params(n), grads(n), m(n), v(n);
     fill_general(params.data(), n, rng);
     for (size_t i = 0; i < n; i += 5) params[i] = specials[(i / 5) % specials.size()];
@@ -150,9 +152,11 @@ TEST_P(AdamWKernelTest, Bf16CopyIsTheConversionOfTheNewParams) {
     for (size_t i = 0; i < n; ++i) v[i] = 1e-4f * (1.0f + static_cast<float>(i % 5));
     std::vector<float> want_params = params.to_vector(), want_m = m.to_vector(),
                        want_v = v.to_vector();
-    // storage[kPad + 1, kPad + 1 + n): an odd start, so the copy is not 4-byte aligned
-    std::vector<uint16_t> storage(n + 2 * kPad + 2, kGuard);
-    uint16_t* params16 = storage.data() + kPad + 1;
+    // storage[begin, begin + n): 64-byte aligned, or one element past that (not 4-byte aligned)
+    std::vector<uint16_t> storage(n + 2 * kPad + 34, kGuard);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(storage.data() + kPad);
+    const size_t begin = kPad + ((64 - base % 64) % 64) / sizeof(uint16_t) + (aligned ? 0 : 1);
+    uint16_t* params16 = storage.data() + begin;
     for (int64_t step = 1; step <= 3; ++step) {
       fill_general(grads.data(), n, rng, 0.1f);
       const AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step};
@@ -167,13 +171,15 @@ TEST_P(AdamWKernelTest, Bf16CopyIsTheConversionOfTheNewParams) {
       EXPECT_TRUE(BitIdentical(v.data(), want_v.data(), n)) << target() << " n=" << n << " v";
       for (size_t i = 0; i < n; ++i)
         ASSERT_EQ(params16[i], ref::f32_to_bf16(want_params[i]))
-            << target() << " n=" << n << " step " << step << " i=" << i << std::hex
+            << target() << " n=" << n << " aligned=" << aligned << " step " << step << " i=" << i
+            << std::hex
             << " param bits 0x" << std::bit_cast<uint32_t>(want_params[i]);
     }
     for (size_t i = 0; i < storage.size(); ++i) {
-      if (i >= kPad + 1 && i < kPad + 1 + n) continue;
-      ASSERT_EQ(storage[i], kGuard) << target() << " n=" << n << ": wrote outside the copy at "
-                                    << static_cast<ptrdiff_t>(i) - static_cast<ptrdiff_t>(kPad + 1);
+      if (i >= begin && i < begin + n) continue;
+      ASSERT_EQ(storage[i], kGuard) << target() << " n=" << n << " aligned=" << aligned
+                                    << ": wrote outside the copy at "
+                                    << static_cast<ptrdiff_t>(i) - static_cast<ptrdiff_t>(begin);
     }
     EXPECT_TRUE(params.guards_intact() && grads.guards_intact() && m.guards_intact() &&
                 v.guards_intact())
