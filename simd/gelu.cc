@@ -70,7 +70,7 @@ void GeluForward(float* out, const float* inp, size_t n, uint16_t* out16) {
   // each element is read before it is written.
   const auto one = [&](auto d, size_t i) {
     const auto y = GeluValue(d, inp, i);
-    hn::StoreU(y, d, out + i);
+    if (out != nullptr) hn::StoreU(y, d, out + i);
     if (out16 != nullptr) StoreBf16(d, y, out16 + i);
   };
   if (out16 == nullptr) return ParallelForEachVector(n, one);
@@ -80,8 +80,10 @@ void GeluForward(float* out, const float* inp, size_t n, uint16_t* out16) {
       [&](auto d, size_t i) {
         const size_t L = hn::Lanes(d);
         const auto y0 = GeluValue(d, inp, i), y1 = GeluValue(d, inp, i + L);
-        hn::StoreU(y0, d, out + i);
-        hn::StoreU(y1, d, out + i + L);
+        if (out != nullptr) {
+          hn::StoreU(y0, d, out + i);
+          hn::StoreU(y1, d, out + i + L);
+        }
         StoreBf16x2(d, y0, y1, out16 + i);
       },
       one);

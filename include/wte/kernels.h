@@ -254,7 +254,8 @@ void sum_of_squares_partials(const float* x, size_t n, double* partials);
 // out (N,C) written; mean, rstd (N) written (saved for backward); inp (N,C); g, b (C).
 // out may not alias inp. Parallel over rows.
 // out16 (N,C), optional (bf16 GEMMs): also receives out rounded to bf16 (the bits
-// convert_f32_to_bf16 would give), row by row while each row is in cache. Likewise for the
+// convert_f32_to_bf16 would give), row by row while each row is in cache. With out16, out may be
+// null: only the bf16 copy is written (what the bf16 GEMMs read). Likewise for the
 // optional bf16 outputs of gelu_forward, gelu_backward and the attention softmax below.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* g,
                        const float* b, size_t N, size_t C, float eps, uint16_t* out16 = nullptr);
@@ -272,7 +273,8 @@ void layernorm_backward(float* dinp, float* dg, float* db, const float* dout, co
                         uint16_t* dinp16 = nullptr);
 
 // GELU, GPT-2's tanh form: gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))).
-// out, inp (n); out may alias inp. Parallel over elements.
+// out, inp (n); out may alias inp. Parallel over elements. out may be null when out16 is not:
+// only the bf16 copy is written (the bf16 GEMMs read nothing else).
 void gelu_forward(float* out, const float* inp, size_t n, uint16_t* out16 = nullptr);
 
 // GELU backward: dinp = dout * gelu'(inp) (written, not accumulated; may alias dout).

@@ -175,7 +175,8 @@ TEST_P(Bf16KernelTest, SoftmaxCrossEntropyBf16CopyIsTheConversionOfItsDlogits) {
 
 // The other kernels' optional bf16 copies (LayerNorm forward, GELU forward and backward, causal
 // softmax forward and backward): each the conversion of the kernel's float32 output, which the copy
-// leaves unchanged, at widths around the lane counts.
+// leaves unchanged, at widths around the lane counts; LayerNorm and GELU forward also with the
+// copy alone.
 TEST_P(Bf16KernelTest, BlockKernelsBf16CopiesAreTheConversionOfTheirOutputs) {
   std::mt19937 rng(13);
   auto check = [&](const char* what, size_t w, const std::vector<float>& plain,
@@ -202,6 +203,12 @@ TEST_P(Bf16KernelTest, BlockKernelsBf16CopiesAreTheConversionOfTheirOutputs) {
       layernorm_forward(y2.data(), m.data(), r.data(), x.data(), g.data(), b.data(), N, w, 1e-5f,
                         d16.data());
       check("layernorm_forward", w, y, y2, d16);
+      {  // the bf16 copy alone (no float32 output): the same bits
+        Guarded16 only16(n);
+        layernorm_forward(nullptr, m.data(), r.data(), x.data(), g.data(), b.data(), N, w, 1e-5f,
+                          only16.data());
+        check("layernorm_forward bf16 only", w, y, y2, only16);
+      }
       // backward: dinp accumulates (+=) onto the same starting values; dinp16 is the copy of the
       // updated dinp
       std::vector<float> dx(n), dx2(n), dg(w, 0.0f), db(w, 0.0f), dg2(w, 0.0f), db2(w, 0.0f);
@@ -220,6 +227,11 @@ TEST_P(Bf16KernelTest, BlockKernelsBf16CopiesAreTheConversionOfTheirOutputs) {
       gelu_forward(y.data(), x.data(), n);
       gelu_forward(y2.data(), x.data(), n, f16.data());
       check("gelu_forward", w, y, y2, f16);
+      {  // the bf16 copy alone (no float32 output): the same bits
+        Guarded16 only16(n);
+        gelu_forward(nullptr, x.data(), n, only16.data());
+        check("gelu_forward bf16 only", w, y, y2, only16);
+      }
       gelu_backward(y.data(), x.data(), dy.data(), n);
       gelu_backward(y2.data(), x.data(), dy.data(), n, b16.data());
       check("gelu_backward", w, y, y2, b16);
