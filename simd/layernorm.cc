@@ -72,7 +72,9 @@ void LayerNormForward(float* HWY_RESTRICT out, float* HWY_RESTRICT mean, float* 
       size_t c = 0;
       for (; c + 2 * L <= C; c += 2 * L)
         StoreBf16x2(d, normalized(d, c), normalized(d, c + L), y16 + c);
-      ForEachVector(C - c, [&](auto dv, size_t i) { StoreBf16(dv, normalized(dv, c + i), y16 + c + i); });
+      ForEachVector(C - c, [&](auto dv, size_t i) {
+        StoreBf16(dv, normalized(dv, c + i), y16 + c + i);
+      });
     }
     mean[n] = m;
     rstd[n] = s;
