@@ -27,6 +27,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace wte {
 namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
 // Scalar constants of one step, computed once in float exactly as ref::adamw_update does
 // (bias corrections 1 - std::pow(beta, step) in float). grad_scale is the clipping factor applied
@@ -41,14 +42,14 @@ struct AdamWConstants {
         bias2(1.0f - std::pow(hp.beta2, static_cast<float>(hp.step))), grad_scale(scale) {}
 };
 
-// Updates params, m and v at elements [i, i + Lanes(d)) from grads at the same elements. Operation
-// order mirrors ref::adamw_update line by line: Mul, Add, Div and Sqrt are correctly rounded on
-// every Highway target (SCALAR uses sqrtf), and nothing is fused.
+// Updates params, m and v at elements [i, i + Lanes(d)) from grads at the same elements, and
+// returns the new params (for a caller that also stores their bf16 copy). Operation order mirrors
+// ref::adamw_update line by line: Mul, Add, Div and Sqrt are correctly rounded on every Highway
+// target (SCALAR uses sqrtf), and nothing is fused.
 template <class D>
-HWY_INLINE void AdamWStep(D d, float* HWY_RESTRICT params, const float* HWY_RESTRICT grads,
+HWY_INLINE hn::Vec<D> AdamWStep(D d, float* HWY_RESTRICT params, const float* HWY_RESTRICT grads,
                           float* HWY_RESTRICT m, float* HWY_RESTRICT v, size_t i,
                           const AdamWConstants& k) {
-  namespace hn = hwy::HWY_NAMESPACE;
   // g = grads[i] * grad_scale: the one float multiply clip_grad_norm's in-place scaling made
   const auto g = hn::Mul(hn::LoadU(d, grads + i), hn::Set(d, k.grad_scale));
   // m = beta1*m + (1-beta1)*g
@@ -65,7 +66,9 @@ HWY_INLINE void AdamWStep(D d, float* HWY_RESTRICT params, const float* HWY_REST
   const auto p = hn::LoadU(d, params + i);
   const auto update = hn::Add(hn::Div(m_hat, hn::Add(hn::Sqrt(v_hat), hn::Set(d, k.eps))),
                               hn::Mul(hn::Set(d, k.weight_decay), p));
-  hn::StoreU(hn::Sub(p, hn::Mul(hn::Set(d, k.lr), update)), d, params + i);
+  const auto p_new = hn::Sub(p, hn::Mul(hn::Set(d, k.lr), update));
+  hn::StoreU(p_new, d, params + i);
+  return p_new;
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -9,8 +9,9 @@
 // ±Inf, as IEEE rounding does), keeps ±Inf, ±0 and subnormals (bf16 has float32's exponent range,
 // so a subnormal float rounds to a subnormal or zero bf16, never flushed). NaN would carry into the
 // sign or turn into Inf, so a NaN keeps its sign and top payload bits and gets the quiet bit
-// (0x0040) set: always a NaN. Integer operations only, so every target, SCALAR included, gives the
-// reference's bits. (The AVX512_BF16 instruction VCVTNEPS2BF16 would flush subnormals to zero.)
+// (0x0040) set: always a NaN. Integer operations (and, in pairs of vectors, an unordered compare
+// to find the NaNs, which rounds nothing), so every target, SCALAR included, gives the reference's
+// bits. (The AVX512_BF16 instruction VCVTNEPS2BF16 would flush subnormals to zero.)
 
 #include <cstddef>
 #include <cstdint>
@@ -24,8 +25,8 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
-#include "simd/bf16-inl.h"   // StoreBf16
-#include "simd/loops-inl.h"  // ParallelForEachVector
+#include "simd/bf16-inl.h"   // ConvertRowToBf16
+#include "simd/loops-inl.h"  // kParallelMinFloats
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -34,7 +35,15 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 void ConvertF32ToBf16(uint16_t* HWY_RESTRICT dst, const float* HWY_RESTRICT src, size_t n) {
-  ParallelForEachVector(n, [&](auto d, size_t i) { StoreBf16(d, hn::LoadU(d, src + i), dst + i); });
+  // Blocks of ParallelForEachVector's size shared among the threads, each converted in pairs of
+  // vectors (ConvertRowToBf16): elementwise, so any split gives the same bits.
+  constexpr size_t kBlock = 4096;
+  const size_t num_blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelMinFloats)
+  for (size_t blk = 0; blk < num_blocks; ++blk) {
+    const size_t begin = blk * kBlock, len = n - begin < kBlock ? n - begin : kBlock;
+    ConvertRowToBf16(dst + begin, src + begin, len);
+  }
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -28,8 +28,8 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "simd/bf16-inl.h"   // StoreBf16, ConvertRowToBf16 (optional bf16 copies)
-#include "simd/loops-inl.h"  // ParallelForEachVector
+#include "simd/bf16-inl.h"   // StoreBf16, StoreBf16x2 (optional bf16 copies)
+#include "simd/loops-inl.h"  // ParallelForEachVector, ParallelForEachVectorPair
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -59,31 +59,69 @@ HWY_INLINE GeluTerms<V> ComputeGeluTerms(D d, V x) {
   return {hn::IfThenElse(hn::Ge(u, hn::Zero(d)), r, er), hn::Mul(er, r)};
 }
 
+template <class D>
+HWY_INLINE hn::Vec<D> GeluValue(D d, const float* HWY_RESTRICT inp, size_t i) {
+  const auto x = hn::LoadU(d, inp + i);
+  return hn::Mul(x, ComputeGeluTerms(d, x).sigma);
+}
+
 void GeluForward(float* out, const float* inp, size_t n, uint16_t* out16) {
   // Elements are independent: any split among threads gives the same bits. out may alias inp:
   // each element is read before it is written.
-  ParallelForEachVector(n, [&](auto d, size_t i) {
-    const auto x = hn::LoadU(d, inp + i);
-    const auto y = hn::Mul(x, ComputeGeluTerms(d, x).sigma);
-    hn::StoreU(y, d, out + i);
+  const auto one = [&](auto d, size_t i) {
+    const auto y = GeluValue(d, inp, i);
+    if (out != nullptr) hn::StoreU(y, d, out + i);
     if (out16 != nullptr) StoreBf16(d, y, out16 + i);
-  });
+  };
+  if (out16 == nullptr) return ParallelForEachVector(n, one);
+  // With the bf16 copy: two vectors at a time, whose copies are rounded and stored together.
+  ParallelForEachVectorPair(
+      n,
+      [&](auto d, size_t i) {
+        const size_t L = hn::Lanes(d);
+        const auto y0 = GeluValue(d, inp, i), y1 = GeluValue(d, inp, i + L);
+        if (out != nullptr) {
+          hn::StoreU(y0, d, out + i);
+          hn::StoreU(y1, d, out + i + L);
+        }
+        StoreBf16x2(d, y0, y1, out16 + i);
+      },
+      one);
+}
+
+template <class D>
+HWY_INLINE hn::Vec<D> GeluGradient(D d, const float* HWY_RESTRICT inp, const float* dout,
+                                   size_t i) {
+  const auto x = hn::LoadU(d, inp + i);
+  const auto terms = ComputeGeluTerms(d, x);
+  // slope = k · (1 + ((3c)·x)·x);  gelu' = σ + ((2x) · e_r2) · slope
+  const auto slope = hn::Mul(hn::Set(d, kSqrt2OverPi),
+                             hn::Add(hn::Set(d, 1.0f),
+                                     hn::Mul(hn::Mul(hn::Set(d, kCubic3), x), x)));
+  const auto grad = hn::Add(terms.sigma, hn::Mul(hn::Mul(hn::Add(x, x), terms.e_r2), slope));
+  return hn::Mul(hn::LoadU(d, dout + i), grad);
 }
 
 void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n, uint16_t* dinp16) {
   // dinp may alias dout: each element is read before it is written.
-  ParallelForEachVector(n, [&](auto d, size_t i) {
-    const auto x = hn::LoadU(d, inp + i);
-    const auto terms = ComputeGeluTerms(d, x);
-    // slope = k · (1 + ((3c)·x)·x);  gelu' = σ + ((2x) · e_r2) · slope
-    const auto slope = hn::Mul(hn::Set(d, kSqrt2OverPi),
-                               hn::Add(hn::Set(d, 1.0f),
-                                       hn::Mul(hn::Mul(hn::Set(d, kCubic3), x), x)));
-    const auto grad = hn::Add(terms.sigma, hn::Mul(hn::Mul(hn::Add(x, x), terms.e_r2), slope));
-    const auto dx = hn::Mul(hn::LoadU(d, dout + i), grad);
+  const auto one = [&](auto d, size_t i) {
+    const auto dx = GeluGradient(d, inp, dout, i);
     hn::StoreU(dx, d, dinp + i);
     if (dinp16 != nullptr) StoreBf16(d, dx, dinp16 + i);
-  });
+  };
+  if (dinp16 == nullptr) return ParallelForEachVector(n, one);
+  // With the bf16 copy: two vectors at a time, as the forward. Both are computed before either is
+  // stored, so an aliased dout is still read before it is written.
+  ParallelForEachVectorPair(
+      n,
+      [&](auto d, size_t i) {
+        const size_t L = hn::Lanes(d);
+        const auto dx0 = GeluGradient(d, inp, dout, i), dx1 = GeluGradient(d, inp, dout, i + L);
+        hn::StoreU(dx0, d, dinp + i);
+        hn::StoreU(dx1, d, dinp + i + L);
+        StoreBf16x2(d, dx0, dx1, dinp16 + i);
+      },
+      one);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -32,7 +32,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
-#include "simd/bf16-inl.h"   // StoreBf16, ConvertRowToBf16 (optional bf16 copies)
+#include "simd/bf16-inl.h"   // StoreBf16, StoreBf16x2, ConvertRowToBf16 (optional bf16 copies)
 #include "simd/loops-inl.h"  // ForEachVector, SumOver, kParallelMinFloats
 // clang-format on
 
@@ -50,7 +50,7 @@ void LayerNormForward(float* HWY_RESTRICT out, float* HWY_RESTRICT mean, float* 
 #pragma omp parallel for schedule(static) if (N * C >= kParallelMinFloats)
   for (size_t n = 0; n < N; ++n) {
     const float* x = inp + n * C;
-    float* y = out + n * C;
+    float* y = out != nullptr ? out + n * C : nullptr;
     const float m = SumOver(C, [&](auto d, size_t c) { return hn::LoadU(d, x + c); }) / c_float;
     const float var = SumOver(C, [&](auto d, size_t c) {
                         const auto xm = hn::Sub(hn::LoadU(d, x + c), hn::Set(d, m));
@@ -58,11 +58,24 @@ void LayerNormForward(float* HWY_RESTRICT out, float* HWY_RESTRICT mean, float* 
                       }) /
                       c_float;
     const float s = 1.0f / std::sqrt(var + eps);
-    ForEachVector(C, [&](auto d, size_t c) {
+    const auto normalized = [&](auto d, size_t c) {
       const auto xhat = hn::Mul(hn::Sub(hn::LoadU(d, x + c), hn::Set(d, m)), hn::Set(d, s));
-      hn::StoreU(hn::Add(hn::Mul(xhat, hn::LoadU(d, g + c)), hn::LoadU(d, b + c)), d, y + c);
-    });
-    if (out16 != nullptr) ConvertRowToBf16(out16 + n * C, y, C);  // while in cache
+      return hn::Add(hn::Mul(xhat, hn::LoadU(d, g + c)), hn::LoadU(d, b + c));
+    };
+    if (out != nullptr) {
+      ForEachVector(C, [&](auto d, size_t c) { hn::StoreU(normalized(d, c), d, y + c); });
+      if (out16 != nullptr) ConvertRowToBf16(out16 + n * C, y, C);  // while in cache
+    } else {  // the bf16 copy only, two vectors at a time
+      uint16_t* y16 = out16 + n * C;
+      const hn::ScalableTag<float> d;
+      const size_t L = hn::Lanes(d);
+      size_t c = 0;
+      for (; c + 2 * L <= C; c += 2 * L)
+        StoreBf16x2(d, normalized(d, c), normalized(d, c + L), y16 + c);
+      ForEachVector(C - c, [&](auto dv, size_t i) {
+        StoreBf16(dv, normalized(dv, c + i), y16 + c + i);
+      });
+    }
     mean[n] = m;
     rstd[n] = s;
   }

@@ -53,6 +53,26 @@ HWY_INLINE void ParallelForEachVector(size_t n, const Op& op) {
   }
 }
 
+// ParallelForEachVector's blocks and threads, each block walked as op2(d, i) on the pairs of full
+// vectors [i, i + 2L), then op(d, i) on a last full vector and op(d1, i) on the one-lane tail: for
+// elementwise kernels whose stores are cheaper two vectors at a time (StoreBf16x2,
+// simd/bf16-inl.h). Any split gives the same bits.
+template <class Op2, class Op>
+HWY_INLINE void ParallelForEachVectorPair(size_t n, const Op2& op2, const Op& op) {
+  constexpr size_t kBlock = 4096;
+  const size_t num_blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelMinFloats)
+  for (size_t blk = 0; blk < num_blocks; ++blk) {
+    const size_t begin = blk * kBlock, len = n - begin < kBlock ? n - begin : kBlock;
+    const hn::ScalableTag<float> d;
+    const size_t L = hn::Lanes(d);
+    size_t i = 0;
+    for (; i + 2 * L <= len; i += 2 * L) op2(d, begin + i);
+    const size_t rest = begin + i;
+    ForEachVector(len - i, [&](auto d1, size_t j) { op(d1, rest + j); });
+  }
+}
+
 // Σ_{i < n} of the lanes of f(d, i) (f returns a vector of d): each lane sums its elements in
 // increasing i, then the lanes are added (SumOfLanes), then the tail elements in increasing i.
 // Not the reference's strictly left-to-right order: callers state their error bounds.

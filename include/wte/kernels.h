@@ -213,6 +213,8 @@ void cross_entropy_tile_grad(float* tile, size_t R, size_t W, size_t ld, size_t 
 // clipping, so clipping needs no pass that rescales the gradients in memory; with the default 1 the
 // bits are those of no scaling (x * 1.0f is exact). grads is not modified.
 // Bit-identical to ref::adamw_update<float> on every target (same operations in the same order).
+// params16 (n), if not null: also receives the new params' bf16 bits (convert_f32_to_bf16's), so
+// the bf16 GEMMs' copy of the weights needs no pass of its own.
 struct AdamWParams {
   float lr;
   float beta1;
@@ -222,7 +224,7 @@ struct AdamWParams {
   int64_t step;  // 1-based
 };
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
-                  const AdamWParams& hp, float grad_scale = 1.0f);
+                  const AdamWParams& hp, float grad_scale = 1.0f, uint16_t* params16 = nullptr);
 
 // Σ_i x[i]² over x (n), in double (each square exact): the squared L2 norm gradient clipping needs.
 // The summation order is fixed (ref::sum_of_squares states it: blocks of 65536 floats, 16 partial
@@ -252,7 +254,8 @@ void sum_of_squares_partials(const float* x, size_t n, double* partials);
 // out (N,C) written; mean, rstd (N) written (saved for backward); inp (N,C); g, b (C).
 // out may not alias inp. Parallel over rows.
 // out16 (N,C), optional (bf16 GEMMs): also receives out rounded to bf16 (the bits
-// convert_f32_to_bf16 would give), row by row while each row is in cache. Likewise for the
+// convert_f32_to_bf16 would give), row by row while each row is in cache. With out16, out may be
+// null: only the bf16 copy is written (what the bf16 GEMMs read). Likewise for the
 // optional bf16 outputs of gelu_forward, gelu_backward and the attention softmax below.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* g,
                        const float* b, size_t N, size_t C, float eps, uint16_t* out16 = nullptr);
@@ -270,7 +273,8 @@ void layernorm_backward(float* dinp, float* dg, float* db, const float* dout, co
                         uint16_t* dinp16 = nullptr);
 
 // GELU, GPT-2's tanh form: gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))).
-// out, inp (n); out may alias inp. Parallel over elements.
+// out, inp (n); out may alias inp. Parallel over elements. out may be null when out16 is not:
+// only the bf16 copy is written (the bf16 GEMMs read nothing else).
 void gelu_forward(float* out, const float* inp, size_t n, uint16_t* out16 = nullptr);
 
 // GELU backward: dinp = dout * gelu'(inp) (written, not accumulated; may alias dout).

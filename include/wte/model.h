@@ -222,6 +222,8 @@ class Model {
   const float* final_hidden() const;
 
   /// The parameter tensor named `name` (e.g. "h0/attn/c_attn/w", see tensors()), or nullptr.
+  /// Like every non-const access to the parameters (param_data(), params()), marks their bf16 copy
+  /// stale (see params_bf16()).
   float* param(const std::string& name);
   const float* param(const std::string& name) const;
 
@@ -250,12 +252,33 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
   size_t num_parameters() const { return num_parameters_; }
-  float* param_data() { return params_memory_.get(); }
+  /// The parameter arena. The non-const accessors (param_data(), params(), param(name)) mark the
+  /// parameters' bf16 copy stale: whoever asks for writable parameters is assumed to write them,
+  /// so write through a pointer from a non-const access made after the last optimizer step.
+  float* param_data() {
+    params16_current_ = false;
+    return params_memory_.get();
+  }
   const float* param_data() const { return params_memory_.get(); }
   float* grad_data() { return grads_memory_.get(); }
   const float* grad_data() const { return grads_memory_.get(); }
-  ParameterTensors& params() { return params_; }
+  ParameterTensors& params() {
+    params16_current_ = false;
+    return params_;
+  }
   const ParameterTensors& params() const { return params_; }
+
+  /// Under bf16 GEMMs: the parameters' bf16 copy that the GEMMs read (same offsets as
+  /// param_data(), convert_f32_to_bf16's bits), else nullptr. A forward converts the whole arena
+  /// into it unless it is current: it is current after that conversion, or after
+  /// mark_params_bf16_current(), until the next non-const access to the parameters. AdamW writes
+  /// it as it updates the weights, so a training step makes no separate pass.
+  uint16_t* params_bf16();
+  /// True while params_bf16() holds the bits of the current parameters.
+  bool params_bf16_current() const { return params16_current_; }
+  /// Says that params_bf16() now holds convert_f32_to_bf16 of every parameter (the caller wrote
+  /// it, after its last write to the parameters): the next forward skips the conversion.
+  void mark_params_bf16_current() { params16_current_ = params_bf16() != nullptr; }
   ParameterTensors& grads() { return grads_; }
   const ParameterTensors& grads() const { return grads_; }
 
@@ -285,6 +308,7 @@ class Model {
   std::unique_ptr<Impl> impl_;
   PartTimer* timer_ = nullptr;
   MatmulPrecision gemm_precision_ = MatmulPrecision::f32;
+  bool params16_current_ = false;  // params_bf16() matches the parameters (see there)
 };
 
 /// Allocates n floats, 64-byte aligned, zeroed. Buffers of 4 MiB or more are 2 MiB aligned, rounded

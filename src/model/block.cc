@@ -6,6 +6,14 @@
 
 namespace wte {
 
+namespace {
+
+// Where a kernel writes the float32 values of an activation that only GEMMs read (ln1, ln2,
+// fch_gelu): nowhere when it has a bf16 copy, which is all the bf16 GEMMs read.
+float* f32_unless_bf16(const Activation& a) { return a.bf16 != nullptr ? nullptr : a.f32; }
+
+}  // namespace
+
 // bf16 GEMMs (w16 != nullptr): every GEMM reads bf16 copies, which the layers that write a's
 // tensors write too; float32 GEMMs: a's bf16 copies are nullptr.
 void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& s, const float* x,
@@ -15,7 +23,10 @@ void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& 
   const BlockWeights16 w16s = w16 != nullptr ? *w16 : BlockWeights16{};
   // ln1 = ln_1(x)
   gemm.part("ln_fwd");
-  layernorm_forward(a.ln1.f32, a.ln1_mean, a.ln1_rstd, x, w.ln_1_g, w.ln_1_b, N, C, eps, a.ln1.bf16);
+  // (under bf16 GEMMs only the bf16 copies of ln1, ln2 and fch_gelu are written: the GEMMs of
+  // both passes read nothing else, and the backward of ln_1, ln_2 and GELU reads their inputs)
+  layernorm_forward(f32_unless_bf16(a.ln1), a.ln1_mean, a.ln1_rstd, x, w.ln_1_g, w.ln_1_b, N, C,
+                    eps, a.ln1.bf16);
   // qkv = ln1 · attn/c_attn/w + attn/c_attn/b
   gemm.part("qkv_gemm_fwd");
   // (the tiled attention reads the float32 qkv and rounds it itself: no bf16 copy of qkv)
@@ -40,13 +51,13 @@ void block_forward(float* x_out, const BlockActivations& a, const BlockScratch& 
   residual_forward(a.xmid, x, s.proj, N * C);
   // ln2 = ln_2(x_mid)
   gemm.part("ln_fwd");
-  layernorm_forward(a.ln2.f32, a.ln2_mean, a.ln2_rstd, a.xmid, w.ln_2_g, w.ln_2_b, N, C, eps,
-                    a.ln2.bf16);
+  layernorm_forward(f32_unless_bf16(a.ln2), a.ln2_mean, a.ln2_rstd, a.xmid, w.ln_2_g, w.ln_2_b,
+                    N, C, eps, a.ln2.bf16);
   // fch_gelu = gelu(ln2 · mlp/c_fc/w + mlp/c_fc/b)
   gemm.part("fc_gemm_fwd");
   matmul_forward(a.fch, a.ln2, {w.c_fc_w, w16s.c_fc_w}, w.c_fc_b, N, C, 4 * C, gemm);
   gemm.part("gelu_fwd");
-  gelu_forward(a.fch_gelu.f32, a.fch, N * 4 * C, a.fch_gelu.bf16);
+  gelu_forward(f32_unless_bf16(a.fch_gelu), a.fch, N * 4 * C, a.fch_gelu.bf16);
   // x_out = x_mid + fch_gelu · mlp/c_proj/w + mlp/c_proj/b
   gemm.part("fc_proj_gemm_fwd");
   matmul_forward(s.proj, a.fch_gelu, {w.mlp_c_proj_w, w16s.mlp_c_proj_w}, w.mlp_c_proj_b, N,

@@ -76,7 +76,8 @@ struct Model::Impl : ActivationViews {
   std::vector<int32_t> wte_acc_ids;  // (count) increasing
 
   // bf16 GEMMs only: bf16 copies of the GEMM inputs. The parameter mirror (same offsets as the
-  // parameter arena) is refreshed at every forward; the activation copies live in arena16.
+  // parameter arena) is refreshed by a forward when it is stale (Model::params_bf16); the
+  // activation copies live in arena16.
   bool bf16 = false;
   Bf16Buffer params16;
   std::vector<BlockWeights16> w16;   // (n_layer) views into params16
@@ -257,7 +258,10 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
 
 Model::~Model() = default;
 
+uint16_t* Model::params_bf16() { return impl_->bf16 ? impl_->params16.get() : nullptr; }
+
 void Model::init_weights(uint64_t seed) {
+  params16_current_ = false;  // written below through params_
   Rng rng(seed);
   const size_t C = config_.d_model;
   auto normal = [&](float* x, size_t n, double std) {
@@ -321,12 +325,15 @@ void Model::zero_grad() {
 }
 
 float* Model::param(const std::string& name) {
+  params16_current_ = false;
   for (const TensorSpec& t : tensors_)
     if (t.name == name) return params_memory_.get() + t.offset;
   return nullptr;
 }
 const float* Model::param(const std::string& name) const {
-  return const_cast<Model*>(this)->param(name);
+  for (const TensorSpec& t : tensors_)
+    if (t.name == name) return params_memory_.get() + t.offset;
+  return nullptr;
 }
 
 void Model::check_batch(const int32_t* inputs, const int32_t* targets, size_t B, size_t T) const {
@@ -395,10 +402,12 @@ const float* Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
   m.T = T;
   // Step parts (set_part_timer): each section opens its own (Gemm::part).
   m.gemm.set_timer(timer_);
-  // bf16 GEMMs: the weights' bf16 copies, once per forward (the whole arena: one pass)
-  if (m.bf16) {
+  // bf16 GEMMs: the weights' bf16 copies (the whole arena: one pass), unless they are current
+  // (AdamW wrote them with the weights, or an earlier forward converted the same weights)
+  if (m.bf16 && !params16_current_) {
     m.gemm.part("bf16_convert");
     convert_f32_to_bf16(m.params16.get(), params_memory_.get(), num_parameters_);
+    params16_current_ = true;
   }
 
   // residual(0) = hidden_states[0] = wte[x] + wpe[t]

@@ -29,20 +29,35 @@ void AdamW::update_part(Model& model, float lr, const OptimConfig& hp, size_t be
                 std::to_string(end) + ") are not a range of the " + std::to_string(n_) +
                 "-float parameter arena");
   ++step_;
+  // Under bf16 GEMMs, a whole-arena update also writes the weights' bf16 copy (the same bits as
+  // the forward's conversion), so the next forward skips that pass. A part of the arena (the
+  // data-parallel update, whose other parts arrive by all-gather) leaves the copy stale.
+  uint16_t* params16 = begin == 0 && end == n_ ? model.params_bf16() : nullptr;
+  const bool was_current = model.params_bf16_current();
+  float* params = model.param_data();  // marks the copy stale until the end
+  bool current = params16 != nullptr;
   for (const TensorSpec& t : model.tensors()) {
     const AdamWParams p{lr, hp.beta1, hp.beta2, hp.eps, t.weight_decay ? hp.weight_decay : 0.0f,
                         step_};
     if (t.sparse_grad) {  // untied wte: lazy AdamW on the rows the step touched
-      adamw_update_rows(model.param_data() + t.offset, m_.get() + t.offset, v_.get() + t.offset,
-                        g.rows, g.ids, g.count, g.C, p, grad_scale);
+      adamw_update_rows(params + t.offset, m_.get() + t.offset, v_.get() + t.offset, g.rows, g.ids,
+                        g.count, g.C, p, grad_scale);
+      // The other rows did not change: their copies are current if the whole copy was.
+      if (!was_current) current = false;
+      if (current)
+        for (size_t k = 0; k < g.count; ++k) {
+          const size_t row = t.offset + static_cast<size_t>(g.ids[k]) * g.C;
+          convert_f32_to_bf16(params16 + row, params + row, g.C);
+        }
       continue;
     }
     // The tensor's elements inside [begin, end) (all of them for update()).
     const size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.size);
     if (lo >= hi) continue;
-    adamw_update(model.param_data() + lo, model.grad_data() + lo, m_.get() + lo, v_.get() + lo,
-                 hi - lo, p, grad_scale);
+    adamw_update(params + lo, model.grad_data() + lo, m_.get() + lo, v_.get() + lo, hi - lo, p,
+                 grad_scale, params16 != nullptr ? params16 + lo : nullptr);
   }
+  if (current) model.mark_params_bf16_current();
 }
 
 

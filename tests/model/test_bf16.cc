@@ -175,7 +175,8 @@ TEST_P(Bf16KernelTest, SoftmaxCrossEntropyBf16CopyIsTheConversionOfItsDlogits) {
 
 // The other kernels' optional bf16 copies (LayerNorm forward, GELU forward and backward, causal
 // softmax forward and backward): each the conversion of the kernel's float32 output, which the copy
-// leaves unchanged, at widths around the lane counts.
+// leaves unchanged, at widths around the lane counts; LayerNorm and GELU forward also with the
+// copy alone.
 TEST_P(Bf16KernelTest, BlockKernelsBf16CopiesAreTheConversionOfTheirOutputs) {
   std::mt19937 rng(13);
   auto check = [&](const char* what, size_t w, const std::vector<float>& plain,
@@ -187,7 +188,8 @@ TEST_P(Bf16KernelTest, BlockKernelsBf16CopiesAreTheConversionOfTheirOutputs) {
           << target() << " " << what << " w=" << w << " i=" << i;
     EXPECT_TRUE(d16.guards_intact()) << target() << " " << what << " w=" << w;
   };
-  for (size_t w : {1, 3, 15, 16, 17, 33, 65}) {
+  // w 11003: GELU's n = 33009 spans several threads' blocks (ParallelForEachVectorPair)
+  for (size_t w : {1, 3, 15, 16, 17, 31, 32, 33, 65, 11003}) {
     const size_t N = 3, n = N * w;
     std::vector<float> x(n), g(w), b(w), dy(n);
     test::fill_general(x.data(), n, rng, 2.0f);
@@ -201,6 +203,12 @@ TEST_P(Bf16KernelTest, BlockKernelsBf16CopiesAreTheConversionOfTheirOutputs) {
       layernorm_forward(y2.data(), m.data(), r.data(), x.data(), g.data(), b.data(), N, w, 1e-5f,
                         d16.data());
       check("layernorm_forward", w, y, y2, d16);
+      {  // the bf16 copy alone (no float32 output): the same bits
+        Guarded16 only16(n);
+        layernorm_forward(nullptr, m.data(), r.data(), x.data(), g.data(), b.data(), N, w, 1e-5f,
+                          only16.data());
+        check("layernorm_forward bf16 only", w, y, y2, only16);
+      }
       // backward: dinp accumulates (+=) onto the same starting values; dinp16 is the copy of the
       // updated dinp
       std::vector<float> dx(n), dx2(n), dg(w, 0.0f), db(w, 0.0f), dg2(w, 0.0f), db2(w, 0.0f);
@@ -219,6 +227,11 @@ TEST_P(Bf16KernelTest, BlockKernelsBf16CopiesAreTheConversionOfTheirOutputs) {
       gelu_forward(y.data(), x.data(), n);
       gelu_forward(y2.data(), x.data(), n, f16.data());
       check("gelu_forward", w, y, y2, f16);
+      {  // the bf16 copy alone (no float32 output): the same bits
+        Guarded16 only16(n);
+        gelu_forward(nullptr, x.data(), n, only16.data());
+        check("gelu_forward bf16 only", w, y, y2, only16);
+      }
       gelu_backward(y.data(), x.data(), dy.data(), n);
       gelu_backward(y2.data(), x.data(), dy.data(), n, b16.data());
       check("gelu_backward", w, y, y2, b16);
@@ -383,6 +396,55 @@ TEST(Bf16Model, TwoRunsAreBitIdentical) {
   ASSERT_EQ(p1.size(), p2.size());
   EXPECT_EQ(0, std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float)));
   omp_set_num_threads(threads_before);
+}
+
+// AdamW writes the weights' bf16 copy as it updates them (tied and untied wte: the untied one's
+// touched rows), so the next forward skips its conversion: after every update the copy is current
+// and holds the conversion of every parameter, and training so gives the same bits as training
+// that marks the copy stale before every forward (each forward then converts the whole arena).
+TEST(Bf16Model, AdamWKeepsTheWeightsBf16CopyCurrentWithTheSameBits) {
+  SKIP_WITHOUT_NATIVE_BF16();
+  for (bool tied : {true, false}) {
+    auto train = [&](bool stale_each_step, std::vector<float>* params) {
+      ModelConfig c = block_config(MatmulPrecision::bf16);
+      c.tie_embeddings = tied;
+      Model m(c);
+      m.init_weights(5);
+      EXPECT_FALSE(m.params_bf16_current()) << "tied=" << tied;
+      AdamW opt(m);
+      OptimConfig hp;
+      std::vector<uint32_t> losses;
+      std::vector<int32_t> in, tg;
+      for (size_t s = 0; s < 3; ++s) {
+        batch(&in, &tg, 70 + s, 300);
+        if (stale_each_step) m.param_data();  // a writable access: the copy is stale
+        m.zero_grad();
+        losses.push_back(std::bit_cast<uint32_t>(m.forward(in.data(), tg.data(), kB, kT)));
+        EXPECT_TRUE(m.params_bf16_current()) << "tied=" << tied << ": the forward converted";
+        m.backward();
+        opt.update(m, 1e-3f, hp, m.wte_grad_rows(), 0.5f);
+        EXPECT_TRUE(m.params_bf16_current()) << "tied=" << tied << " step " << s;
+        const Model& cm = m;
+        std::vector<uint16_t> want(m.num_parameters());
+        ref::convert_f32_to_bf16(want.data(), cm.param_data(), m.num_parameters());
+        EXPECT_EQ(0, std::memcmp(want.data(), m.params_bf16(), want.size() * sizeof(uint16_t)))
+            << "tied=" << tied << " step " << s;
+      }
+      params->assign(m.param_data(), m.param_data() + m.num_parameters());
+      EXPECT_FALSE(m.params_bf16_current()) << "tied=" << tied << ": param_data() marks it stale";
+      // An update of part of the arena (data-parallel) leaves the copy stale.
+      m.forward(in.data(), tg.data(), kB, kT);
+      m.backward();
+      opt.update_part(m, 1e-3f, hp, 0, m.num_parameters() / 2, m.wte_grad_rows());
+      EXPECT_FALSE(m.params_bf16_current()) << "tied=" << tied;
+      return losses;
+    };
+    std::vector<float> p1, p2;
+    const std::vector<uint32_t> l1 = train(false, &p1), l2 = train(true, &p2);
+    EXPECT_EQ(l1, l2) << "tied=" << tied;
+    ASSERT_EQ(p1.size(), p2.size());
+    EXPECT_EQ(0, std::memcmp(p1.data(), p2.data(), p1.size() * sizeof(float))) << "tied=" << tied;
+  }
 }
 
 // The f32 default is the float32 model of before: no bf16 primitive, no bf16 memory.

@@ -126,6 +126,67 @@ TEST_P(AdamWKernelTest, GradScaleEqualsScalingTheGradientsFirst) {
   }
 }
 
+// The optional bf16 copy of the new params (the bf16 GEMMs' weights): exactly ref::f32_to_bf16
+// of the reference's params, with params, m and v still bit-identical to the reference, at sizes
+// around one and two vectors of every target (the copy is written two vectors at a time), across
+// OpenMP chunks, with NaN, ±Inf, subnormal and bf16-tie params among them, and nothing written
+// outside the copy; the copy 64-byte aligned (streamed) and at an odd address (stored).
+TEST_P(AdamWKernelTest, Bf16CopyIsTheConversionOfTheNewParams) {
+  std::mt19937 rng(28);
+  std::vector<size_t> sizes = kSizes;
+  sizes.push_back(10007);
+  const std::vector<float> specials = {
+      std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+      -std::numeric_limits<float>::infinity(), std::bit_cast<float>(0x00018000u),
+      std::bit_cast<float>(0x3F808000u), std::bit_cast<float>(0x3F818000u), 0.0f, -0.0f};
+  constexpr size_t kPad = 40;
+  constexpr uint16_t kGuard = 0xBEEF;
+  for (size_t c = 0; c < 2 * sizes.size(); ++c) {
+    const size_t n = sizes[c / 2];
+    const bool aligned = c % 2 == 0;
+    GuardedBuffer params(n), grads(n), m(n), v(n);
+    fill_general(params.data(), n, rng);
+    for (size_t i = 0; i < n; i += 5) params[i] = specials[(i / 5) % specials.size()];
+    params[n - 1] = specials[n % specials.size()];
+    fill_general(m.data(), n, rng, 0.01f);
+    for (size_t i = 0; i < n; ++i) v[i] = 1e-4f * (1.0f + static_cast<float>(i % 5));
+    std::vector<float> want_params = params.to_vector(), want_m = m.to_vector(),
+                       want_v = v.to_vector();
+    // storage[begin, begin + n): 64-byte aligned, or one element past that (not 4-byte aligned)
+    std::vector<uint16_t> storage(n + 2 * kPad + 34, kGuard);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(storage.data() + kPad);
+    const size_t begin = kPad + ((64 - base % 64) % 64) / sizeof(uint16_t) + (aligned ? 0 : 1);
+    uint16_t* params16 = storage.data() + begin;
+    for (int64_t step = 1; step <= 3; ++step) {
+      fill_general(grads.data(), n, rng, 0.1f);
+      const AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step};
+      const float scale = step == 2 ? 0.5f : 1.0f;
+      omp_set_num_threads(step % 2 == 0 ? 2 : 1);
+      adamw_update(params.data(), grads.data(), m.data(), v.data(), n, hp, scale, params16);
+      ref::adamw_update<float>(want_params.data(), grads.data(), want_m.data(), want_v.data(), n,
+                               hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, step, scale);
+      EXPECT_TRUE(BitIdentical(params.data(), want_params.data(), n))
+          << target() << " n=" << n << " step " << step << " param";
+      EXPECT_TRUE(BitIdentical(m.data(), want_m.data(), n)) << target() << " n=" << n << " m";
+      EXPECT_TRUE(BitIdentical(v.data(), want_v.data(), n)) << target() << " n=" << n << " v";
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(params16[i], ref::f32_to_bf16(want_params[i]))
+            << target() << " n=" << n << " aligned=" << aligned << " step " << step << " i=" << i
+            << std::hex
+            << " param bits 0x" << std::bit_cast<uint32_t>(want_params[i]);
+    }
+    for (size_t i = 0; i < storage.size(); ++i) {
+      if (i >= begin && i < begin + n) continue;
+      ASSERT_EQ(storage[i], kGuard) << target() << " n=" << n << " aligned=" << aligned
+                                    << ": wrote outside the copy at "
+                                    << static_cast<ptrdiff_t>(i) - static_cast<ptrdiff_t>(begin);
+    }
+    EXPECT_TRUE(params.guards_intact() && grads.guards_intact() && m.guards_intact() &&
+                v.guards_intact())
+        << target() << " n=" << n;
+  }
+}
+
 WTE_INSTANTIATE_ON_EVERY_TARGET(AdamWKernelTest);
 
 }  // namespace
