@@ -25,8 +25,8 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
-#include "simd/bf16-inl.h"   // ConvertRowToBf16
-#include "simd/loops-inl.h"  // kParallelMinFloats
+#include "simd/bf16-inl.h"   // StoreBf16, StoreBf16x2
+#include "simd/loops-inl.h"  // ParallelForEachVectorPair
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -35,15 +35,14 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 void ConvertF32ToBf16(uint16_t* HWY_RESTRICT dst, const float* HWY_RESTRICT src, size_t n) {
-  // Blocks of ParallelForEachVector's size shared among the threads, each converted in pairs of
-  // vectors (ConvertRowToBf16): elementwise, so any split gives the same bits.
-  constexpr size_t kBlock = 4096;
-  const size_t num_blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n >= kParallelMinFloats)
-  for (size_t blk = 0; blk < num_blocks; ++blk) {
-    const size_t begin = blk * kBlock, len = n - begin < kBlock ? n - begin : kBlock;
-    ConvertRowToBf16(dst + begin, src + begin, len);
-  }
+  // Pairs of vectors, whose copies are rounded and stored together (StoreBf16x2); elementwise, so
+  // any split among the threads gives the same bits.
+  ParallelForEachVectorPair(
+      n,
+      [&](auto d, size_t i) {
+        StoreBf16x2(d, hn::LoadU(d, src + i), hn::LoadU(d, src + i + hn::Lanes(d)), dst + i);
+      },
+      [&](auto d, size_t i) { StoreBf16(d, hn::LoadU(d, src + i), dst + i); });
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

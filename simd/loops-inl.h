@@ -27,6 +27,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Elementwise work below this many floats runs on the calling thread: an OpenMP region costs a few
 // microseconds, more than the work. Elements are independent, so this never changes a result.
 inline constexpr size_t kParallelMinFloats = size_t{1} << 15;
+// The parallel loops below hand the threads blocks of this many floats.
+inline constexpr size_t kParallelBlockFloats = 4096;
 
 // Calls op(d, i) for i = 0, L, 2L, ... while i + L <= n with the full tag d (L lanes), then
 // op(d1, i) for each remaining i with a one-lane tag d1. op is a generic lambda.
@@ -40,11 +42,12 @@ HWY_INLINE void ForEachVector(size_t n, const Op& op) {
   for (; i < n; ++i) op(d1, i);
 }
 
-// ForEachVector over [0, n) split into blocks of 4096 floats, the blocks shared among OpenMP
-// threads (when n >= kParallelMinFloats). For elementwise work only: any split gives the same bits.
+// ForEachVector over [0, n) split into blocks of kParallelBlockFloats, the blocks shared among
+// OpenMP threads (when n >= kParallelMinFloats). For elementwise work only: any split gives the
+// same bits.
 template <class Op>
 HWY_INLINE void ParallelForEachVector(size_t n, const Op& op) {
-  constexpr size_t kBlock = 4096;
+  constexpr size_t kBlock = kParallelBlockFloats;
   const size_t num_blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (n >= kParallelMinFloats)
   for (size_t blk = 0; blk < num_blocks; ++blk) {
@@ -59,7 +62,7 @@ HWY_INLINE void ParallelForEachVector(size_t n, const Op& op) {
 // simd/bf16-inl.h). Any split gives the same bits.
 template <class Op2, class Op>
 HWY_INLINE void ParallelForEachVectorPair(size_t n, const Op2& op2, const Op& op) {
-  constexpr size_t kBlock = 4096;
+  constexpr size_t kBlock = kParallelBlockFloats;
   const size_t num_blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (n >= kParallelMinFloats)
   for (size_t blk = 0; blk < num_blocks; ++blk) {
