@@ -17,9 +17,9 @@
 #include "wte/checkpoint.h"
 #include "wte/data.h"
 #include "wte/error.h"
+#include "wte/evaluate.h"
 #include "wte/model.h"
 #include "wte/tokenizer.h"
-#include "train/trainer.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;

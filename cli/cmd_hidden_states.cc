@@ -15,7 +15,7 @@
 
 #include "src/analysis/context_geometry.h"
 #include "src/analysis/hidden_states.h"
-#include "src/model/decoder.h"
+#include "wte/decoder.h"
 #include "cli/options.h"
 #include "cli/commands.h"
 #include "wte/checkpoint.h"

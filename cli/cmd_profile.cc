@@ -25,7 +25,7 @@
 #include "cli/options.h"
 #include "cli/config_path.h"
 #include "cli/commands.h"
-#include "train/run_directory.h"
+#include "train/memory.h"
 
 namespace po = boost::program_options;
 
@@ -237,7 +237,7 @@ ProfileOptions parse_profile_options(int argc, char** argv) {
 }
 
 // Memory, before any output or allocation: refused with the part and the setting to change, as
-// wte train's start-up check (train/run_directory.h).
+// wte train's start-up check (train/memory.h).
 void check_profile_memory(const ProfileOptions& o) {
   if (o.kernels) {
     const double V = static_cast<double>(o.settings.V), C = static_cast<double>(o.settings.C),

@@ -16,7 +16,7 @@
 #include "cli/options.h"
 #include "cli/commands.h"
 #include "train/omp_env.h"
-#include "train/run_directory.h"
+#include "train/memory.h"
 #include "wte/config.h"
 #include "wte/data.h"
 #include "wte/error.h"
@@ -117,7 +117,7 @@ LossOptions parse_loss_options(int argc, char** argv) {
   return o;
 }
 
-// Memory, before any output or allocation, as wte train's start-up check (train/run_directory.h).
+// Memory, before any output or allocation, as wte train's start-up check (train/memory.h).
 void check_loss_memory(const profile::LossProfileSettings& s,
                        const std::vector<profile::LossPath>& paths) {
   const double Vd = static_cast<double>(s.V), Cd = static_cast<double>(s.C),

@@ -1,6 +1,6 @@
 // `wte sample --checkpoint C [--prompt TEXT] [-n N --temperature T --top-k K --top-p P --stop S
 // --ignore-eos --slide D --seed S --samples M]`: generates text from a trained model, one token at
-// a time through the KV-cache decoder with a sliding context window (src/model/decoder.h,
+// a time through the KV-cache decoder with a sliding context window (include/wte/decoder.h,
 // SlidingDecoder), so the user sees what the model learned.
 #include <boost/program_options.hpp>
 #include <cctype>
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "src/model/decoder.h"
-#include "src/model/generate.h"
+#include "wte/decoder.h"
+#include "wte/generate.h"
 #include "cli/options.h"
 #include "cli/commands.h"
 #include "wte/checkpoint.h"
@@ -78,7 +78,7 @@ constexpr const char* kSampleUsage =
       "the kept tokens are re-run at their new positions).\n\n";
 
 // One sample: print the prompt, prefill its ids, print up to opt.max_new_tokens drawn tokens on
-// stdout as they are drawn (src/model/generate.h: stopping at <|endoftext|> or a stop string),
+// stdout as they are drawn (include/wte/generate.h: stopping at <|endoftext|> or a stop string),
 // then a line on stderr with why it ended and how fast.
 static void print_sample(SlidingDecoder& dec, const std::vector<int32_t>& ids,
                          const std::string& prompt, const GenerateOptions& opt, Rng& rng,

@@ -7,8 +7,6 @@
 #include <fcntl.h>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,11 +18,7 @@
 #include "cli/options.h"
 #include "cli/config_path.h"
 #include "cli/commands.h"
-#include "src/io/hdf5_util.h"
-#include "src/io/snapshot.h"
-#include "train/run_directory.h"
-#include "train/signals.h"
-#include "train/trainer.h"
+#include "wte/train.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -109,13 +103,8 @@ constexpr const char* kTrainUsage =
 
 // `wte train`'s command line, parsed and checked before any work (exit 2 for bad usage).
 struct TrainCommand {
-  bool help = false;               // --help was printed: nothing to do
-  std::string config_path;         // --config (--resume auto may set it to DIR/config.ini)
-  std::string user_config_path;    // --config as given
-  std::string resume, init_from;   // --resume PATH|auto, --init-from PATH
-  bool overwrite_given = false;    // --overwrite
-  std::vector<std::string> overrides;  // --section.key=value, in order
-  RunOptions opts;                 // out_dir, stop_at, quiet, overwrite, init_from, config
+  bool help = false;     // --help was printed: nothing to do
+  TrainRequest request;  // what wte::train runs
 };
 
 TrainCommand parse_train_options(int argc, char** argv) {
@@ -172,15 +161,13 @@ TrainCommand parse_train_options(int argc, char** argv) {
   }
   const po::variables_map& vm = cl.vm;
   TrainCommand t;
-  t.overwrite_given = vm.count("overwrite") > 0;
-  t.overrides = cl.overrides;
-  t.config_path = resolve_config_path(file_option(vm, "config"));
-  t.user_config_path = t.config_path;  // --resume auto may read DIR/config.ini
-  t.resume = vm.count("resume") ? vm["resume"].as<std::string>() : "";
-  t.init_from = vm.count("init-from") ? vm["init-from"].as<std::string>() : "";
-  const std::string& config_path = t.config_path;
-  const std::string& resume = t.resume;
-  const std::string& init_from = t.init_from;
+  TrainRequest& req = t.request;
+  req.overrides = cl.overrides;
+  req.config = resolve_config_path(file_option(vm, "config"));
+  req.resume = vm.count("resume") ? vm["resume"].as<std::string>() : "";
+  req.init_from = vm.count("init-from") ? vm["init-from"].as<std::string>() : "";
+  const std::string& resume = req.resume;
+  const std::string& init_from = req.init_from;
   if (!init_from.empty() && !resume.empty())
     throw UsageError("--init-from and --resume exclude each other: --resume continues a run "
                      "exactly, --init-from starts a new run from a checkpoint's weights");
@@ -189,9 +176,8 @@ TrainCommand parse_train_options(int argc, char** argv) {
   // A directory (a run's), /dev/null or a missing file, named with its option, before any work.
   if (!resume.empty() && resume != "auto") require_checkpoint_file("--resume", resume);
   if (!init_from.empty()) require_checkpoint_file("--init-from", init_from);
-  RunOptions& opts = t.opts;
-  opts.quiet = vm.count("quiet") > 0;
-  opts.overwrite = vm.count("overwrite") > 0;
+  req.quiet = vm.count("quiet") > 0;
+  req.overwrite = vm.count("overwrite") > 0;
   if (vm.count("stop-at")) {
     const std::string text = vm["stop-at"].as<std::string>();
     size_t n = 0;
@@ -203,133 +189,11 @@ TrainCommand parse_train_options(int argc, char** argv) {
       throw UsageError("--stop-at = '" + text + "' is not a whole number" + allowed);
     if (ec != std::errc() || n == 0)
       throw UsageError("--stop-at = '" + text + "' is out of range" + allowed);
-    opts.stop_at = n;
+    req.stop_at = n;
   }
-  if (vm.count("out")) {
-    opts.out_dir = vm["out"].as<std::string>();
-  } else if (!resume.empty() && resume != "auto") {
-    opts.out_dir = fs::path(resume).parent_path().string();  // continue in the checkpoint's run
-    if (opts.out_dir.empty()) opts.out_dir = ".";
-  } else if (resume == "auto" && config_path.empty()) {
-    throw UsageError("--resume auto needs the run directory: give --out DIR (or --config FILE, "
-                     "whose run directory is runs/<config name>)");
-  } else {
-    opts.out_dir = (fs::path("runs") / (config_path.empty()
-                                            ? (init_from.empty()
-                                                   ? std::string("default")
-                                                   : "from_" + fs::path(init_from).stem().string())
-                                            : fs::path(config_path).stem().string()))
-                       .string();
-  }
-  opts.init_from = init_from;
-  opts.config_file = config_path;
-  opts.overrides = t.overrides;
-  // --resume auto without --config continues the run in --out: a directory that must exist.
-  if (resume == "auto" && config_path.empty() && !fs::exists(opts.out_dir))
-    throw Error("--resume auto: the run directory '" + opts.out_dir + "' does not exist; give "
-                "the --out of an earlier run, or --config FILE to start a run there from step 0");
+  // Without --out: the checkpoint's run directory for --resume PATH, else runs/<config name>.
+  req.out_dir = vm.count("out") ? vm["out"].as<std::string>() : default_run_directory(req);
   return t;
-}
-
-// --resume auto: sets opts.resume to the valid, resumable checkpoint of the highest stored step
-// in opts.out_dir and returns that step; -1 when there is none (then the run starts again from
-// step 0 with opts.overwrite set, its config from DIR/config.ini when config_path is empty).
-// Throws wte::Error when checkpoints exist but none is valid, UsageError for a config.ini that
-// wte did not write.
-int64_t resolve_resume_auto(RunOptions& opts, std::string& config_path) {
-  int64_t auto_step = -1;
-    // The valid, resumable checkpoint of the highest stored step (choose_resume_checkpoint: file
-    // names are not trusted, each file is validated in a child process first, a locked one stops
-    // the search); broken ones are reported, never silently used or silently replaced by a fresh
-    // start.
-    const ResumeChoice choice = choose_resume_checkpoint(opts.out_dir);
-    opts.resume = choice.path;
-    auto_step = choice.step;
-    std::string skipped;
-    std::vector<std::pair<uint64_t, std::string>> broken;  // (file name's step, path)
-    for (const ResumeChoice::Skipped& s : choice.skipped) {
-      std::fprintf(stderr, "wte train: --resume auto: skipping %s\n", s.error.c_str());
-      skipped += "\n  " + s.error;
-      broken.emplace_back(s.name_step, s.path);
-    }
-    if (!opts.resume.empty() && !broken.empty()) {
-      // Said once, with the commands that set the broken files aside: wte never deletes or
-      // renames a file it could not read (it may be the only copy of those steps), and the run
-      // writes a checkpoint of the same name over it when it reaches that step.
-      std::string moves, names;
-      auto quoted = [](const std::string& path) {
-        std::string q = "'";
-        for (char c : path) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-        return q + "'";
-      };
-      for (auto b = broken.rbegin(); b != broken.rend(); ++b) {
-        names += (names.empty() ? "" : ", ") + fs::path(b->second).filename().string();
-        moves += "\n  mv " + quoted(b->second) + " " + quoted(b->second + ".corrupt");
-      }
-      std::fprintf(stderr,
-                   "wte train: --resume auto: resuming from '%s' (step %lld), the newest valid "
-                   "checkpoint; skipped %zu that do%s not validate: %s. They are left as they "
-                   "are (the run writes over a file of the same name when it reaches that step); "
-                   "to keep them aside for inspection:%s\n",
-                   opts.resume.c_str(), static_cast<long long>(auto_step), broken.size(),
-                   broken.size() == 1 ? "es" : "", names.c_str(), moves.c_str());
-    }
-    if (opts.resume.empty() && choice.considered > 0)
-      throw Error("--resume auto: none of the " + std::to_string(choice.considered) +
-                  " checkpoint(s) in '" + opts.out_dir + "' is valid:" + skipped +
-                  "\n(not starting from scratch; remove the run directory to do that)");
-    if (opts.resume.empty() && config_path.empty()) {
-      // No checkpoint to take the config from: the run directory's own resolved config.ini
-      // (written before the first step) is the run's config.
-      const fs::path run_config = fs::path(opts.out_dir) / "config.ini";
-      if (!fs::is_regular_file(run_config))
-        throw Error("--resume auto: '" + opts.out_dir + "' holds no checkpoint and no config.ini; "
-                    "give --config FILE to start the run from step 0");
-      // Another program's (or the user's) config.ini: the restart would replace it by the
-      // resolved config (train/run_directory.h).
-      if (!is_written_config(run_config.string()))
-        throw UsageError("--resume auto: '" + opts.out_dir + "' holds no checkpoint, and its "
-                         "config.ini is not one wte train wrote: starting a run there would "
-                         "replace it by the resolved config. Give --config FILE and another --out");
-      config_path = run_config.string();
-    }
-    if (opts.resume.empty()) {
-      // Nothing to resume: a run stopped before its first checkpoint (only its step-0 snapshot
-      // and prepared files, if anything). Start it again from step 0; its snapshots are replaced
-      // by the same ones (same config and seed).
-      const size_t snapshots = list_snapshots(opts.out_dir).size();
-      if (!opts.overwrite) opts.overwrite_reason = "--resume auto (restarting from step 0)";
-      opts.overwrite = true;
-      if (!opts.quiet)
-        std::printf("--resume auto: no checkpoint in '%s'; starting from step 0%s\n",
-                    opts.out_dir.c_str(),
-                    snapshots ? (" (replacing " + std::to_string(snapshots) +
-                                 " snapshot(s) of the run that stopped before its first checkpoint)")
-                                    .c_str()
-                              : "");
-    }
-  return auto_step;
-}
-
-// A start-up stopped by SIGINT/SIGTERM: removes what it made in a run directory it created, says
-// what it removed or kept, and returns the shell's code for a process ended by that signal.
-int report_interrupted(const Interrupted& e, std::optional<RunDirectory>& run_dir,
-                       const std::string& out_dir, bool earlier_run_deleted) {
-  // As a failed start-up: what it made in a run directory it created is removed; then the
-  // shell's code for a process ended by that signal.
-  const std::string what = run_dir ? run_dir->remove_start_up_files() : "";
-  run_dir.reset();
-  // An existing directory is kept; with --overwrite its earlier run may already be gone.
-  const std::string kept =
-      "the run directory '" + out_dir + "' existed before and is kept" +
-      (earlier_run_deleted
-           ? ", but --overwrite had already deleted the earlier run's checkpoints and snapshots "
-             "there (its config.ini and token files may be this start-up's): start the run "
-             "again, with --overwrite"
-           : "");
-  std::fprintf(stderr, "wte train: %s; %s\n", e.what(),
-               what.empty() ? kept.c_str() : what.c_str());
-  return 128 + e.signal();
 }
 
 // `wte train` without arguments: how to start, naming the default (stderr; exit status 2).
@@ -360,103 +224,19 @@ int print_short_usage() {
 
 int train_main(int argc, char** argv) {
   if (argc <= 1) return print_short_usage();
-  TrainCommand t = parse_train_options(argc, argv);
+  const TrainCommand t = parse_train_options(argc, argv);
   if (t.help) return 0;
-  RunOptions& opts = t.opts;
-  std::string& config_path = t.config_path;
-  const std::string& user_config_path = t.user_config_path;
-  const std::string& resume = t.resume;
-  bool earlier_run_deleted = false;  // set by the trainer (--overwrite)
-  opts.earlier_run_deleted = &earlier_run_deleted;
-  // The user's config is read before the stop handlers and the run directory exist: one that
-  // blocks (a FIFO nobody writes to) ends at the first Ctrl-C, and leaves nothing behind.
-  // A fresh run without --config is the built-in defaults and the command line: read here too, so
-  // a mistyped key is reported before anything about the run directory.
-  std::optional<Config> user_cfg;
-  if (!config_path.empty() || (resume.empty() && t.init_from.empty()))
-    user_cfg = usage_errors_of_overrides([&] { return load_config(config_path, t.overrides); });
-  // SIGINT/SIGTERM from before the directory exists: the start-up stops at its next stage and
-  // removes what it made (train/signals.h), instead of dying and leaving it.
-  const StopSignalScope stop_signals;
-  // The run directory is locked from here to the end of the run (train/run_directory.h): a second
-  // `wte train` on it fails now, before it reads or writes anything there.
-  // Under mpirun only rank 0 writes, so only rank 0 locks (and may create) the directory.
-  std::optional<RunDirectory> run_dir;
-  if (Comm::world().rank() == 0) run_dir.emplace(opts.out_dir);
-  // What a second Ctrl-C/SIGTERM, which ends the process at once, leaves (train/signals.h).
-  if (run_dir)
-    set_second_signal_note(
-        "wte train: stopped at once by a second signal, before step 1: nothing was trained; '" +
-        opts.out_dir + "' may hold files the start-up wrote (config.ini, token files, a step-0 "
-        "snapshot): " + (run_dir->created() ? "this run created it; remove it"
-                                            : "remove them, or start again with --overwrite") +
-        "\n");
-  opts.on_first_step = [&run_dir, &opts] {
-    if (!run_dir) return;
-    run_dir->training_started();
-    set_second_signal_note("wte train: stopped at once by a second signal; every checkpoint in '" +
-                           opts.out_dir + "' is whole: continue with wte train --resume auto --out " +
-                           opts.out_dir + " (from step 0 if none was written yet)\n");
-  };
-  opts.will_create = [&run_dir](const std::string& path, bool directory) {
-    if (run_dir) run_dir->will_create(path, directory);
-  };
-  // An error from here until the first step has finished is a failed start-up: what it made in a
-  // run directory it created is removed (only that: train/run_directory.h), and its message says what.
-  auto removed = [&run_dir]() -> std::string {
-    const std::string what = run_dir ? run_dir->remove_start_up_files() : "";
-    return what.empty() ? what : "; " + what;
-  };
   try {
-    int64_t auto_step = -1;
-    if (resume == "auto")
-      auto_step = resolve_resume_auto(opts, config_path);
-    else
-      opts.resume = resume;
-    // Files in the run directory that wte did not write, and an earlier run's checkpoints, are
-    // never replaced without --overwrite, and the input config is never the output
-    // (train/run_directory.h); before any work.
-    if (run_dir)
-      check_run_files(opts.out_dir, user_config_path, opts.resume, t.overwrite_given,
-                      opts.overwrite);
-    // Without --config a resumed run takes the checkpoint's own resolved config (paths absolute).
-    const Config cfg = user_cfg ? *user_cfg : usage_errors_of_overrides([&] {
-      // --init-from without --config: the checkpoint's own config, as --resume does.
-      const std::string own = !opts.resume.empty() ? opts.resume : opts.init_from;
-      return (!own.empty() && config_path.empty())
-                 ? parse_config(read_checkpoint_info(own).config_ini,
-                                "the config stored in '" + own + "'", t.overrides)
-                 : load_config(config_path, t.overrides);
-    });
-    if (auto_step >= 0 && static_cast<uint64_t>(auto_step) >= cfg.train.steps) {
-      // --resume auto of a run that already finished (e.g. killed after its last checkpoint):
-      // nothing to do, and that is success.
-      std::printf("--resume auto: the run in '%s' is complete (checkpoint %s at step %lld of "
-                  "train.steps = %zu); nothing to train\n",
-                  opts.out_dir.c_str(), opts.resume.c_str(), static_cast<long long>(auto_step),
-                  cfg.train.steps);
-      if (run_dir) run_dir->training_started();
-      return 0;
-    }
-    throw_if_stop_requested("start-up");
-    const RunSummary summary = run_training(cfg, opts);
-    // Printed by run_training. Stopped by SIGINT/SIGTERM after a checkpoint: the shell's code for
-    // a process ended by that signal (130, 143), so scripts see the run did not finish; the same
-    // code for a signal received in the last step (the run is complete and says so), as a process
-    // that received it.
+    const TrainSummary summary = train(t.request);  // include/wte/train.h
+    // Stopped by SIGINT/SIGTERM after a checkpoint: the shell's code for a process ended by that
+    // signal (130, 143), so scripts see the run did not finish; the same code for a signal
+    // received in the last step (the run is complete and says so), as a process that received it.
     return summary.signal != 0 ? 128 + summary.signal : 0;
   } catch (const Interrupted& e) {
-    return report_interrupted(e, run_dir, opts.out_dir, earlier_run_deleted);
-  } catch (const UsageError& e) {
-    throw UsageError(e.what() + removed());
-  } catch (const Error& e) {
-    throw Error(e.what() + removed());
-  } catch (const fs::filesystem_error& e) {
-    throw Error(e.what() + removed());
-  } catch (const std::exception&) {
-    const std::string what = removed();
-    if (!what.empty()) std::fprintf(stderr, "wte train: %s\n", what.c_str() + 2);
-    throw;
+    // A start-up stopped by SIGINT/SIGTERM: what it made in a run directory it created is gone
+    // (the message says what); the shell's code for a process ended by that signal.
+    std::fprintf(stderr, "wte train: %s\n", e.what());
+    return 128 + e.signal();
   }
 }
 

@@ -9,8 +9,10 @@ include(CMakePackageConfigHelpers)
 set(WTE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/wte)
 
 install(TARGETS wte RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# train.h is left out: its library, wte_train (train/), links MPI and is not installed; the `wte`
+# tool and the Python module link it.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/wte DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.h")
+        FILES_MATCHING PATTERN "*.h" PATTERN "train.h" EXCLUDE)
 # Two export sets, so a user of wte::kernels alone needs only Highway's and OpenMP's packages.
 install(TARGETS wte_simd EXPORT wteKernelsTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS wte_core EXPORT wteTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -2,11 +2,11 @@
 //
 // Model holds what wte::load_model returns (config, parameters, tokenizer) and runs the code the
 // command line runs, so results are the command line's bit for bit:
-//   __call__   decode_hidden_states (src/analysis/hidden_states.h): the KV-cache decoder's
+//   __call__   decode_hidden_states (include/wte/decoder.h): the KV-cache decoder's
 //              prefill of each row, as `wte hidden-states --out` writes logits and hidden states
-//   generate   wte::generate (src/model/generate.h) on a SlidingDecoder, as `wte sample` prints
-//   loss       Model::forward_losses over batches of the config's micro-batch, summed in double
-//              in order, as the trainer's evaluation
+//   generate   wte::generate (include/wte/generate.h) on a SlidingDecoder, as `wte sample` prints
+//   loss       wte::evaluate_windows over the rows, in batches of the config's micro-batch: the
+//              trainer's evaluation
 // Arguments are checked before any work (python/args.h: TypeError, ValueError, IndexError naming
 // the argument). Compute runs with the GIL released, one call at a time per model (a mutex).
 #include <pybind11/numpy.h>
@@ -26,20 +26,17 @@
 #include <vector>
 
 #include "python/args.h"
-#include "src/analysis/context_geometry.h"
-#include "src/analysis/hidden_states.h"
-#include "src/model/decoder.h"
-#include "src/model/generate.h"
-#include "train/run_directory.h"
-#include "train/signals.h"
-#include "train/trainer.h"
 #include "wte/checkpoint.h"
 #include "wte/config.h"
 #include "wte/data.h"
+#include "wte/decoder.h"
 #include "wte/error.h"
+#include "wte/evaluate.h"
+#include "wte/generate.h"
 #include "wte/model.h"
 #include "wte/rng.h"
 #include "wte/tokenizer.h"
+#include "wte/train.h"
 
 namespace wte_python {
 namespace {
@@ -189,20 +186,8 @@ double PyModel::loss(const py::object& ids_obj, const py::object& batch_size_obj
   const int32_t* p = static_cast<const int32_t*>(ids.data());
   py::gil_scoped_release release;
   const std::lock_guard<std::mutex> lock(mu_);
-  std::vector<int32_t> inputs(rows_per_pass * T), targets(rows_per_pass * T);
-  std::vector<float> losses(rows_per_pass * T);
-  double total = 0.0;
-  for (size_t w = 0; w < B; w += rows_per_pass) {
-    const size_t b_now = std::min(rows_per_pass, B - w);
-    for (size_t b = 0; b < b_now; ++b) {
-      const int32_t* row = p + (w + b) * T1;
-      std::copy(row, row + T, inputs.begin() + static_cast<long>(b * T));
-      std::copy(row + 1, row + T1, targets.begin() + static_cast<long>(b * T));
-    }
-    m_.model->forward_losses(inputs.data(), targets.data(), b_now, T, losses.data());
-    for (size_t i = 0; i < b_now * T; ++i) total += losses[i];
-  }
-  return total / static_cast<double>(B * T);
+  // The trainer's evaluation over rows of T + 1 tokens (include/wte/evaluate.h).
+  return wte::evaluate_windows(*m_.model, p, B, T, T1, rows_per_pass);
 }
 
 // stop: None, a str, or a sequence of str; each non-empty.
@@ -323,7 +308,7 @@ class KeepPythonSignals {
   struct sigaction int_ {}, term_ {};
 };
 
-py::dict progress_dict(const wte::StepProgress& p) {
+py::dict progress_dict(const wte::TrainProgress& p) {
   py::dict d;
   d["step"] = p.step;
   d["steps"] = p.steps;
@@ -336,32 +321,31 @@ py::dict progress_dict(const wte::StepProgress& p) {
   return d;
 }
 
-// _train(config, overrides, out, overwrite, quiet, progress) -> summary dict. config: a path or
-// "" (the built-in defaults); overrides: "--section.key=value" strings.
+// _train(config, overrides, out, overwrite, quiet, progress, resume, init_from) -> summary dict,
+// through wte::train (include/wte/train.h) as `wte train`. config, out, resume, init_from: a path
+// or None; resume may be "auto"; overrides: "--section.key=value" strings.
 py::dict train(const py::object& config_obj, const std::vector<std::string>& overrides,
                const py::object& out_obj, const py::object& overwrite_obj,
-               const py::object& quiet_obj, const py::object& progress) {
+               const py::object& quiet_obj, const py::object& progress,
+               const py::object& resume_obj, const py::object& init_from_obj) {
   const Args args("train");
-  const std::string config_path = config_obj.is_none() ? "" : args.path(config_obj, "config");
-  const bool overwrite = truthy(args, overwrite_obj, "overwrite");
+  wte::TrainRequest req;
+  auto path_or_empty = [&](const py::object& obj, const char* name) {
+    return obj.is_none() ? std::string() : args.path(obj, name);
+  };
+  req.config = path_or_empty(config_obj, "config");
+  req.out_dir = path_or_empty(out_obj, "out");
+  req.resume = path_or_empty(resume_obj, "resume");
+  req.init_from = path_or_empty(init_from_obj, "init_from");
+  req.overrides = overrides;
+  req.overrides_from = wte::OverridesFrom::keyword_arguments;
+  req.overwrite = truthy(args, overwrite_obj, "overwrite");
+  req.quiet = truthy(args, quiet_obj, "quiet");
   if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
     args.type_error("progress is a " + type_name(progress) + ", need a callable (or None)");
-  const wte::Config cfg =
-      wte::load_config(config_path, overrides, wte::OverridesFrom::keyword_arguments);
-  wte::RunOptions opts;
-  opts.quiet = truthy(args, quiet_obj, "quiet");
-  opts.config_file = config_path;
-  opts.overrides = overrides;
-  opts.overwrite = overwrite;
-  opts.out_dir = out_obj.is_none()
-                     ? (std::filesystem::path("runs") /
-                        (config_path.empty() ? std::string("default")
-                                             : std::filesystem::path(config_path).stem().string()))
-                           .string()
-                     : args.path(out_obj, "out");
   std::optional<py::error_already_set> raised;  // the progress callback's exception
   if (!progress.is_none())
-    opts.on_step = [&progress, &raised](const wte::StepProgress& p) {
+    req.progress = [&progress, &raised](const wte::TrainProgress& p) {
       const py::gil_scoped_acquire gil;
       try {
         const py::object r = progress(progress_dict(p));
@@ -371,34 +355,37 @@ py::dict train(const py::object& config_obj, const std::vector<std::string>& ove
         return false;
       }
     };
-  wte::RunSummary summary;
+  wte::TrainSummary summary;
+  std::string interrupted;  // a start-up stopped by Ctrl-C: wte::Interrupted's message
   {
     py::gil_scoped_release release;
     const KeepPythonSignals python_signals;
-    const wte::StopSignalScope stop_signals;
-    wte::RunDirectory run_dir(opts.out_dir);
-    wte::check_run_files(opts.out_dir, config_path, "", overwrite, overwrite);
-    opts.on_first_step = [&run_dir] { run_dir.training_started(); };
-    opts.will_create = [&run_dir](const std::string& path, bool directory) {
-      run_dir.will_create(path, directory);
-    };
-    summary = wte::run_training(cfg, opts);
+    try {
+      summary = wte::train(req);
+    } catch (const wte::Interrupted& e) {
+      interrupted = std::string("train: ") + e.what();
+    }
   }
   if (raised) throw std::move(*raised);
-  if (summary.signal != 0 && summary.stopped) {
-    const std::string msg = "train: stopped by a signal after writing " + summary.last_checkpoint +
-                            "; continue it with: wte train --resume auto --out " + opts.out_dir;
-    PyErr_SetString(PyExc_KeyboardInterrupt, msg.c_str());
+  if (summary.signal != 0 && summary.stopped)
+    interrupted = "train: stopped by a signal after writing " + summary.last_checkpoint +
+                  "; continue it with wte.train(..., resume=\"auto\", out=\"" + summary.out_dir +
+                  "\") or: wte train --resume auto --out " + summary.out_dir;
+  if (!interrupted.empty()) {
+    PyErr_SetString(PyExc_KeyboardInterrupt, interrupted.c_str());
     throw py::error_already_set();
   }
   py::dict d;
-  d["out"] = opts.out_dir;
+  d["out"] = summary.out_dir;
   d["final_val_loss"] = summary.final_val_loss;
   d["unigram_baseline"] = summary.unigram_baseline;
   d["tokens_per_second"] = summary.tokens_per_second;
   d["train_seconds"] = summary.train_seconds;
   d["last_checkpoint"] = summary.last_checkpoint;
   d["stopped"] = summary.stopped;
+  d["start_step"] = summary.start_step;
+  d["step"] = summary.finished_step;
+  d["already_complete"] = summary.already_complete;
   return d;
 }
 
@@ -440,7 +427,8 @@ void bind_model(py::module_& m) {
                std::to_string(c.n_head) + ", n_ctx " + std::to_string(c.n_ctx) + ")";
       });
   m.def("_train", &train, py::arg("config"), py::arg("overrides"), py::arg("out"),
-        py::arg("overwrite"), py::arg("quiet"), py::arg("progress"));
+        py::arg("overwrite"), py::arg("quiet"), py::arg("progress"), py::arg("resume"),
+        py::arg("init_from"));
 }
 
 }  // namespace wte_python

@@ -18,6 +18,7 @@
 #include "src/analysis/loss_curve.h"
 #include "src/io/file_checks.h"
 #include "src/io/snapshot.h"
+#include "train/metrics.h"
 #include "src/model/unembedding.h"
 #include "wte/checkpoint.h"
 #include "wte/data.h"
@@ -192,22 +193,14 @@ std::string RunDirectory::remove_start_up_files() {
   return out;
 }
 
+std::string remove_start_up_files_in_progress() {
+  return g_start_up != nullptr ? g_start_up->remove_start_up_files() : "";
+}
+
 const std::vector<std::string>& run_file_names() {
   static const std::vector<std::string> names = {"config.ini", "metrics.csv", "loss.svg",
                                                  "train.bin",  "val.bin",     "tokenizer"};
   return names;
-}
-
-const char* metrics_header() {
-  return "step,train_loss,val_loss,lr,grad_norm,tokens_per_s_avg,elapsed_s,ranks\n";
-}
-
-std::string without_torn_line(std::string text) {
-  if (!text.empty() && text.back() != '\n') {
-    const size_t end = text.rfind('\n');
-    text.erase(end == std::string::npos ? 0 : end + 1);
-  }
-  return text;
 }
 
 bool is_written_config(const std::string& path) {
@@ -335,177 +328,6 @@ void check_run_files(const std::string& dir, const std::string& user_config,
       ", which a run writes, and no config.ini of an earlier wte run: " +
       (resume.empty() ? "a fresh run" : "a run resumed into it") + " would replace "
       "them. Choose another --out, remove them, or pass --overwrite to replace them");
-}
-
-PlanShape training_plan_shape(const Config& cfg) {
-  // One forward holds a micro-batch: train.batch_size / train.grad_accum_steps sequences.
-  const size_t K = std::max<size_t>(cfg.train.grad_accum_steps, 1);
-  return PlanShape{std::max<size_t>(cfg.train.batch_size / K, 1), cfg.data.seq_len, K, true, true};
-}
-
-std::vector<MemoryPart> estimate_training_memory(const Config& cfg) {
-  const PlanShape shape = training_plan_shape(cfg);
-  const MemoryPlan plan = plan_memory(cfg.model, shape);
-  const std::string table = cfg.model.tie_embeddings ? "model.vocab_size x model.d_model"
-                                                     : "model.vocab_size x model.d_model (wte and lm_head)";
-  const std::string per_forward = shape.micro_batches > 1
-                                      ? "train.batch_size / train.grad_accum_steps x data.seq_len"
-                                      : "train.batch_size x data.seq_len";
-  // Which settings scale each part of the plan, and which to lower.
-  auto describe = [&](const std::string& part) -> std::pair<std::string, std::string> {
-    if (part == "parameters" || part == "gradients" || part == "AdamW m and v" ||
-        part == "allocation rounding")
-      return {table, "model.vocab_size or model.d_model"};
-    if (part == "bf16 copy of the parameters")
-      return {table, "model.vocab_size or model.d_model, or set model.matmul_precision = f32"};
-    if (part == "logits of one step")
-      return {per_forward + " x model.vocab_size",
-              "train.batch_size or data.seq_len, raise train.grad_accum_steps, or set "
-              "model.loss_chunk (the fused loss keeps model.loss_chunk x model.vocab_size floats "
-              "instead)"};
-    if (part.rfind("loss workspace", 0) == 0)
-      return {"model.loss_chunk x model.vocab_size", "model.loss_chunk"};
-    if (part == "hidden states of one step")
-      return {per_forward + " x model.d_model",
-              "train.batch_size or data.seq_len, or raise train.grad_accum_steps"};
-    if (part == "block activations of one step")
-      return {"model.n_layer x " + per_forward,
-              "model.n_layer, train.batch_size or data.seq_len, or raise train.grad_accum_steps"};
-    if (part == "bf16 copies of one step's GEMM inputs")
-      return {"model.n_layer x " + per_forward + " x model.d_model",
-              "model.n_layer, train.batch_size or data.seq_len, raise train.grad_accum_steps, or "
-              "set model.matmul_precision = f32"};
-    if (part == "wte gradient rows")
-      return {"train.batch_size x data.seq_len x model.d_model (at most model.vocab_size rows)",
-              "train.batch_size or data.seq_len"};
-    return {"train.batch_size x data.seq_len", "train.batch_size or data.seq_len"};
-  };
-  std::vector<MemoryPart> parts;
-  for (const auto& [part, bytes] : plan.parts()) {
-    const auto [setting, lower] = describe(part);
-    parts.push_back({part, static_cast<double>(bytes), setting, lower});
-  }
-  return parts;
-}
-
-uint64_t available_memory_bytes() {
-  uint64_t avail = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib) {
-    std::getline(meminfo, unit);
-    if (key == "MemAvailable:") {
-      avail = kib * 1024;
-      break;
-    }
-  }
-  // No MemAvailable (kernels before 3.14): the physical memory.
-  if (avail == 0) {
-    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-    if (pages > 0 && page > 0) avail = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
-  }
-  // cgroup v2 limit of this process's group, if any ("max" means none).
-  std::ifstream cg("/sys/fs/cgroup/memory.max");
-  std::string limit;
-  if (cg >> limit && limit != "max") {
-    uint64_t max = std::strtoull(limit.c_str(), nullptr, 10);
-    uint64_t current = 0;
-    std::ifstream cur("/sys/fs/cgroup/memory.current");
-    cur >> current;
-    const uint64_t room = max > current ? max - current : 0;
-    avail = avail == 0 ? room : std::min(avail, room);
-  }
-  return avail;
-}
-
-namespace {
-
-std::string gib(double bytes) {
-  char buf[32];
-  if (bytes >= 1024.0 * 1024 * 1024)
-    std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024));
-  return buf;
-}
-
-}  // namespace
-
-void check_training_memory(const Config& cfg, uint64_t available) {
-  check_memory(estimate_training_memory(cfg), "this run", available);
-}
-
-void check_memory(const std::vector<MemoryPart>& parts, const std::string& what,
-                  uint64_t available) {
-  if (available == 0) available = available_memory_bytes();
-  if (available == 0 || parts.empty()) return;  // unknown: nothing to compare with
-  double total = 0;
-  const MemoryPart* largest = &parts[0];
-  for (const MemoryPart& p : parts) {
-    total += p.bytes;
-    if (p.bytes > largest->bytes) largest = &p;
-  }
-  if (total <= static_cast<double>(available)) return;
-  std::string detail;
-  for (const MemoryPart& p : parts) detail += "\n  " + p.what + ": " + gib(p.bytes);
-  throw Error(what + " needs about " + gib(total) + " of memory but " +
-              gib(static_cast<double>(available)) + " is available; the largest part is " +
-              largest->what + " (" + gib(largest->bytes) + "), which scales with " +
-              largest->setting + ": lower " + largest->lower + ". Estimate by part:" + detail);
-}
-
-#ifdef _OPENMP
-namespace {
-
-// While start_thread_team waits for OpenMP's threads: the thread count and where it came from.
-// libgomp ends the process with exit(1) when pthread_create fails ("Thread creation failed"), so
-// wte's message and the start-up's clean-up run in an exit handler.
-struct TeamStart {
-  int threads = 0;  // 0: not starting a team
-  std::string source;
-};
-TeamStart g_team_start;
-
-void on_exit_while_starting_team() {
-  if (g_team_start.threads == 0) return;
-  std::string msg = "wte train: error: OpenMP could not start " +
-                    std::to_string(g_team_start.threads) + " threads (" + g_team_start.source +
-                    "): the system refused to create a thread (libgomp's message above; the usual "
-                    "cause is a limit on the processes and threads of a user, ulimit -u, or of a "
-                    "container, pids.max). Use fewer threads: set train.threads (in the config, "
-                    "or --train.threads=N), or OMP_NUM_THREADS=N if train.threads is 0";
-  if (g_start_up != nullptr) {
-    const std::string removed = g_start_up->remove_start_up_files();
-    if (!removed.empty()) msg += "; " + removed;
-  }
-  std::fprintf(stderr, "%s\n", msg.c_str());
-}
-
-}  // namespace
-#endif
-
-void start_thread_team(const Config& cfg) {
-  const int want = cfg.train.threads > 0 ? static_cast<int>(cfg.train.threads) : omp_get_max_threads();
-  int got = want;
-#ifdef _OPENMP  // the fuzz build compiles without -fopenmp (cmake/sanitize.cmake)
-  static const bool handler = std::atexit(on_exit_while_starting_team) == 0;
-  (void)handler;
-  g_team_start.threads = want;
-  g_team_start.source = cfg.train.threads > 0
-                            ? "train.threads = " + std::to_string(want)
-                            : "train.threads = 0: OMP_NUM_THREADS or all cores";
-#pragma omp parallel num_threads(want)
-  {
-#pragma omp single
-    got = omp_get_num_threads();
-  }
-  g_team_start.threads = 0;
-#endif
-  if (got != want)
-    throw Error("train.threads = " + std::to_string(want) + ": OpenMP started only " +
-                std::to_string(got) + " threads; lower train.threads");
 }
 
 }  // namespace wte

@@ -1,13 +1,12 @@
-// Start-up safety of `wte train`: the run directory's lock, removal of what a start-up that failed
-// before its first step wrote (and only that), and the memory check made before anything is
-// written.
+// Start-up safety of a training run: the run directory's lock, removal of what a start-up that
+// failed before its first step wrote (and only that), and the check that a run destroys nothing
+// it should not (check_run_files). The files a run writes there: train/run_files.h.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "src/model/memory_plan.h"
 #include "wte/config.h"
 
 namespace wte {
@@ -41,9 +40,10 @@ class RunDirectory {
   const std::string& path() const { return dir_; }
   /// True if this object created the directory (it did not exist before).
   bool created() const { return created_; }
-  /// The directories this object created, outermost first (path() last when created()), as
-  /// spelled by the path it was given.
-  const std::vector<std::string>& created_directories() const { return created_dirs_; }
+  /// Records that the run deleted an earlier run's checkpoints or snapshots here (--overwrite):
+  /// a start-up that fails afterwards says so, since they cannot come back.
+  void note_earlier_run_deleted() { earlier_run_deleted_ = true; }
+  bool earlier_run_deleted() const { return earlier_run_deleted_; }
 
   /// Records that the start-up is about to create `path` (a file in the run directory or below
   /// it; with `directory`, a directory), so that a failed start-up removes it. Call it before the
@@ -72,19 +72,12 @@ class RunDirectory {
   std::vector<Made> made_;                 // recorded by will_create, in order
   bool keep_ = false;
   bool cleaned_ = false;
+  bool earlier_run_deleted_ = false;
 };
 
 /// The files and directories `wte train` writes into its run directory besides checkpoints and
 /// snapshots: config.ini, metrics.csv, loss.svg, train.bin, val.bin, tokenizer (a directory).
 const std::vector<std::string>& run_file_names();
-
-/// metrics.csv's header line (newline included): step,train_loss,val_loss,lr,grad_norm,
-/// tokens_per_s_avg,elapsed_s,ranks.
-const char* metrics_header();
-
-/// `text` (a metrics.csv) without a last line that has no newline: a row cut by a kill in
-/// mid-write ("12" of "123,4.1,..." would read as step 12).
-std::string without_torn_line(std::string text);
 
 /// True if `path` is a config file `wte train` wrote into a run directory: load_config of it,
 /// written back by Config::to_ini, gives its bytes exactly. A config a user wrote (comments, keys
@@ -121,51 +114,9 @@ bool in_run_directory(const std::string& checkpoint, const std::string& dir);
 void check_run_files(const std::string& dir, const std::string& user_config,
                      const std::string& resume, bool overwrite, bool replace_earlier);
 
-/// One part of a training run's memory: bytes, what it is and which setting scales it.
-struct MemoryPart {
-  std::string what;     // "AdamW m and v"
-  double bytes = 0;
-  std::string setting;  // "model.vocab_size x model.d_model"
-  std::string lower;    // the settings to lower: "model.vocab_size or model.d_model"
-};
-
-/// The shape of one training forward of `cfg` for the memory plan: micro-batches of
-/// train.batch_size / train.grad_accum_steps sequences of data.seq_len, grad_accum_steps of them
-/// per optimizer step, AdamW and the training loop's batch buffers.
-PlanShape training_plan_shape(const Config& cfg);
-
-/// The memory a training run of `cfg` allocates, by part: the memory plan (src/model/memory_plan.h,
-/// plan_memory(cfg.model, training_plan_shape(cfg))) added up by its parts, byte for byte what
-/// wte::Model, wte::AdamW and the training loop allocate (parameters, gradients, AdamW's two
-/// moments, the activations of one micro-batch with the loss's logits or fused workspace, an
-/// untied wte's accumulated gradient rows, the bf16 copies under bf16 GEMMs, small buffers, the
-/// allocator's rounding). Gradient accumulation adds no gradient arena (Model::backward adds into
-/// one). Not counted (known only once the process runs; `wte train` measures them at start-up):
-/// the program and its libraries, the tokenizer, the token streams, oneDNN's scratch.
-std::vector<MemoryPart> estimate_training_memory(const Config& cfg);
-
-/// Bytes this process may still allocate: MemAvailable from /proc/meminfo (the physical memory
-/// where the kernel has no MemAvailable), capped by the cgroup's memory.max when one is set. 0 if
-/// unknown.
-uint64_t available_memory_bytes();
-
-/// Throws wte::Error before any work if the sum of `parts` exceeds `available` bytes
-/// (available_memory_bytes() when 0; nothing is checked if that is unknown): "WHAT needs about
-/// X GiB of memory but Y GiB is available; the largest part is ... (Z GiB), which scales with
-/// SETTING: lower LOWER. Estimate by part: ...". `what`: "this run", "wte profile loss", ...
-void check_memory(const std::vector<MemoryPart>& parts, const std::string& what,
-                  uint64_t available = 0);
-
-/// check_memory(estimate_training_memory(cfg), "this run", available).
-void check_training_memory(const Config& cfg, uint64_t available = 0);
-
-/// Starts OpenMP's thread team of train.threads threads (as the first step would) before any file
-/// is written, so a thread count the system cannot provide fails here. Throws wte::Error if
-/// OpenMP starts fewer threads. libgomp ends the process itself (exit status 1, after its own
-/// "Thread creation failed") when the system refuses a thread (a limit on processes per user,
-/// ulimit -u, or a container's pids.max): then wte's own message follows, naming the thread count
-/// and what to lower (train.threads, OMP_NUM_THREADS), and the start-up's RunDirectory removes
-/// what it made (RunDirectory::remove_start_up_files), as for any failed start-up.
-void start_thread_team(const Config& cfg);
+/// remove_start_up_files() of the RunDirectory of this process whose start-up is in progress (it
+/// created its directory and training has not started), "" if there is none: for an exit handler,
+/// when a library ends the process during the start-up (train/omp_env.h, start_thread_team).
+std::string remove_start_up_files_in_progress();
 
 }  // namespace wte

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "src/hooks/test_hooks.h"
+
 namespace wte {
 namespace {
 
@@ -91,41 +93,10 @@ const char* signal_name(int sig) {
   }
 }
 
-void pause_for_test(const std::string& point) {
-  static bool paused = false;
-  const char* want = std::getenv("WTE_TEST_PAUSE_AT_STAGE");
-  if (want == nullptr || paused || point.find(want) == std::string::npos) return;
-  paused = true;
-  std::fprintf(stderr, "wte: test pause at %s; SIGSTOP\n", point.c_str());
-  std::fflush(stderr);
-  ::raise(SIGSTOP);
-  for (int i = 0; i < 10000 && g_signal == 0; ++i) ::usleep(1000);  // as in throw_if_stop_requested
-}
+void pause_for_test(const std::string& point) { test_hooks::pause_at_point(point, g_signal); }
 
 void throw_if_stop_requested(const std::string& stage) {
-  // Test hook: WTE_TEST_PAUSE_AT_STAGE=TEXT stops the process (SIGSTOP) at the first check whose
-  // stage contains TEXT, before the check: a test sends a signal, then SIGCONT, and the check sees
-  // it at a known stage (the SIGINT and SIGTERM tests of tests/train/test_reliability.cc).
-  static bool paused = false;
-  const char* want = std::getenv("WTE_TEST_PAUSE_AT_STAGE");
-  if (want != nullptr && !paused && stage.find(want) != std::string::npos) {
-    paused = true;
-    std::fprintf(stderr, "wte: test pause before the stop check of %s; SIGSTOP\n", stage.c_str());
-    std::fflush(stderr);
-    ::raise(SIGSTOP);
-    // The test's signal was pending while the process was stopped; on SIGCONT the kernel may hand
-    // it to any thread (OpenMP's workers exist by now), whose handler can run after this thread
-    // resumes: wait for it (at most 10 s) so the check below sees it. Test runs only.
-    for (int i = 0; i < 10000 && g_signal == 0; ++i) ::usleep(1000);
-    // WTE_TEST_SECOND_SIGNAL_PAUSE: stop once more after the first signal was recorded, so the
-    // test's second signal is a second request (the process then ends at once).
-    if (g_signal != 0 && std::getenv("WTE_TEST_SECOND_SIGNAL_PAUSE") != nullptr) {
-      std::fprintf(stderr, "wte: test pause after the first signal; SIGSTOP\n");
-      std::fflush(stderr);
-      ::raise(SIGSTOP);
-      for (int i = 0; i < 10000; ++i) ::usleep(1000);  // the second signal's handler ends us
-    }
-  }
+  test_hooks::pause_before_stop_check(stage, g_signal);  // the SIGINT/SIGTERM tests' stop
   const int sig = g_signal;
   if (sig != 0)
     throw Interrupted(sig, std::string(signal_name(sig)) + " received during " + stage +

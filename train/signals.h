@@ -9,6 +9,7 @@
 #include <string>
 
 #include "wte/error.h"
+#include "wte/train.h"  // Interrupted
 
 namespace wte {
 
@@ -49,29 +50,14 @@ int stop_signal();
 /// "SIGINT", "SIGTERM", "SIGPIPE" or "a signal".
 const char* signal_name(int sig);
 
-/// A start-up (before step 1) stopped by SIGINT/SIGTERM: nothing was trained. `signal()` is the
-/// signal's number (exit status 128 + it).
-class Interrupted : public Error {
- public:
-  Interrupted(int sig, const std::string& what) : Error(what), sig_(sig) {}
-  int signal() const { return sig_; }
-
- private:
-  int sig_;
-};
-
 /// Throws Interrupted "SIGINT received during STAGE, before step 1: nothing was trained" if a
 /// stop signal has been recorded. Called between the stages of the start-up.
-/// Test hook: if the environment variable WTE_TEST_PAUSE_AT_STAGE is a part of `stage`, the first
-/// such call stops the process with SIGSTOP before it checks, so a test can signal it at that stage;
-/// with WTE_TEST_SECOND_SIGNAL_PAUSE also set, it stops once more after the signal was recorded, so
-/// the test's next signal is a second request.
+/// Tests can stop the process here at a given stage (src/hooks/test_hooks.h,
+/// pause_before_stop_check).
 void throw_if_stop_requested(const std::string& stage);
 
-/// Test hook of the training loop (no effect unless the environment asks): if
-/// WTE_TEST_PAUSE_AT_STAGE is a part of `point` ("evaluation after step 2"), the first such call
-/// stops the process with SIGSTOP and, once continued, waits (at most 10 s) until the signal the
-/// test sent meanwhile has been recorded, so the loop's next stop check sees it.
+/// A point of the training loop where tests can stop the process (src/hooks/test_hooks.h,
+/// pause_at_point); nothing happens otherwise.
 void pause_for_test(const std::string& point);
 
 }  // namespace wte

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "src/io/config_values.h"
 #include "src/io/file_checks.h"
 #include "wte/error.h"
 
@@ -84,26 +85,15 @@ std::string with_origin(const std::string& line, const RunOptions& opts) {
          value_origin(line.substr(0, line.find(':')), opts, "the checkpoint's own config") + ")";
 }
 
-// "section.key" -> value of the INI text Config::to_ini writes.
-std::map<std::string, std::string> ini_map(const std::string& ini) {
-  std::map<std::string, std::string> values;
-  std::istringstream in(ini);
-  std::string line, section;
-  while (std::getline(in, line)) {
-    if (line.size() > 1 && line.front() == '[' && line.back() == ']')
-      section = line.substr(1, line.size() - 2);
-    else if (const size_t eq = line.find(" = "); eq != std::string::npos)
-      values[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
-  }
-  return values;
-}
-
 // Resume with a config whose changeable keys (resume_mutable_keys) differ from the checkpoint's:
 // a note on stderr naming each, with both values and where the new one came from (train.threads
 // has its own note in check_resume). A --config given on resume replaces, e.g., the run's
 // train.steps, and with it the learning-rate schedule's length: the note says how to keep them.
 void note_changed_resume_keys(const Config& stored, const Config& cfg, const RunOptions& opts) {
-  const std::map<std::string, std::string> then = ini_map(stored.to_ini()), now = ini_map(cfg.to_ini());
+  const std::vector<std::pair<std::string, std::string>> stored_values = config_values(stored),
+                                                       now_values = config_values(cfg);
+  const std::map<std::string, std::string> then(stored_values.begin(), stored_values.end()),
+      now(now_values.begin(), now_values.end());
   auto shown = [](const std::string& v) { return v.empty() ? std::string("(empty)") : v; };
   std::string lines, keep;
   size_t count = 0;

@@ -1,11 +1,11 @@
 // Checks of a training run's inputs, made before any work (data preparation, the run directory):
 // every error here names the value, where it came from (config file, command line, checkpoint)
-// and what is allowed. Called by run_training (train/trainer.cc).
+// and what is allowed. Called by run_training (train/run.cc).
 #pragma once
 
 #include <cstdint>
 
-#include "train/trainer.h"
+#include "train/run.h"
 #include "wte/checkpoint.h"
 #include "wte/config.h"
 

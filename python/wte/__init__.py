@@ -36,7 +36,30 @@ A trained model, in the conventions of PyTorch and Hugging Face (docs/python.md 
     m.loss(ids)                           # ids (B, T + 1): mean next-token cross-entropy (nats)
     m.tokenizer, m.config, m.step, m.path, m.vocab_size, m.d_model, m.n_ctx, m.n_layer, m.n_head
     wte.train("configs/default.ini", out="runs/mine", progress=print, **{"train.steps": 100})
+    wte.train(out="runs/mine", resume="auto")   # continue it after Ctrl-C (KeyboardInterrupt)
+    wte.train("configs/default.ini", out="runs/tuned", init_from="runs/mine/checkpoint_00000100.h5")
 """
+import os as _os
+
+
+def _apply_default_wait_policy():
+    """OMP_WAIT_POLICY=passive, `wte`'s default (docs/python.md: Threads), when the environment sets
+    neither it nor GOMP_SPINCOUNT and libgomp is not yet loaded in this process (libgomp reads it
+    once, when it loads: with the compiled part below, unless e.g. torch was imported first; then
+    libgomp keeps its own default, and a run's progress line says which policy it has)."""
+    if "OMP_WAIT_POLICY" in _os.environ or "GOMP_SPINCOUNT" in _os.environ:
+        return
+    try:
+        with open("/proc/self/maps") as maps:
+            if "libgomp" in maps.read():
+                return
+    except OSError:
+        return
+    _os.environ["OMP_WAIT_POLICY"] = "passive"
+    _os.environ["WTE_DEFAULT_WAIT_POLICY"] = "1"  # so the run says "(wte's default)"
+
+
+_apply_default_wait_policy()
 try:
     from . import _wte
 except ImportError as e:  # the compiled part was never built, or not for this Python
@@ -123,22 +146,30 @@ Model.config = property(
     doc="The model's stored config: {'model': {'vocab_size': ..., 'd_model': ...}, 'train': ...}.")
 
 
-def train(config=None, *, out=None, overwrite=False, quiet=False, progress=None, **overrides):
-    """Trains a model as `wte train` does, in this process; returns a summary dict.
+def train(config=None, *, out=None, resume=None, init_from=None, overwrite=False, quiet=False,
+          progress=None, **overrides):
+    """Trains a model as `wte train` does (the same library call), in this process; returns a
+    summary dict.
 
-    config: an INI file (configs/default.ini) or None (the built-in defaults). overrides:
-    config keys as `section.key` or `section__key` (Python names cannot hold dots):
-    wte.train("configs/default.ini", train__steps=100) or **{"train.steps": 100}; values are
-    converted with str() (bools as true/false). out: the run directory (default runs/<config
-    name>, as `wte train`); a directory holding an earlier run is refused unless overwrite=True.
+    config: an INI file (configs/default.ini) or None (the built-in defaults; with resume or
+    init_from, the checkpoint's own config). overrides: config keys as `section.key` or
+    `section__key` (Python names cannot hold dots): wte.train("configs/default.ini",
+    train__steps=100) or **{"train.steps": 100}; values are converted with str() (bools as
+    true/false). out: the run directory (default runs/<config name>, as `wte train`); a directory
+    holding an earlier run is refused unless overwrite=True. resume: a checkpoint path, or "auto"
+    (the newest valid checkpoint in out; none: the run starts again from step 0): continues that
+    run exactly, bit for bit with the same thread count. init_from: a checkpoint (wte train's, a
+    snapshot, a `wte import`ed model): a fresh run from step 0 from its weights and tokenizer.
     quiet: no progress lines on stdout (the final summary still prints). progress: called after
     every step with a dict (step, steps, loss, val_loss (None unless evaluated), lr, grad_norm,
     tokens_per_second, elapsed_seconds); returning False stops the run after that step with a
-    checkpoint, and an exception it raises stops the run the same way and is raised again.
-    Ctrl-C finishes the step, writes a checkpoint and raises KeyboardInterrupt. The GIL is
-    released while training. Returns {"out", "final_val_loss", "unigram_baseline",
-    "tokens_per_second", "train_seconds", "last_checkpoint", "stopped"}. Bad keys or values
-    raise wte.Error (a ValueError) naming them.
+    checkpoint, and an exception it raises (KeyboardInterrupt too) stops the run the same way and
+    is raised again. Ctrl-C finishes the step, writes a checkpoint and raises KeyboardInterrupt;
+    continue with resume="auto". The GIL is released while training. Threads: train.threads, or
+    OMP_NUM_THREADS; OMP_WAIT_POLICY as `wte train` (passive unless set, when wte is imported
+    before anything that loads libgomp). Returns {"out", "final_val_loss", "unigram_baseline",
+    "tokens_per_second", "train_seconds", "last_checkpoint", "stopped", "start_step", "step",
+    "already_complete"}. Bad keys or values raise wte.Error (a ValueError) naming them.
     """
     args = []
     for key, value in overrides.items():
@@ -146,7 +177,7 @@ def train(config=None, *, out=None, overwrite=False, quiet=False, progress=None,
         if isinstance(value, bool):
             value = "true" if value else "false"
         args.append(f"--{name}={value}")
-    return _wte._train(config, args, out, overwrite, quiet, progress)
+    return _wte._train(config, args, out, overwrite, quiet, progress, resume, init_from)
 
 
 def __getattr__(name):

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <map>
 
-#include "src/model/decoder.h"
+#include "wte/decoder.h"
 #include "wte/data.h"
 #include "wte/error.h"
 #include "wte/rng.h"

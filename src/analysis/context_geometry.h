@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "wte/decoder.h"  // hidden_state_layers
 #include "wte/model.h"
 
 namespace wte {
@@ -38,8 +39,6 @@ struct HiddenStateSample {
   size_t layers() const { return rows.size(); }
 };
 
-/// The layer list of a model with n_layer blocks: n_layer + 1 entries (2 when n_layer = 0).
-size_t hidden_state_layers(size_t n_layer);
 
 /// Runs `model` (through the KV-cache Decoder, one position at a time: every row sees only the
 /// tokens before it in its window) over windows of `window` tokens of `tokens`, evenly spaced over

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "src/analysis/context_geometry.h"
-#include "src/model/decoder.h"
+#include "wte/decoder.h"
 #include "wte/model.h"
 #include "wte/tokenizer.h"
 
@@ -32,15 +32,6 @@ struct EncodedText {
 std::vector<EncodedText> encode_texts(const Tokenizer& tok, const std::vector<std::string>& texts,
                                       size_t n_ctx, size_t vocab_size);
 
-/// Every layer's rows and the logits of the T tokens ids[0..T) through the KV-cache decoder's
-/// prefill (each row has the bits of decoding the tokens one position at a time), written into
-/// the caller's buffers: with `layers` non-null, layers[l] (T, C) for each of the
-/// L = hidden_state_layers(dec.n_layer()) layers (the last one after ln_f); with `logits`
-/// non-null, (T, vocab_size) (the unembedding is skipped otherwise). Resets `dec`. Throws
-/// wte::Error as Decoder::prefill (T == 0 or > n_ctx, an id outside [0, vocab_size)), before
-/// any work.
-void decode_hidden_states(Decoder& dec, const int32_t* ids, size_t T, float* const* layers,
-                          float* logits);
 /// Every layer's rows (L = hidden_state_layers(dec.n_layer()) entries, each (T, C) floats) of
 /// e.ids through the KV-cache decoder's prefill: each row has the bits of decoding the text one
 /// position at a time (a row sees only the tokens at or before it). With `logits`, also each

@@ -19,6 +19,8 @@
 
 #include "wte/data.h"
 #include "wte/error.h"
+#include "src/hooks/test_hooks.h"
+#include "src/io/config_values.h"
 #include "src/io/checkpoint_checks.h"
 #include "src/io/hdf5_util.h"
 
@@ -99,46 +101,6 @@ void write_float_attr(H5::H5Object& where, const std::string& name, float value)
   attr.write(H5::PredType::NATIVE_FLOAT, &value);
 }
 
-// Stops the process (SIGSTOP) in the middle of writing `tmp` when the test hook asks for `step`.
-void maybe_pause_for_test(H5::H5File& file, const std::string& tmp, int64_t step) {
-  const char* want = std::getenv("WTE_TEST_PAUSE_IN_CHECKPOINT_WRITE");
-  if (want == nullptr || std::to_string(step) != want) return;
-  file.flush(H5F_SCOPE_GLOBAL);  // so the partial file is really on disk when the test kills us
-  std::fprintf(stderr, "wte: test pause: '%s' partly written (step %lld); SIGSTOP\n", tmp.c_str(),
-               static_cast<long long>(step));
-  std::fflush(stderr);
-  ::raise(SIGSTOP);
-  // A SIGINT/SIGTERM the test sent while the process was stopped is delivered on SIGCONT, maybe to
-  // another thread after this one resumes: wait (at most 10 s) until none is pending, so the run's
-  // next stop check sees it. Test runs only.
-  for (int i = 0; i < 10000; ++i) {
-    sigset_t pending;
-    sigemptyset(&pending);
-    if (sigpending(&pending) != 0 || (!sigismember(&pending, SIGINT) && !sigismember(&pending, SIGTERM)))
-      break;
-    ::usleep(1000);
-  }
-  ::usleep(10000);  // the handler's one store, on whichever thread took the signal
-}
-
-// "key = value" pairs of the INI text Config::to_ini writes, as "section.key" -> value.
-std::map<std::string, std::string> ini_values(const std::string& ini) {
-  std::map<std::string, std::string> values;
-  std::istringstream in(ini);
-  std::string line, section;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    if (line.front() == '[' && line.back() == ']') {
-      section = line.substr(1, line.size() - 2);
-      continue;
-    }
-    const size_t eq = line.find(" = ");
-    if (eq == std::string::npos) continue;
-    values[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
-  }
-  return values;
-}
-
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Model& model, const AdamW* optimizer,
@@ -155,7 +117,8 @@ void save_checkpoint(const std::string& path, const Model& model, const AdamW* o
       ensure_parent_groups(root, t.name);
       write_checked_tensor(root, t.name, t.shape, model.param_data() + t.offset);
     }
-    maybe_pause_for_test(file, tmp, step);
+    test_hooks::pause_in_checkpoint_write(tmp, step,
+                                          [&file] { file.flush(H5F_SCOPE_GLOBAL); });
     if (optimizer != nullptr) {
       H5::Group opt = root.createGroup("optimizer");
       write_int_attr(opt, "step", optimizer->step());
@@ -667,8 +630,10 @@ const std::vector<std::string>& resume_mutable_keys() {
 }
 
 std::vector<std::string> resume_config_mismatches(const Config& stored, const Config& now) {
-  const std::map<std::string, std::string> a = ini_values(stored.to_ini());
-  const std::map<std::string, std::string> b = ini_values(now.to_ini());
+  const std::vector<std::pair<std::string, std::string>> stored_values = config_values(stored),
+                                                       now_values = config_values(now);
+  const std::map<std::string, std::string> a(stored_values.begin(), stored_values.end());
+  const std::map<std::string, std::string> b(now_values.begin(), now_values.end());
   const std::vector<std::string>& free = resume_mutable_keys();
   std::vector<std::string> out;
   for (const auto& [key, value] : a) {

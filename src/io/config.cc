@@ -3,6 +3,7 @@
 // its source and the allowed range (Boost's own casts would, for example, wrap "-1" into a huge
 // unsigned number).
 #include "wte/config.h"
+#include "src/io/config_values.h"
 
 #include <unistd.h>
 
@@ -634,6 +635,12 @@ std::string Config::to_ini() const {
     os << k.name.substr(k.name.find('.') + 1) << " = " << k.get(*this) << "\n";
   }
   return os.str();
+}
+
+std::vector<std::pair<std::string, std::string>> config_values(const Config& config) {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const Key& k : keys()) values.emplace_back(k.name, k.get(config));
+  return values;
 }
 
 std::string set_config_key(Config& config, const std::string& key, const std::string& value) {

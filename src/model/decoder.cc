@@ -1,4 +1,4 @@
-#include "src/model/decoder.h"
+#include "wte/decoder.h"
 
 #include <algorithm>
 #include <cmath>

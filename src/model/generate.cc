@@ -1,4 +1,4 @@
-#include "src/model/generate.h"
+#include "wte/generate.h"
 
 #include <algorithm>
 #include <chrono>

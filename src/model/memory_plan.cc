@@ -222,7 +222,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanShape& shape) {
   if (small > 0) plan.buffers.push_back({"lookup sort buffers, norm sums and ids", kSmall, small,
                                          PlanOwner::kModel});
   // The training loop: the step's samples (micro_batches x B indices) and one micro-batch's
-  // inputs and targets (B x T ids each; train/trainer.cc StepBatch).
+  // inputs and targets (B x T ids each; train/run_state.h StepBatch).
   if (shape.trainer && N > 0)
     plan.buffers.push_back({"batch inputs and targets", kSmall,
                             shape.micro_batches * shape.B * sizeof(uint32_t) +

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "src/analysis/context_geometry.h"
-#include "src/model/decoder.h"
+#include "wte/decoder.h"
 #include "tests/test_util.h"
 #include "wte/checkpoint.h"
 #include "wte/config.h"

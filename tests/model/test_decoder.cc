@@ -1,4 +1,4 @@
-// Tests of the KV-cache decoder (src/model/decoder.h), sampling, and `wte sample`.
+// Tests of the KV-cache decoder (include/wte/decoder.h), sampling, and `wte sample`.
 //
 // The decoder computes one position at a time with its own summation order (matrix-vector loops,
 // kernels.h's LayerNorm, its own one-row softmax), the training model with oneDNN GEMMs over
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "src/model/decoder.h"
+#include "wte/decoder.h"
 #include "src/model/matmul.h"
 #include "tests/test_util.h"
 #include "wte/checkpoint.h"

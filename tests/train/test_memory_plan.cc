@@ -1,5 +1,5 @@
 // The memory plan (src/model/memory_plan.h) is the one description of what a training run
-// allocates: the start-up estimate (estimate_training_memory, train/run_directory.h) adds up
+// allocates: the start-up estimate (estimate_training_memory, train/memory.h) adds up
 // exactly the plan, and the plan is exactly what wte::Model, wte::AdamW and the training loop's
 // batch buffers allocate, byte for byte, counted from the allocations themselves:
 //  - Model::allocated_bytes() (every arena as allocate_aligned hands it out, and the small
@@ -18,7 +18,7 @@
 #include "src/model/memory.h"
 #include "src/model/memory_plan.h"
 #include "tests/model_test_util.h"
-#include "train/run_directory.h"
+#include "train/memory.h"
 #include "wte/config.h"
 #include "wte/model.h"
 #include "wte/optimizer.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "src/model/decoder.h"
+#include "wte/decoder.h"
 #include "wte/rng.h"
 #include "wte/tokenizer.h"
 

@@ -190,4 +190,19 @@ struct SamplingParams {
 /// wte::Error if V == 0, temperature < 0, top_p outside (0, 1] or a logit is not finite.
 int32_t sample_token(const float* logits, size_t V, const SamplingParams& params, Rng& rng);
 
+/// The hidden-state layers of a model with n_layer blocks, as `wte hidden-states` and Python's
+/// Model(ids, output_hidden_states=True) return them: the embeddings, each block's input, the last
+/// after ln_f: n_layer + 1 entries (2 when n_layer = 0).
+size_t hidden_state_layers(size_t n_layer);
+
+/// Every layer's rows and the logits of the T tokens ids[0..T) through the KV-cache decoder's
+/// prefill (each row has the bits of decoding the tokens one position at a time), written into
+/// the caller's buffers: with `layers` non-null, layers[l] (T, C) for each of the
+/// L = hidden_state_layers(dec.n_layer()) layers (the last one after ln_f); with `logits`
+/// non-null, (T, vocab_size) (the unembedding is skipped otherwise). Resets `dec`. Throws
+/// wte::Error as Decoder::prefill (T == 0 or > n_ctx, an id outside [0, vocab_size)), before
+/// any work. (src/analysis/hidden_states.cc)
+void decode_hidden_states(Decoder& dec, const int32_t* ids, size_t T, float* const* layers,
+                          float* logits);
+
 }  // namespace wte

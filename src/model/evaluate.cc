@@ -1,0 +1,44 @@
+// The evaluation of wte train, `wte eval` and Python's Model.loss (include/wte/evaluate.h).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "wte/error.h"
+#include "wte/evaluate.h"
+#include "wte/model.h"
+
+namespace wte {
+
+double evaluate_windows(Model& model, const int32_t* tokens, size_t windows, size_t T,
+                        size_t stride, size_t B) {
+  if (windows == 0 || T == 0 || B == 0)
+    throw Error("evaluate_windows: needs at least one window of T + 1 tokens, T >= 1 and B >= 1 "
+                "(have " + std::to_string(windows) + " windows, T " + std::to_string(T) + ", B " +
+                std::to_string(B) + ")");
+  B = std::min(B, windows);
+  std::vector<int32_t> inputs(B * T), targets(B * T);
+  std::vector<float> losses(B * T);
+  double total = 0.0;
+  for (size_t w = 0; w < windows; w += B) {
+    const size_t b_now = std::min(B, windows - w);
+    for (size_t b = 0; b < b_now; ++b) {
+      const int32_t* src = tokens + (w + b) * stride;
+      std::copy(src, src + T, inputs.begin() + static_cast<long>(b * T));
+      std::copy(src + 1, src + T + 1, targets.begin() + static_cast<long>(b * T));
+    }
+    model.forward_losses(inputs.data(), targets.data(), b_now, T, losses.data());
+    for (size_t i = 0; i < b_now * T; ++i) total += losses[i];
+  }
+  return total / static_cast<double>(windows * T);
+}
+
+double evaluate_loss(Model& model, const std::vector<int32_t>& tokens, size_t T, size_t B,
+                     size_t max_windows) {
+  if (T == 0 || B == 0 || tokens.size() < T + 1 || max_windows == 0)
+    throw Error("evaluate_loss: needs at least one window of " + std::to_string(T + 1) +
+                " tokens (have " + std::to_string(tokens.size()) + ")");
+  const size_t windows = std::min(max_windows, (tokens.size() - 1) / T);
+  return evaluate_windows(model, tokens.data(), windows, T, T, B);
+}
+
+}  // namespace wte
