@@ -3,8 +3,8 @@
 
 For every kind of results file in bench/results/ (<kind>-<YYYYmmdd-HHMM>-<cpu-slug>-<commit>.json,
 written by each benchmark's --out: bench/README.md) and every class of ISA measured (AVX2, AVX-512,
-AMX: the ISA oneDNN ran, capped or not), the newest run (by its start time) gives one row per
-headline ratio it recorded: what was measured, the ratio, the CPU and its core count (and the cap,
+AMX: the ISA oneDNN ran, capped or not), the newest run (by its start time) that recorded
+headline ratios gives one row per ratio: what was measured, the ratio, the CPU and its core count (and the cap,
 for a run capped with --isa), the load average before the run, the wte commit, the date, and a
 link to the file. The rows come in one group per ISA class, each under a line naming it.
 
@@ -71,7 +71,9 @@ def newest_by_kind(results_dir):
             cpu = doc.get("cpu", {})
             known = by_cpu[(cpu.get("model"), cpu.get("family"), cpu.get("model_number"))] - {None}
             cls = known.pop() if len(known) == 1 else "unknown"
-        key = (doc.get("started_utc", ""), os.path.basename(path))
+        # A run that recorded headline ratios wins over a newer one that recorded none (a partial
+        # run, e.g. one part of attention_speed.sh).
+        key = (bool(doc.get("headline")), doc.get("started_utc", ""), os.path.basename(path))
         k = (cls, doc["kind"])
         if k not in newest or key > newest[k][0]:
             newest[k] = (key, path, doc)
