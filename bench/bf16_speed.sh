@@ -38,7 +38,7 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-flags=$(grep -o -w -E 'avx512_bf16|amx_bf16|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')
+flags=$( (grep -o -w -E 'avx512_bf16|amx_bf16|avx512f' /proc/cpuinfo || true) | sort -u | tr '\n' ' ')  # none: no match, not an error
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "CPU: $cpu ($(nproc) cores; flags: ${flags:-no avx512}); $threads threads; load average $(load)"
 # Without a bf16 GEMM in oneDNN (no AVX512_BF16 or AMX here, or capped by --isa) wte's bf16 mode
