@@ -11,7 +11,8 @@
 #          difference to f32 for each, and each run's tokens/s (a second same-run speed ratio).
 # Not a test: the numbers depend on the machine and its load (the machine is shared: compare the
 # ratios of one run, never absolute numbers across runs).
-# Usage: bench/bf16_speed.sh [STEPS] [--out [DIR]]       (default 1000)
+# On a CPU where oneDNN has no bf16 GEMM (neither AVX512_BF16 nor AMX) the run says so and stops.
+# Usage: bench/bf16_speed.sh [STEPS] [--isa native|avx2|avx512] [--out [DIR]]       (default 1000)
 #   --out writes the tables and the run's facts to DIR (default bench/results/) as bf16-*.json.
 #   env: THREADS (2), ROUNDS (3), REPEAT (10), TRAIN_THREADS (1), SKIP_TRAIN=1 (speed only),
 #        SKIP_SPEED=1, WTE_CLI
@@ -37,9 +38,22 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-flags=$(grep -o -w -E 'avx512_bf16|amx_bf16|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')
+flags=$( (grep -o -w -E 'avx512_bf16|amx_bf16|avx512f' /proc/cpuinfo || true) | sort -u | tr '\n' ' ')  # none: no match, not an error
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "CPU: $cpu ($(nproc) cores; flags: ${flags:-no avx512}); $threads threads; load average $(load)"
+# Without a bf16 GEMM in oneDNN (no AVX512_BF16 or AMX here, or capped by --isa) wte's bf16 mode
+# runs float32 GEMMs: there is no bf16 side to measure, and the results say so.
+isa=$("$cli" --version | sed -n 's/^oneDNN .*CPU ISA \([a-z0-9_]*\).*/\1/p')
+echo "ISA: oneDNN ${isa:-unknown}; $("$cli" --version | sed -n 's/^Highway .*(\(.*\))/Highway \1/p')"
+case "$isa" in
+  *bf16*|*amx*) ;;
+  *)
+    echo
+    echo "bf16: not run: oneDNN's ISA here is ${isa:-unknown}, without AVX512_BF16 or AMX; wte's bf16 mode runs float32 GEMMs on this CPU"
+    echo
+    echo "load average at the end: $(load)"
+    exit 0 ;;
+esac
 
 if [ -z "${SKIP_SPEED:-}" ]; then
   echo

@@ -25,6 +25,11 @@ size of a process running a few training steps: `wte profile step --train.batch_
 
 --out writes the table and the run's facts to bench/results/gpt2_small-*.json (bench/README.md).
 Exit 77 (skipped) with a message when Debian's python3-torch is not installed.
+
+A side that cannot run is a row or a cell that says why, and the run goes on: on a CPU where
+oneDNN has no bf16 GEMM (no AVX512_BF16 or AMX, or --isa avx2) wte's bf16 step is not run (its
+bf16 mode would run float32 GEMMs); a side that fails in a round is left out of the later rounds,
+its error kept in the table, and the results file holds everything measured.
 """
 import json
 import os
@@ -63,16 +68,34 @@ def wte_env():
     return env
 
 
-def run_wte(args, threads, tmp):
-    """{"f32": step profile, "bf16": step profile} of one `wte profile step` at `threads`."""
+class SideFailed(Exception):
+    """One side of a round failed; the message says what ran and its output's tail."""
+
+
+def run_wte(args, threads, tmp, precisions):
+    """{precision: step profile} of one `wte profile step` at `threads`, for each of `precisions`
+    ("f32", "bf16"); raises SideFailed when wte fails."""
     js = os.path.join(tmp, "wte.json")
     cmd = [args.wte, "profile", "step", "--config", args.config, "--threads", str(threads),
-           "--matmul-precision", "f32,bf16", "--repeat", str(args.steps), "--json", js]
+           "--matmul-precision", ",".join(precisions), "--repeat", str(args.steps), "--json", js]
     r = subprocess.run(cmd, env=wte_env(), capture_output=True, text=True)
     if r.returncode != 0:
-        sys.exit("%s failed:\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+        raise SideFailed("%s failed (exit %d): %s" % (" ".join(cmd), r.returncode,
+                                                     (r.stdout + r.stderr)[-1500:]))
     print(r.stdout, flush=True)
-    return {s["matmul_precision"]: s for s in json.load(open(js))["step"]}
+    # In the order asked for: the JSON's matmul_precision says what ran, which is f32 for a bf16
+    # request that fell back.
+    with open(js) as f:
+        return dict(zip(precisions, json.load(f)["step"]))
+
+
+def run_torch(args, cfg, threads):
+    """PyTorch's result of one worker run; raises SideFailed when the worker fails."""
+    try:
+        return json.loads(torch_bench.run_worker(torch_cmd(args, cfg, threads, args.steps, args.warmup),
+                                                 torch_bench.torch_env(threads)))
+    except SystemExit as e:  # run_worker's report of a failed worker
+        raise SideFailed(str(e)[-1500:]) from None
 
 
 def torch_cmd(args, cfg, threads, steps, warmup):
@@ -91,76 +114,125 @@ def max_rss_bytes(cmd, env, what):
     return int(m.group(1)) * 1024
 
 
-def time_rounds(args, cfg, threads, tmp):
-    """Per thread count, every round's wte profiles and PyTorch result."""
+def time_rounds(args, cfg, threads, tmp, precisions):
+    """Per thread count, every round's wte profiles and PyTorch results (the rounds each side
+    completed), and {(side, threads): error} of the sides that failed (not run again)."""
     wte = {t: [] for t in threads}
     pt = {t: [] for t in threads}
+    failed = {}
     for k in range(args.rounds):
         for t in threads:
             print("round %d, %d thread(s)" % (k + 1, t), file=sys.stderr, flush=True)
             sides = ["torch", "wte"] if k % 2 == 0 else ["wte", "torch"]
             for side in sides:
-                if side == "wte":
-                    wte[t].append(run_wte(args, t, tmp))
-                else:
-                    pt[t].append(json.loads(torch_bench.run_worker(
-                        torch_cmd(args, cfg, t, args.steps, args.warmup), torch_bench.torch_env(t))))
-    return wte, pt
+                if (side, t) in failed:
+                    continue
+                try:
+                    if side == "wte":
+                        wte[t].append(run_wte(args, t, tmp, precisions))
+                    else:
+                        pt[t].append(run_torch(args, cfg, t))
+                except SideFailed as e:
+                    print("round %d: %s, %d thread(s) failed; not run again: %s" % (k + 1, side, t, e),
+                          file=sys.stderr, flush=True)
+                    failed[(side, t)] = str(e)
+    return wte, pt, failed
 
 
-def time_table(args, cfg, threads, wte, pt):
+def time_table(args, cfg, threads, wte, pt, failed, bf16_missing):
+    """The timing table: a row per thread count; a side that did not run says so in its cells
+    (bf16_missing: why the bf16 step was not run, or None) and, below the table, why."""
     lines = [
         "| threads | wte f32 ms/step | PyTorch ms/step | PyTorch / wte f32 | wte bf16 ms/step "
         "| wte f32 / bf16 | wte attention ms (f32) | attention share | f32 GEMM peak GFLOP/s "
         "| wte MFU PaLM / causal | PyTorch MFU PaLM / causal |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     headline = []
+    notes = []
     for t in threads:
+        for side in ("wte", "torch"):
+            if (side, t) in failed:
+                notes.append("%s at %d thread(s) failed (%d rounds measured before): %s" % (
+                    "wte" if side == "wte" else "PyTorch", t,
+                    len(wte[t]) if side == "wte" else len(pt[t]), failed[(side, t)]))
+        if not wte[t]:
+            lines.append("| %d | failed |%s" % (t, " |" * 10))
+            continue
         f32 = [r["f32"]["step_ms"] for r in wte[t]]
-        bf16 = [r["bf16"]["step_ms"] for r in wte[t]]
         tms = [r["step_ms"] for r in pt[t]]
         for r in pt[t]:
             if r["parameters"] != wte[t][0]["f32"]["parameters"]:
                 sys.exit("parameter counts differ: wte %d, PyTorch %d" %
                          (wte[t][0]["f32"]["parameters"], r["parameters"]))
-        vs_torch = [a / b for a, b in zip(tms, f32)]
-        vs_bf16 = [a / b for a, b in zip(f32, bf16)]
         att = [attention_ms(r["f32"]) for r in wte[t]]
         peak = median([r["f32"]["gemm_peak_gflops"] for r in wte[t]])
         s = wte[t][0]["f32"]
         mfu = lambda flops, ms: 100 * flops / (ms * 1e-3) / (peak * 1e9)
-        lines.append("| %d | %.0f | %.0f | %s | %.0f | %s | %.0f | %.0f%% | %.0f | %.0f%% / %.0f%% | "
-                     "%.0f%% / %.0f%% |" % (
-                         t, median(f32), median(tms), spread(vs_torch), median(bf16), spread(vs_bf16),
-                         median(att), 100 * median(att) / median(f32), peak,
-                         mfu(s["model_flops"], median(f32)), mfu(s["model_flops_causal"], median(f32)),
-                         mfu(s["model_flops"], median(tms)), mfu(s["model_flops_causal"], median(tms))))
+        if bf16_missing:
+            bf16_cells = ("not run", "not run")
+        else:
+            bf16 = [r["bf16"]["step_ms"] for r in wte[t]]
+            bf16_cells = ("%.0f" % median(bf16), spread([a / b for a, b in zip(f32, bf16)]))
+        if tms:
+            n = min(len(tms), len(f32))  # the rounds both sides completed
+            vs_torch = [a / b for a, b in zip(tms[:n], f32[:n])]
+            torch_cells = ("%.0f" % median(tms), spread(vs_torch),
+                           "%.0f%% / %.0f%%" % (mfu(s["model_flops"], median(tms)),
+                                                mfu(s["model_flops_causal"], median(tms))))
+        else:
+            vs_torch = []
+            torch_cells = ("failed", "-", "-")
+        lines.append("| %d | %.0f | %s | %s | %s | %s | %.0f | %.0f%% | %.0f | %.0f%% / %.0f%% | %s |" % (
+            t, median(f32), torch_cells[0], torch_cells[1], bf16_cells[0], bf16_cells[1],
+            median(att), 100 * median(att) / median(f32), peak,
+            mfu(s["model_flops"], median(f32)), mfu(s["model_flops_causal"], median(f32)),
+            torch_cells[2]))
         # The README's table quotes the largest thread count (the other rows are in the file's table).
-        if t == threads[-1]:
+        if t == threads[-1] and vs_torch:
             headline.append(("GPT-2 small training step (T 1024, B 1, float32) vs PyTorch, %d thread%s"
                              % (t, "" if t == 1 else "s"), round(median(vs_torch), 2), "x"))
+    if bf16_missing:
+        notes.append("wte bf16: not run: %s" % bf16_missing)
+    if notes:
+        lines += [""] + ["- " + n.replace("\n", " ") for n in notes]
     return lines, headline
 
 
 def memory_table(args, cfg, threads):
+    """The peak-memory table; a side that fails is a row saying so (no ratio, no headline)."""
     t = threads[-1]
     mcfg = dict(cfg, batch_size=args.mem_batch)
     env = dict(wte_env(), OMP_NUM_THREADS=str(t))
-    print("memory: wte, B %d, %d thread(s)" % (args.mem_batch, t), file=sys.stderr, flush=True)
-    wte_rss = max_rss_bytes([args.wte, "profile", "step", "--config", args.config, "--threads", str(t),
-                             "--train.batch_size=%d" % args.mem_batch, "--repeat", str(args.mem_steps)],
-                            env, "wte profile step (memory)")
-    print("memory: PyTorch, B %d, %d thread(s)" % (args.mem_batch, t), file=sys.stderr, flush=True)
-    pt_rss = max_rss_bytes(torch_cmd(args, mcfg, t, args.mem_steps, 1), torch_bench.torch_env(t),
-                           "PyTorch worker (memory)")
+    rss = {}
+    for side in ("wte", "PyTorch"):
+        print("memory: %s, B %d, %d thread(s)" % (side, args.mem_batch, t), file=sys.stderr, flush=True)
+        try:
+            if side == "wte":
+                rss[side] = max_rss_bytes([args.wte, "profile", "step", "--config", args.config,
+                                           "--threads", str(t), "--train.batch_size=%d" % args.mem_batch,
+                                           "--repeat", str(args.mem_steps)], env, "wte profile step (memory)")
+            else:
+                rss[side] = max_rss_bytes(torch_cmd(args, mcfg, t, args.mem_steps, 1),
+                                          torch_bench.torch_env(t), "PyTorch worker (memory)")
+        except SystemExit as e:  # max_rss_bytes's report of a failed run
+            rss[side] = str(e).replace("\n", " ")[-500:]
+            print("memory: %s failed: %s" % (side, rss[side]), file=sys.stderr, flush=True)
     mib = 1.0 / (1 << 20)
+    ok = all(isinstance(v, int) for v in rss.values())
     lines = ["", "Peak resident memory (/usr/bin/time -v), B %d, T %d, float32, %d thread(s), %d "
              "training steps after the first:" % (args.mem_batch, cfg["seq_len"], t, args.mem_steps), "",
-             "| side | maximum resident set (MiB) | / PyTorch's |", "|---|---:|---:|",
-             "| wte | %.0f | %.2f |" % (wte_rss * mib, wte_rss / pt_rss),
-             "| PyTorch | %.0f | 1 |" % (pt_rss * mib)]
-    headline = [("GPT-2 small training peak memory (T 1024, B %d), wte / PyTorch" % args.mem_batch,
-                 round(wte_rss / pt_rss, 2), "x")]
+             "| side | maximum resident set (MiB) | / PyTorch's |", "|---|---:|---:|"]
+    for side in ("wte", "PyTorch"):
+        v = rss[side]
+        if not isinstance(v, int):
+            lines.append("| %s | failed: %s | - |" % (side, v))
+        else:
+            lines.append("| %s | %.0f | %s |" % (side, v * mib,
+                                                 "%.2f" % (v / rss["PyTorch"]) if ok else "-"))
+    headline = []
+    if ok:
+        headline.append(("GPT-2 small training peak memory (T 1024, B %d), wte / PyTorch" % args.mem_batch,
+                         round(rss["wte"] / rss["PyTorch"], 2), "x"))
     return lines, headline
 
 
@@ -188,13 +260,22 @@ def main():
               torch_bench.cpu_model(), torch_bench.load_average(), os.path.basename(args.config),
               cfg["vocab_size"], cfg["d_model"], cfg["n_layer"], cfg["n_head"], cfg["batch_size"],
               cfg["seq_len"], args.rounds, args.steps), flush=True)
+    versions = torch_bench.wte_versions(args.wte)
+    bf16_missing = None
+    if not torch_bench.wte_has_bf16_gemms(args.wte):
+        bf16_missing = ("oneDNN's ISA here is %s, without AVX512_BF16 or AMX: wte's bf16 mode would "
+                        "run float32 GEMMs" % versions.get("onednn_isa", "unknown"))
+        print("wte bf16: not run: %s" % bf16_missing, flush=True)
+    precisions = ["f32"] if bf16_missing else ["f32", "bf16"]
     with tempfile.TemporaryDirectory() as tmp:
-        wte, pt = time_rounds(args, cfg, threads, tmp)
-    lines, headline = time_table(args, cfg, threads, wte, pt)
+        wte, pt, failed = time_rounds(args, cfg, threads, tmp, precisions)
+    lines, headline = time_table(args, cfg, threads, wte, pt, failed, bf16_missing)
+    torch_runs = [r for t in threads for r in pt[t]]
     lines.insert(0, "%s, B %d, T %d: median of %d rounds (each side the median of %d steps after "
                     "its first); PyTorch %s (OpenBLAS + tcmalloc); ratios: median (min-max) of the "
                     "rounds" % (os.path.basename(args.config), cfg["batch_size"], cfg["seq_len"],
-                                args.rounds, args.steps, pt[threads[0]][0]["torch"]))
+                                args.rounds, args.steps,
+                                torch_runs[0]["torch"] if torch_runs else "(no run completed)"))
     lines.insert(1, "")
     if args.mem_batch:
         more, h = memory_table(args, cfg, threads)

@@ -2,9 +2,11 @@
 """The README's "performance at a glance" table, built from the benchmarks' results files.
 
 For every kind of results file in bench/results/ (<kind>-<YYYYmmdd-HHMM>-<cpu-slug>-<commit>.json,
-written by each benchmark's --out: bench/README.md) the newest run (by its start time) gives one
-row per headline ratio it recorded: what was measured, the ratio, the CPU and its core count, the
-load average before the run, the wte commit, the date, and a link to the file.
+written by each benchmark's --out: bench/README.md) and every class of ISA measured (AVX2, AVX-512,
+AMX: the ISA oneDNN ran, capped or not), the newest run (by its start time) that recorded
+headline ratios gives one row per ratio: what was measured, the ratio, the CPU and its core count (and the cap,
+for a run capped with --isa), the load average before the run, the wte commit, the date, and a
+link to the file. The rows come in one group per ISA class, each under a line naming it.
 
     bench/headline.py                     print the table (markdown)
     bench/headline.py --check README.md   exit 1, showing both, when README.md's table differs
@@ -25,20 +27,56 @@ END = "<!-- headline:end -->"
 # Kinds that compare two builds of wte (bench/step_ab.sh: a change against the commit before it):
 # evidence for a change, not a claim about wte, so not in the README's table.
 NOT_HEADLINE = {"step_ab"}
+# The row groups, in this order; any other class follows them.
+ISA_ORDER = ["AVX2", "AVX-512", "AMX"]
+
+
+def isa_class(doc):
+    """The ISA class a results file measured: its 'isa' facts, or for files written before they
+    were recorded, the class of the oneDNN ISA its wte reported ('unknown' when neither says)."""
+    cls = (doc.get("isa") or {}).get("class")
+    if cls:
+        return cls
+    isa = doc.get("versions", {}).get("onednn_isa") or ""
+    if "amx" in isa:
+        return "AMX"
+    if "avx512" in isa:
+        return "AVX-512"
+    if isa.startswith("avx2"):
+        return "AVX2"
+    # No wte binary recorded (e.g. the Python module's benchmark): the other runs of that CPU say.
+    return None
 
 
 def newest_by_kind(results_dir):
-    """{kind: (path, document)} of the newest results file of each kind."""
-    newest = {}
+    """{(ISA class, kind): (path, document)} of the newest results file of each kind and class."""
+    docs = []
     for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
         with open(path) as f:
             doc = json.load(f)
-        kind = doc.get("kind")
-        if not kind:
+        if not doc.get("kind"):
             sys.exit("%s: no 'kind' (not a results file of bench/torch_bench.py)" % path)
-        key = (doc.get("started_utc", ""), os.path.basename(path))
-        if kind not in newest or key > newest[kind][0]:
-            newest[kind] = (key, path, doc)
+        docs.append((path, doc))
+    # A file that does not say its class takes the class of the other files of its CPU (by model
+    # name, family and model number), when they agree on one.
+    by_cpu = {}
+    for _, doc in docs:
+        cpu = doc.get("cpu", {})
+        by_cpu.setdefault((cpu.get("model"), cpu.get("family"), cpu.get("model_number")), set()).add(
+            isa_class(doc))
+    newest = {}
+    for path, doc in docs:
+        cls = isa_class(doc)
+        if cls is None:
+            cpu = doc.get("cpu", {})
+            known = by_cpu[(cpu.get("model"), cpu.get("family"), cpu.get("model_number"))] - {None}
+            cls = known.pop() if len(known) == 1 else "unknown"
+        # A run that recorded headline ratios wins over a newer one that recorded none (a partial
+        # run, e.g. one part of attention_speed.sh).
+        key = (bool(doc.get("headline")), doc.get("started_utc", ""), os.path.basename(path))
+        k = (cls, doc["kind"])
+        if k not in newest or key > newest[k][0]:
+            newest[k] = (key, path, doc)
     return {k: (p, d) for k, (_, p, d) in newest.items()}
 
 
@@ -48,21 +86,31 @@ def fmt_value(v, unit):
     return "%g%s" % (v, unit or "")
 
 
+def group_order(cls):
+    return (ISA_ORDER.index(cls) if cls in ISA_ORDER else len(ISA_ORDER), cls)
+
+
 def table(results_dir, link_base):
     rows = ["| measured | result | CPU | load before | wte commit | date (UTC) | results file |",
             "|---|---:|---|---:|---|---|---|"]
-    for kind, (path, doc) in sorted(newest_by_kind(results_dir).items()):
-        if kind in NOT_HEADLINE:
+    newest = newest_by_kind(results_dir)
+    for cls in sorted({c for c, _ in newest}, key=group_order):
+        group = [(kind, pd) for (c, kind), pd in sorted(newest.items()) if c == cls and kind not in NOT_HEADLINE]
+        if not any(doc.get("headline") for _, (_, doc) in group):
             continue
-        cpu = doc.get("cpu", {})
-        load = doc.get("load_average_before") or [float("nan")]
-        link = "%s/%s" % (link_base, os.path.basename(path))
-        for h in doc.get("headline", []):
-            fam = " (family %s model %s)" % (cpu["family"], cpu["model_number"]) if cpu.get("family") else ""
-            rows.append("| %s | %s | %s%s, %s cores | %.1f | %s | %s | [%s](%s) |" % (
-                h["what"], fmt_value(h["value"], h.get("unit")), cpu.get("model", "?"), fam,
-                cpu.get("cores", "?"), load[0], doc.get("versions", {}).get("git_commit", "?"),
-                doc.get("started_utc", "?")[:16].replace("T", " "), kind, link))
+        rows.append("| **%s** | | | | | | |" % cls)
+        for kind, (path, doc) in group:
+            cpu = doc.get("cpu", {})
+            load = doc.get("load_average_before") or [float("nan")]
+            link = "%s/%s" % (link_base, os.path.basename(path))
+            isa = doc.get("isa") or {}
+            capped = ", capped with --isa %s" % isa["requested"] if isa.get("requested", "native") != "native" else ""
+            for h in doc.get("headline", []):
+                fam = " (family %s model %s)" % (cpu["family"], cpu["model_number"]) if cpu.get("family") else ""
+                rows.append("| %s | %s | %s%s, %s cores%s | %.1f | %s | %s | [%s](%s) |" % (
+                    h["what"], fmt_value(h["value"], h.get("unit")), cpu.get("model", "?"), fam,
+                    cpu.get("cores", "?"), capped, load[0], doc.get("versions", {}).get("git_commit", "?"),
+                    doc.get("started_utc", "?")[:16].replace("T", " "), kind, link))
     return "\n".join(rows)
 
 

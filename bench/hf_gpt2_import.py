@@ -70,7 +70,9 @@ def main():
     ap.add_argument("--workdir", default=os.path.join("bench_tmp", "hf_gpt2"))
     ap.add_argument("--keep", action="store_true", help="keep the 1 GB of files in --workdir")
     torch_bench.add_out_option(ap)
+    torch_bench.add_isa_option(ap)
     args = ap.parse_args()
+    torch_bench.apply_isa(args.isa)
     recorder = torch_bench.Recorder("hf_import", wte=args.wte)
     report = []
     V, P, L, C, NH = 50257, 1024, 12, 768, 12

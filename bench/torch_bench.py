@@ -6,8 +6,14 @@ average printed beside the numbers, and the results file every benchmark writes 
 A results file (bench/results/<kind>-<YYYYmmdd-HHMM>-<cpu-slug>-<commit>.json) holds one run: its
 table (markdown), its headline ratios, and the facts needed to judge it: the command line, the CPU
 model and core count, the load average before and after, the versions of wte (git commit), oneDNN,
-Highway and PyTorch, the OpenMP wait policy, the transparent-huge-page mode and the date (UTC).
-bench/headline.py builds the README's headline table from the newest file of each kind.
+Highway and PyTorch, the ISA the run measured (its class: AVX2, AVX-512 or AMX, and the caps
+that chose it), the OpenMP wait policy, the transparent-huge-page mode and the date (UTC).
+bench/headline.py builds the README's headline table from the newest file of each kind and ISA.
+
+Every benchmark takes --isa native|avx2|avx512: a capped run measures a narrower ISA on the machine
+there is (a Zen 4 capped to AVX2 runs the 256-bit code a Zen 3 runs). The cap is three environment
+variables every process of the run inherits (ISA_CAPS): ONEDNN_MAX_CPU_ISA (oneDNN, in wte and in
+PyTorch), WTE_MAX_SIMD (wte's Highway kernels) and OPENBLAS_CORETYPE (OpenBLAS, PyTorch's BLAS).
 
 The Python benchmarks run as scripts (/usr/bin/python3 bench/X.py), so this file's folder is on
 sys.path and they `import torch_bench`. The shell benchmarks call this file as a program:
@@ -32,13 +38,67 @@ TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 # ctest's exit code for a skipped test; the benchmarks use it when PyTorch is missing.
 SKIP = 77
 
+# --isa: the environment that caps every library of a run at one ISA. "native" sets nothing.
+# ONEDNN_MAX_CPU_ISA and DNNL_MAX_CPU_ISA (the older name, which PyTorch's bundled oneDNN may read)
+# take oneDNN's names; WTE_MAX_SIMD Highway's target names; OPENBLAS_CORETYPE OpenBLAS's kernels.
+ISA_CAPS = {
+    "native": {},
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2", "WTE_MAX_SIMD": "AVX2",
+             "OPENBLAS_CORETYPE": "Haswell"},
+    "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "DNNL_MAX_CPU_ISA": "AVX512_CORE",
+               "WTE_MAX_SIMD": "AVX3", "OPENBLAS_CORETYPE": "SkylakeX"},
+}
+ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "WTE_MAX_SIMD", "OPENBLAS_CORETYPE")
+
+
+def apply_isa(name):
+    """Sets this process's environment (inherited by every wte and PyTorch process it starts) to
+    the caps of ISA_CAPS[name]; exits naming the allowed names for any other."""
+    if name not in ISA_CAPS:
+        sys.exit("--isa %r: expected one of %s" % (name, ", ".join(ISA_CAPS)))
+    os.environ.update(ISA_CAPS[name])
+    os.environ["WTE_BENCH_ISA"] = name
+
+
+def isa_class(onednn_isa):
+    """The README's row group of a run from the oneDNN ISA in force: 'AMX', 'AVX-512', 'AVX2', or
+    the ISA itself upper-cased (None when unknown)."""
+    if not onednn_isa:
+        return None
+    if "amx" in onednn_isa:
+        return "AMX"
+    if "avx512" in onednn_isa:
+        return "AVX-512"
+    if onednn_isa.startswith("avx2"):
+        return "AVX2"
+    return onednn_isa.upper()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser that applies --isa as soon as the arguments are parsed, before the
+    benchmark starts any process."""
+
+    def parse_args(self, *args, **kwargs):
+        a = super().parse_args(*args, **kwargs)
+        apply_isa(a.isa)
+        return a
+
+
+def add_isa_option(p):
+    """Adds --isa to the parser `p` (a parser from argument_parser applies it by itself; others
+    call apply_isa(args.isa) after parsing)."""
+    p.add_argument("--isa", default="native", choices=sorted(ISA_CAPS),
+                   help="cap oneDNN, wte's Highway kernels and OpenBLAS at this ISA for the whole "
+                        "run (native: the CPU's best); recorded in the results file")
+
 
 def argument_parser(doc, shapes=False):
-    """The benchmark's argparse parser: `doc` as its description (shown as written), --wte, and
-    with `shapes` the loss/embedding shape options --vocab (GPT-2's 50257), --d-model (768) and
-    --tokens (8192), in that order."""
-    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """The benchmark's argparse parser: `doc` as its description (shown as written), --wte, --isa
+    (applied by parse_args), and with `shapes` the loss/embedding shape options --vocab (GPT-2's
+    50257), --d-model (768) and --tokens (8192), in that order."""
+    p = _Parser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--wte", default="build/wte", help="the built wte binary")
+    add_isa_option(p)
     if shapes:
         p.add_argument("--vocab", type=int, default=50257)
         p.add_argument("--d-model", type=int, default=768)
@@ -134,8 +194,9 @@ def _first_line(path):
 
 
 def wte_versions(wte):
-    """{'wte', 'git_commit', 'onednn', 'onednn_isa', 'highway', 'highway_target'} parsed from
-    `wte --version` (missing keys when the binary is absent or says otherwise)."""
+    """{'wte', 'git_commit', 'onednn', 'onednn_isa', 'highway', 'highway_target', 'highway_cap'}
+    parsed from `wte --version` under this process's environment (its ISA caps included; missing
+    keys when the binary is absent or says otherwise)."""
     v = {}
     try:
         out = subprocess.run([wte, "--version"], capture_output=True, text=True, timeout=60).stdout
@@ -147,10 +208,48 @@ def wte_versions(wte):
     m = re.search(r"^oneDNN (\S+).*?CPU ISA (\w+)", out, re.M)
     if m:
         v["onednn"], v["onednn_isa"] = m.group(1), m.group(2)
-    m = re.search(r"^Highway (\S+).*?chosen on this CPU: (\w+)", out, re.M)
+    m = re.search(r"^Highway (\S+).*?in force: (\w+); WTE_MAX_SIMD cap: (\w+)", out, re.M)
     if m:
-        v["highway"], v["highway_target"] = m.group(1), m.group(2)
+        v["highway"], v["highway_target"], v["highway_cap"] = m.group(1), m.group(2), m.group(3)
     return v
+
+
+def wte_has_bf16_gemms(wte):
+    """Whether oneDNN runs bf16 GEMMs for `wte` here (its ISA, under this process's caps, has
+    AVX512_BF16 or AMX); without them wte's bf16 mode runs float32 GEMMs."""
+    isa = wte_versions(wte).get("onednn_isa", "")
+    return "bf16" in isa or "amx" in isa
+
+
+def cpu_flags():
+    """The flags of /proc/cpuinfo's first processor (an empty set where it has none)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def run_isa(versions):
+    """The ISA facts of a run: the --isa asked for, the class of ISA the run measured (from wte's
+    oneDNN ISA when known, else from the CPU's flags and the caps), the caps in the environment
+    and what wte reported under them."""
+    caps = {k: os.environ[k] for k in ISA_VARIABLES if os.environ.get(k)}
+    cls = isa_class(versions.get("onednn_isa"))
+    if cls is None:
+        flags = cpu_flags()
+        cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").lower()
+        if "amx_bf16" in flags and not cap:
+            cls = "AMX"
+        elif "avx512f" in flags and (not cap or "avx512" in cap):
+            cls = "AVX-512"
+        elif "avx2" in flags:
+            cls = "AVX2"
+    return {"requested": os.environ.get("WTE_BENCH_ISA", "native"), "class": cls, "caps": caps,
+            "onednn_isa": versions.get("onednn_isa"), "highway_target": versions.get("highway_target")}
 
 
 def torch_version():
@@ -201,6 +300,7 @@ class Recorder:
             "load_average_before": self.load_before,
             "load_average_after": list(os.getloadavg()),
             "versions": versions,
+            "isa": run_isa(versions),
             "environment": {k: os.environ.get(k) for k in
                             ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "LD_PRELOAD") if os.environ.get(k)},
             "pytorch_worker": {"openblas_pthread": os.path.isdir(OPENBLAS_DIR),
@@ -221,7 +321,9 @@ class Recorder:
         facts = self.facts()
         commit = facts["versions"].get("git_commit", "unknown")
         stamp = datetime.datetime.fromtimestamp(self.started, datetime.timezone.utc).strftime("%Y%m%d-%H%M")
-        name = "%s-%s-%s-%s.json" % (self.kind, stamp, cpu_slug(facts["cpu"]["model"]), commit)
+        capped = facts["isa"]["requested"]
+        name = "%s-%s-%s-%s%s.json" % (self.kind, stamp, cpu_slug(facts["cpu"]["model"]), commit,
+                                       "" if capped == "native" else "-" + capped)
         doc = {"kind": self.kind, "claim": claim,
                "headline": [{"what": w, "value": v, "unit": u} for w, v, u in headline]}
         doc.update(facts)
@@ -249,6 +351,7 @@ def _record_main(argv):
     p.add_argument("--claim")
     p.add_argument("--headline", action="append", default=[], help="WHAT=VALUE[=UNIT]")
     a = p.parse_args(argv)
+    # The shell benchmarks export the caps themselves (bench/results.sh); the record inherits them.
     headline = []
     for h in a.headline:
         parts = h.split("=")

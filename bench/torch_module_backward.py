@@ -101,9 +101,11 @@ def main():
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--dists", default="uniform,zipf:1.1")
     torch_bench.add_out_option(ap)
+    torch_bench.add_isa_option(ap)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--threads-one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    torch_bench.apply_isa(args.isa)
     if args.worker:
         args.threads = args.threads_one
         return worker(args)
@@ -116,7 +118,8 @@ def main():
     except subprocess.CalledProcessError as e:
         print(f"skip: torch or wte does not import ({e.stderr.decode().strip().splitlines()[-1]})")
         sys.exit(77)
-    recorder = torch_bench.Recorder("module_backward")
+    cli = os.path.join(os.path.abspath(args.build), "wte")
+    recorder = torch_bench.Recorder("module_backward", wte=cli if os.access(cli, os.X_OK) else None)
     headline = []
     print(f"CPU: {torch_bench.cpu_model()}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}; "
           f"{platform.python_version()}")

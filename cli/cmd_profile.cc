@@ -311,6 +311,7 @@ nlohmann::json machine_json(const profile::MachineState& m) {
           {"l3_bytes", m.l3_bytes},
           {"cache_source", m.cache_source},
           {"highway_target", m.highway_target},
+          {"highway_cap", m.highway_cap},
           {"onednn_isa", m.onednn_isa},
           {"transparent_hugepages", m.transparent_hugepages},
           {"load_average", {m.load_average[0], m.load_average[1], m.load_average[2]}},

@@ -10,6 +10,7 @@
 
 #include "wte/error.h"
 #include "wte/kernels.h"
+#include "wte/simd_target.h"
 #include "src/model/onednn_isa.h"
 #include "cli/build_info.h"
 #include "cli/options.h"
@@ -71,8 +72,10 @@ void print_version() {
   std::printf("wte %s (git %s)\n", wte::build::kVersion, wte::build::kGitCommit);
   std::printf("oneDNN %d.%d.%d (runtime library; CPU ISA %s)\n", dnnl->major, dnnl->minor,
               dnnl->patch, wte::onednn_isa().c_str());
-  std::printf("Highway %s (SIMD target chosen on this CPU: %s)\n", wte::build::kHighwayVersion,
-              hwy::TargetName(wte::simd_dispatch_target()));
+  const std::string cap = wte::simd_target_cap();
+  std::printf("Highway %s (SIMD target in force: %s; WTE_MAX_SIMD cap: %s)\n",
+              wte::build::kHighwayVersion, wte::simd_target_name().c_str(),
+              cap.empty() ? "none" : cap.c_str());
 }
 
 // "; did you mean 'train'?" for the command closest to a mistyped `name`, or "".

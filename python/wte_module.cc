@@ -36,6 +36,7 @@
 #include "wte/config.h"
 #include "wte/error.h"
 #include "wte/kernels.h"
+#include "wte/simd_target.h"
 #include "wte/model.h"
 #include "wte/tokenizer.h"
 
@@ -450,8 +451,12 @@ PYBIND11_MODULE(_wte, m) {
       names.emplace_back(wte::scatter_strategy_name(s));
     return names;
   });
-  m.def("simd_target", [] { return std::string(hwy::TargetName(wte::simd_dispatch_target())); },
-        "The Highway target dynamic dispatch picked on this CPU (e.g. AVX3).");
+  m.def("simd_target", &wte::simd_target_name,
+        "The Highway target the kernels run on (e.g. AVX3): the best this CPU supports, or no better "
+        "than the WTE_MAX_SIMD cap (see simd_target_cap).");
+  m.def("simd_target_cap", &wte::simd_target_cap,
+        "The cap on the kernels' Highway target that the environment variable WTE_MAX_SIMD set when "
+        "the module loaded (e.g. 'AVX2'), or '' for none.");
   m.def("set_num_threads", [](const py::object& n) {
     // More threads than this only oversubscribes the CPU, and a thread count the system cannot
     // start would end the process inside OpenMP.

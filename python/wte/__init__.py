@@ -86,6 +86,7 @@ from ._wte import (  # noqa: F401
     scatter_wpe,
     set_num_threads,
     simd_target,
+    simd_target_cap,
     softmax_cross_entropy,
 )
 

@@ -18,7 +18,7 @@
 #include "wte/data.h"
 #include "wte/kernels.h"
 #include "wte/error.h"
-#include "wte/kernels.h"
+#include "wte/simd_target.h"
 
 namespace wte::profile {
 
@@ -278,7 +278,8 @@ std::string MachineState::describe() const {
   return "L1d " + kib(l1d_bytes) + ", L2 " + kib(l2_bytes) + ", L3 " + kib(l3_bytes) + " (" +
          cache_source + "); Highway " + highway_target + ", oneDNN " + onednn_isa +
          "; transparent huge pages " +
-         (transparent_hugepages.empty() ? "?" : transparent_hugepages);
+         (transparent_hugepages.empty() ? "?" : transparent_hugepages) +
+         (highway_cap.empty() ? "" : "; Highway capped by WTE_MAX_SIMD=" + highway_cap);
 }
 
 MachineState read_machine_state() {
@@ -317,7 +318,8 @@ MachineState read_machine_state() {
   if (m.l1d_bytes == 0) m.l1d_bytes = from_sysconf(_SC_LEVEL1_DCACHE_SIZE);
   if (m.l2_bytes == 0) m.l2_bytes = from_sysconf(_SC_LEVEL2_CACHE_SIZE);
   if (m.l3_bytes == 0) m.l3_bytes = from_sysconf(_SC_LEVEL3_CACHE_SIZE);
-  m.highway_target = hwy::TargetName(simd_dispatch_target());
+  m.highway_target = simd_target_name();
+  m.highway_cap = simd_target_cap();
   m.onednn_isa = onednn_isa();
   // "always [madvise] never": the bracketed word is the mode in force.
   const std::string thp = read_first_line("/sys/kernel/mm/transparent_hugepage/enabled");

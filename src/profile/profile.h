@@ -121,6 +121,7 @@ struct MachineState {
   size_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;
   std::string cache_source;       // "sysfs" or "sysconf" (which may report a whole package's L3)
   std::string highway_target;     // the target Highway's dynamic dispatch chose, e.g. "AVX3"
+  std::string highway_cap;        // the WTE_MAX_SIMD cap in force, e.g. "AVX2" ("" for none)
   std::string onednn_isa;         // oneDNN's dnnl::get_effective_cpu_isa(), e.g. "avx512_core_bf16"
   std::string transparent_hugepages;  // the selected mode of /sys/kernel/mm/transparent_hugepage
   /// One line: caches and ISAs, e.g. "L1d 48 KiB, L2 1024 KiB, L3 32 MiB; Highway AVX3, oneDNN

@@ -299,8 +299,8 @@ grep -q -- "--version" "$dir/top" && grep -q "help <command>" "$dir/top" || fail
 cat "$dir/v"
 grep -qE '^wte [0-9]+\.[0-9]+\.[0-9]+ \(git [^)]+\)$' "$dir/v" || fail "no 'wte X.Y.Z (git ...)' line"
 grep -qE '^oneDNN [0-9]+\.[0-9]+\.[0-9]+ ' "$dir/v" || fail "no oneDNN version"
-grep -qE '^Highway [0-9]+\.[0-9]+(\.[0-9]+)? \(SIMD target chosen on this CPU: [A-Z0-9_]+\)$' "$dir/v" \
-  || fail "no Highway version and target"
+grep -qE '^Highway [0-9]+\.[0-9]+(\.[0-9]+)? \(SIMD target in force: [A-Z0-9_]+; WTE_MAX_SIMD cap: [A-Z0-9_]+\)$' "$dir/v" \
+  || fail "no Highway version, target and cap"
 
 # Without GPT-2's vocabulary, tokenize lists the places it looked, each once (run from the source
 # tree, ./datasets/gpt2, the one beside the build directory and the source tree's are one).

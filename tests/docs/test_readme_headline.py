@@ -2,8 +2,9 @@
 """README.md's performance table is what bench/headline.py builds from bench/results/: the table
 between <!-- headline:begin ... --> and <!-- headline:end --> must equal the script's output, and
 every results file it links must exist. Run bench/headline.py --write README.md after adding
-results. The README stays a short front page: at most README_MAX_LINES lines (the reference
-lives in docs/)."""
+results. The README stays a short front page: at most README_MAX_LINES lines besides the
+generated table, which grows by a row group per ISA class measured (the reference lives in
+docs/)."""
 import os
 import re
 import subprocess
@@ -23,10 +24,11 @@ if r.returncode != 0:
     sys.exit("FAIL: README.md's headline table differs from bench/headline.py's (see above)")
 readme = open(os.path.join(SRC, "README.md")).read()
 README_MAX_LINES = 400
-lines = readme.count("\n")
+table_lines = readme[readme.index("<!-- headline:begin"):readme.index("<!-- headline:end")].count("\n")
+lines = readme.count("\n") - table_lines
 if lines > README_MAX_LINES:
-    sys.exit("FAIL: README.md has %d lines, more than %d: move reference material into docs/"
-             % (lines, README_MAX_LINES))
+    sys.exit("FAIL: README.md has %d lines besides the headline table, more than %d: move "
+             "reference material into docs/" % (lines, README_MAX_LINES))
 links = re.findall(r"\]\((bench/results/[^)]+)\)", readme)
 if not links:
     sys.exit("FAIL: README.md's headline table links no results file")
