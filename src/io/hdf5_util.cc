@@ -20,6 +20,7 @@
 #include "wte/data.h"
 #include "src/io/file_checks.h"
 #include "wte/error.h"
+#include "wte/tokenizer.h"
 
 namespace wte::hdf5 {
 
@@ -362,6 +363,8 @@ Id open_object(hid_t loc, const std::string& name, H5I_type_t type, const std::s
     if (got != want)
       fail(what, "'" + prefix + "' is " + (got == H5I_GROUP ? "a group" : got == H5I_DATASET ? "a dataset" : "a named datatype") +
                      ", expected " + (want == H5I_GROUP ? "a group" : "a dataset"));
+    // Each dataset again as it is opened: no read of wte's reaches outside the file.
+    if (last && got == H5I_DATASET) check_dataset_storage(obj.get(), prefix, what);
     if (last) return obj;
   }
   return Id();
@@ -498,6 +501,7 @@ Id open_readonly(const std::string& path, const std::string& what) {
     throw Error("cannot open " + what + " (truncated or corrupt HDF5?): " +
                 (st.text.empty() ? std::string("H5Fopen failed") : st.text));
   }
+  check_self_contained(file.get(), what);
   return file;
 }
 
@@ -656,7 +660,7 @@ herr_t visit_link(hid_t group, const char* name, const H5L_info_t* info, void* d
     // Built by construction and appends, then moved: GCC 12 warns falsely (-Wrestrict) on
     // "'" + std::string(name) (an insert) and on assigning a literal (a replace).
     std::string error = "'";
-    error += name;
+    error += escape_piece(name);
     error += "' is a ";
     error += info->type == H5L_TYPE_SOFT ? "soft" : "external";
     error += " link; a wte checkpoint holds no links, only groups and datasets";
@@ -669,7 +673,7 @@ herr_t visit_link(hid_t group, const char* name, const H5L_info_t* info, void* d
     v->datasets.push_back(name);
   } else if (t != H5I_GROUP) {
     std::string error = "'";
-    error += name;
+    error += escape_piece(name);  // from the file: no control bytes into a terminal
     error += "' is neither a group nor a dataset";
     v->error = std::move(error);
     return 1;

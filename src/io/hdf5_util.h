@@ -118,11 +118,25 @@ class FileLockedError : public Error {
   using Error::Error;
 };
 
-/// Opens the HDF5 file `path` read-only. Errors (wte::Error starting with `what`): the file does
-/// not exist, is a directory, is not HDF5, or cannot be opened (truncated or corrupt, with HDF5's
-/// innermost message); FileLockedError when another process holds it open for writing, naming
-/// HDF5_USE_FILE_LOCKING (never called corruption).
+/// Opens the HDF5 file `path` read-only, then checks it is self-contained (check_self_contained)
+/// before any dataset is read. Errors (wte::Error starting with `what`): the file does not exist,
+/// is a directory, is not HDF5, or cannot be opened (truncated or corrupt, with HDF5's innermost
+/// message); it reaches outside itself; FileLockedError when another process holds it open for
+/// writing, naming HDF5_USE_FILE_LOCKING (never called corruption).
 Id open_readonly(const std::string& path, const std::string& what);
+
+/// Every object of the open file `file` must keep its bytes inside the file: a soft, external or
+/// user-defined link anywhere, or a dataset that check_dataset_storage refuses, is a wte::Error
+/// starting with `what` that names the object and what it points to (names escaped: they come
+/// from the file). Reads object headers only, never a dataset's data, so no file the checked one
+/// names is opened.
+void check_self_contained(hid_t file, const std::string& what);
+
+/// The dataset `ds` (named `name` in messages) must be stored as wte writes datasets: contiguous,
+/// chunked or compact layout in the file itself, no external storage (H5Pset_external), not
+/// virtual, and no filter but Fletcher-32. Else a wte::Error starting with `what`, naming the
+/// external file, the virtual source or the filter (src/io/hdf5_storage.cc says why).
+void check_dataset_storage(hid_t ds, const std::string& name, const std::string& what);
 
 /// True if `name` (a path like "optimizer/m/wte", relative to `loc`) exists. Every component must
 /// be a hard link and every inner one a group, else wte::Error ("... is a soft link ...").
