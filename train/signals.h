@@ -51,9 +51,9 @@ const char* signal_name(int sig);
 
 /// A start-up (before step 1) stopped by SIGINT/SIGTERM: nothing was trained. `signal()` is the
 /// signal's number (exit status 128 + it).
-class Interrupted : public Error {
+class Interrupted : public Cancelled {
  public:
-  Interrupted(int sig, const std::string& what) : Error(what), sig_(sig) {}
+  Interrupted(int sig, const std::string& what) : Cancelled(what), sig_(sig) {}
   int signal() const { return sig_; }
 
  private:
