@@ -397,6 +397,8 @@ void bind_model(py::module_& m) {
                   [](const py::object& path) {
                     const std::string p = Args("Model.load").path(path, "path");
                     py::gil_scoped_release release;
+                    // Validated in a child process first, as in wte_module.cc's load_checkpoint.
+                    wte::validate_checkpoint_isolated(wte::resolve_checkpoint(p));
                     return std::make_unique<PyModel>(wte::load_model(p));
                   },
                   py::arg("path"))

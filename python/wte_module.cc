@@ -369,6 +369,9 @@ py::tuple load_checkpoint_raw(const py::object& path_obj, const std::string& fun
   std::unique_ptr<wte::Model> model;
   {
     py::gil_scoped_release release;
+    // Read in a child process first, as wte train --resume auto reads checkpoints, with its time
+    // limits: a file that hangs or crashes HDF5 is an error, not a hung interpreter.
+    wte::validate_checkpoint_isolated(path);
     wte::CheckpointModel ck = wte::load_checkpoint_model(path);
     info = std::move(ck.info);
     model = std::move(ck.model);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# scripts/kill_test.sh N: SIGKILL `wte train` at N random moments and check that each
-# `--resume auto` ends bit-identical to an uninterrupted run (tests/train/test_kill_resume.sh, which
-# ctest runs with 20). Uses build/wte (BUILD_DIR to change); KILL_SEED for reproducible moments.
+# scripts/kill_test.sh N: N trials of tests/train/test_kill_resume.sh (ctest runs 10): SIGKILL
+# `wte train` at a random moment, then the `wte train --resume auto` that continues it; no process
+# of the run may be left, and a last `--resume auto` must end bit-identical to an uninterrupted
+# run. Uses build/wte (BUILD_DIR to change); KILL_SEED for reproducible moments.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"

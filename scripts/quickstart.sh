@@ -86,6 +86,9 @@ if [ "$mode" = test ]; then packages+=(chromium librsvg2-bin); fi
 # tests/python/test_gradcheck_torch.py compares wte's gradients with PyTorch's (Debian's torch, h5py and
 # numpy import only under /usr/bin/python3); test mode only, `train` stays lean.
 if [ "$mode" = test ]; then packages+=(python3-torch python3-h5py python3-numpy); fi
+# tests/io/test_hdf5_outside_refs.py traces every file each command opens (strace -f), to show that
+# a checkpoint naming another file never makes wte open it.
+if [ "$mode" = test ]; then packages+=(strace); fi
 # The fuzz targets (fuzz/, scripts/fuzz.sh) need clang and its libFuzzer/sanitizer runtimes.
 if [ "$mode" = test ]; then packages+=(clang-14 libclang-rt-14-dev); fi
 missing=()

@@ -17,6 +17,7 @@
 
 #include "src/analysis/loss_curve.h"
 #include "src/io/file_checks.h"
+#include "src/io/hdf5_util.h"
 #include "src/io/snapshot.h"
 #include "train/metrics.h"
 #include "src/model/unembedding.h"
@@ -104,13 +105,19 @@ RunDirectory::RunDirectory(const std::string& dir) : dir_(dir) {
                   "continues it) or choose another --out");
     throw Error("run directory '" + dir + "' cannot be locked: " + std::strerror(err));
   }
+  // A checkpoint-validation child (a fork) would share the lock and keep it after this process
+  // died: it closes this descriptor at once.
+  hdf5::close_in_isolated_children(fd_);
   if (created_) g_start_up = this;
 }
 
 RunDirectory::~RunDirectory() {
   remove_start_up_files();  // a start-up that failed leaves nothing it made
   if (g_start_up == this) g_start_up = nullptr;
-  if (fd_ >= 0) ::close(fd_);  // releases the lock
+  if (fd_ >= 0) {
+    hdf5::keep_in_isolated_children(fd_);
+    ::close(fd_);  // releases the lock
+  }
 }
 
 void RunDirectory::training_started() {
@@ -276,6 +283,8 @@ void check_run_files(const std::string& dir, const std::string& user_config,
     int64_t step = -1;
     try {
       step = read_checkpoint_info(resume).step;
+    } catch (const Cancelled&) {
+      throw;
     } catch (const Error&) {
       return;  // reported by the resume's own checks
     }
@@ -289,6 +298,8 @@ void check_run_files(const std::string& dir, const std::string& user_config,
         validate_checkpoint_isolated(c.second);
         const int64_t stored = read_checkpoint_info(c.second).step;
         if (stored > step) newer.emplace_back(static_cast<uint64_t>(stored), c.second);
+      } catch (const Cancelled&) {
+        throw;
       } catch (const Error&) {
         // Broken: --resume auto reports it; it is not a checkpoint to continue from.
       }

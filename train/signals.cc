@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "src/hooks/test_hooks.h"
+#include "src/io/hdf5_util.h"
 
 namespace wte {
 namespace {
@@ -63,10 +64,19 @@ void install_stop_signals() {
   sigaction(SIGPIPE, nullptr, &pipe_now);
   g_pipe_installed = pipe_now.sa_handler != SIG_IGN;
   if (g_pipe_installed) sigaction(SIGPIPE, &sa, &g_old_pipe);
+  // A checkpoint read in a child process (hdf5::run_isolated) is waited for in slices of 100 ms:
+  // a signal ends that wait too, not only the stage after it.
+  hdf5::set_wait_check([] {
+    if (const int sig = g_signal)
+      throw Interrupted(sig, std::string(signal_name(sig)) +
+                                 " received while a checkpoint was being validated, before step "
+                                 "1: nothing was trained");
+  });
   g_installed = true;
 }
 
 void remove_stop_signals() {
+  hdf5::set_wait_check(nullptr);
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
   if (g_pipe_installed) sigaction(SIGPIPE, &g_old_pipe, nullptr);

@@ -23,4 +23,11 @@ class UsageError : public Error {
   explicit UsageError(const std::string& what) : Error(what) {}
 };
 
+/// Work stopped on request (SIGINT or SIGTERM in wte train: wte/train.h's Interrupted), not
+/// by bad input: code that skips or remembers bad files passes it on unchanged.
+class Cancelled : public Error {
+ public:
+  explicit Cancelled(const std::string& what) : Error(what) {}
+};
+
 }  // namespace wte

@@ -84,9 +84,9 @@ struct TrainSummary {
 /// A start-up (before step 1) stopped by SIGINT/SIGTERM: nothing was trained, and what the start-up
 /// had written into a run directory it created was removed (the message says what was removed or
 /// kept). `signal()` is the signal's number (`wte train` exits with 128 + it).
-class Interrupted : public Error {
+class Interrupted : public Cancelled {
  public:
-  Interrupted(int sig, const std::string& what) : Error(what), sig_(sig) {}
+  Interrupted(int sig, const std::string& what) : Cancelled(what), sig_(sig) {}
   int signal() const { return sig_; }
 
  private:

@@ -275,6 +275,14 @@ bool file_key(const std::string& path, FileKey* key, uint64_t* bytes) {
   return true;
 }
 
+// Test hook (no effect unless the environment asks): WTE_TEST_STALL_VALIDATION=1 makes the
+// validation child wait for ever before it reads, as a file on a hung disk would, so tests can
+// signal or kill wte train while it waits (tests/train/test_validation_child.sh).
+void stall_for_test() {
+  if (std::getenv("WTE_TEST_STALL_VALIDATION") == nullptr) return;
+  for (;;) ::pause();
+}
+
 // Runs `read` in a child unless it passed before (or this is the child); remembers a pass.
 void read_in_child(const std::string& path, const std::string& what,
                    const std::function<void()>& read) {
@@ -288,11 +296,14 @@ void read_in_child(const std::string& path, const std::string& what,
     hdf5::run_isolated(
         [&] {
           in_isolated_child = true;
+          stall_for_test();
           read();
         },
         what, 3.0 + mib / 16.0, 120.0 + mib / 4.0);
   } catch (const hdf5::FileLockedError&) {
     throw;  // not the file's fault: asked again next time
+  } catch (const Cancelled&) {
+    throw;  // stopped on request: not the file's fault either
   } catch (const Error& e) {
     failed_files()[{key, what}] = e.what();
     throw;
@@ -608,6 +619,8 @@ ResumeChoice choose_resume_checkpoint(const std::string& dir) {
         choice.path = it->second;
         choice.step = info.step;
       }
+    } catch (const Cancelled&) {
+      throw;
     } catch (const hdf5::FileLockedError& e) {
       throw Error(std::string("--resume auto: a checkpoint cannot be read: ") + e.what() +
                   "\n(not resuming from an older checkpoint: that would lose the steps since)");

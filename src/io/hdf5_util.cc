@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +23,7 @@
 #include "wte/data.h"
 #include "src/io/file_checks.h"
 #include "wte/error.h"
+#include "wte/tokenizer.h"
 
 namespace wte::hdf5 {
 
@@ -362,6 +366,8 @@ Id open_object(hid_t loc, const std::string& name, H5I_type_t type, const std::s
     if (got != want)
       fail(what, "'" + prefix + "' is " + (got == H5I_GROUP ? "a group" : got == H5I_DATASET ? "a dataset" : "a named datatype") +
                      ", expected " + (want == H5I_GROUP ? "a group" : "a dataset"));
+    // Each dataset again as it is opened: no read of wte's reaches outside the file.
+    if (last && got == H5I_DATASET) check_dataset_storage(obj.get(), prefix, what);
     if (last) return obj;
   }
   return Id();
@@ -498,6 +504,7 @@ Id open_readonly(const std::string& path, const std::string& what) {
     throw Error("cannot open " + what + " (truncated or corrupt HDF5?): " +
                 (st.text.empty() ? std::string("H5Fopen failed") : st.text));
   }
+  check_self_contained(file.get(), what);
   return file;
 }
 
@@ -656,7 +663,7 @@ herr_t visit_link(hid_t group, const char* name, const H5L_info_t* info, void* d
     // Built by construction and appends, then moved: GCC 12 warns falsely (-Wrestrict) on
     // "'" + std::string(name) (an insert) and on assigning a literal (a replace).
     std::string error = "'";
-    error += name;
+    error += escape_piece(name);
     error += "' is a ";
     error += info->type == H5L_TYPE_SOFT ? "soft" : "external";
     error += " link; a wte checkpoint holds no links, only groups and datasets";
@@ -669,7 +676,7 @@ herr_t visit_link(hid_t group, const char* name, const H5L_info_t* info, void* d
     v->datasets.push_back(name);
   } else if (t != H5I_GROUP) {
     std::string error = "'";
-    error += name;
+    error += escape_piece(name);  // from the file: no control bytes into a terminal
     error += "' is neither a group nor a dataset";
     v->error = std::move(error);
     return 1;
@@ -704,6 +711,16 @@ bool checksummed_format(const std::string& path) {
 
 namespace {
 
+// Descriptors a child of run_isolated closes first (close_in_isolated_children), in a fixed array
+// of atomics: the child reads it after fork without a lock another thread may have held.
+constexpr size_t kChildCloses = 8;
+std::array<std::atomic<int>, kChildCloses>& child_closes() {
+  static std::array<std::atomic<int>, kChildCloses> fds = {-1, -1, -1, -1, -1, -1, -1, -1};
+  return fds;
+}
+
+std::atomic<void (*)()> g_wait_check{nullptr};
+
 // The child's report on its pipe: one kind byte ('E' wte::Error, 'L' FileLockedError, 'X' any
 // other exception), then the message.
 void child_report(int fd, char kind, const std::string& message) {
@@ -718,7 +735,48 @@ void child_report(int fd, char kind, const std::string& message) {
   }
 }
 
+// Reads the child's report from `fd` until the child closes it (returns true) or `wall_seconds`
+// pass (false), calling the wait check (set_wait_check) at least every 100 ms.
+bool wait_for_child(int fd, double wall_seconds, std::string* message) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(wall_seconds * 1000));
+  for (;;) {
+    if (void (*check)() = g_wait_check.load()) check();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) return false;
+    struct pollfd p = {fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 100)));
+    if (r < 0 && errno != EINTR) return true;
+    if (r <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return true;  // end of file: the child exited (or closed the pipe)
+    if (message->size() < (size_t{1} << 16)) message->append(buf, static_cast<size_t>(n));
+  }
+}
+
 }  // namespace
+
+void close_in_isolated_children(int fd) {
+  for (std::atomic<int>& slot : child_closes()) {
+    int empty = -1;
+    if (slot.compare_exchange_strong(empty, fd)) return;
+  }
+  throw Error("close_in_isolated_children: more than " + std::to_string(kChildCloses) +
+              " descriptors marked");
+}
+
+void keep_in_isolated_children(int fd) {
+  for (std::atomic<int>& slot : child_closes()) {
+    int want = fd;
+    slot.compare_exchange_strong(want, -1);
+  }
+}
+
+void set_wait_check(void (*check)()) { g_wait_check.store(check); }
 
 void run_isolated(const std::function<void()>& read, const std::string& what, double cpu_seconds,
                   double wall_seconds) {
@@ -726,6 +784,7 @@ void run_isolated(const std::function<void()>& read, const std::string& what, do
   if (::pipe2(fds, O_CLOEXEC) != 0)
     throw Error("cannot check " + what + ": pipe failed: " + std::strerror(errno));
   std::fflush(nullptr);  // nothing buffered is duplicated into the child (it never flushes anyway)
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int err = errno;
@@ -734,6 +793,13 @@ void run_isolated(const std::function<void()>& read, const std::string& what, do
     throw Error("cannot check " + what + ": fork failed: " + std::strerror(err));
   }
   if (pid == 0) {
+    // The child dies with its parent (a SIGKILLed wte train leaves no reader behind), and the
+    // descriptors marked close_in_isolated_children (a run directory's lock) are closed first, so
+    // it never holds what its parent locked. getppid() catches a parent that died before prctl.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    for (const std::atomic<int>& fd : child_closes())
+      if (const int f = fd.load(); f >= 0) ::close(f);
     ::close(fds[0]);
     // No core file for a crash on a damaged file; SIGXCPU at the CPU limit ends the child.
     const struct rlimit no_core = {0, 0};
@@ -765,25 +831,15 @@ void run_isolated(const std::function<void()>& read, const std::string& what, do
   ::close(fds[1]);
   std::string message;
   bool timed_out = false;
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(wall_seconds * 1000));
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
+  try {
+    timed_out = !wait_for_child(fds[0], wall_seconds, &message);
+  } catch (...) {
+    // The wait check asked to stop (e.g. Ctrl-C in wte train): the child goes too.
+    ::close(fds[0]);
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
-    struct pollfd p = {fds[0], POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
-    if (r < 0 && errno != EINTR) break;
-    if (r <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // end of file: the child exited (or closed the pipe)
-    if (message.size() < (size_t{1} << 16)) message.append(buf, static_cast<size_t>(n));
+    throw;
   }
   ::close(fds[0]);
   if (timed_out) ::kill(pid, SIGKILL);

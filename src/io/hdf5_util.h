@@ -118,11 +118,25 @@ class FileLockedError : public Error {
   using Error::Error;
 };
 
-/// Opens the HDF5 file `path` read-only. Errors (wte::Error starting with `what`): the file does
-/// not exist, is a directory, is not HDF5, or cannot be opened (truncated or corrupt, with HDF5's
-/// innermost message); FileLockedError when another process holds it open for writing, naming
-/// HDF5_USE_FILE_LOCKING (never called corruption).
+/// Opens the HDF5 file `path` read-only, then checks it is self-contained (check_self_contained)
+/// before any dataset is read. Errors (wte::Error starting with `what`): the file does not exist,
+/// is a directory, is not HDF5, or cannot be opened (truncated or corrupt, with HDF5's innermost
+/// message); it reaches outside itself; FileLockedError when another process holds it open for
+/// writing, naming HDF5_USE_FILE_LOCKING (never called corruption).
 Id open_readonly(const std::string& path, const std::string& what);
+
+/// Every object of the open file `file` must keep its bytes inside the file: a soft, external or
+/// user-defined link anywhere, or a dataset that check_dataset_storage refuses, is a wte::Error
+/// starting with `what` that names the object and what it points to (names escaped: they come
+/// from the file). Reads object headers only, never a dataset's data, so no file the checked one
+/// names is opened.
+void check_self_contained(hid_t file, const std::string& what);
+
+/// The dataset `ds` (named `name` in messages) must be stored as wte writes datasets: contiguous,
+/// chunked or compact layout in the file itself, no external storage (H5Pset_external), not
+/// virtual, and no filter but Fletcher-32. Else a wte::Error starting with `what`, naming the
+/// external file, the virtual source or the filter (src/io/hdf5_storage.cc says why).
+void check_dataset_storage(hid_t ds, const std::string& name, const std::string& what);
 
 /// True if `name` (a path like "optimizer/m/wte", relative to `loc`) exists. Every component must
 /// be a hard link and every inner one a group, else wte::Error ("... is a soft link ...").
@@ -180,12 +194,27 @@ bool checksummed_format(const std::string& path);
 /// (HDF5 1.10's earliest file format has metadata without checksums: a damaged byte can send it
 /// into a segmentation fault or an endless loop) cannot take the caller with it. The child gets
 /// `cpu_seconds` of CPU time (RLIMIT_CPU) and the caller waits at most `wall_seconds`, then kills
-/// it. Returns when the child finished; throws wte::Error (FileLockedError for a locked file) with
+/// it. The child dies with the calling thread (PR_SET_PDEATHSIG) and first closes the descriptors
+/// marked by close_in_isolated_children; the wait ends early if set_wait_check's check throws.
+/// Returns when the child finished; throws wte::Error (FileLockedError for a locked file) with
 /// the child's own message if `read` threw one, or "<what> is corrupt: ..." naming the signal, or
 /// the time limit, if the child died or was killed. `read` must not write files or print: the
 /// child ends with _exit, without flushing anything the parent holds.
 void run_isolated(const std::function<void()>& read, const std::string& what, double cpu_seconds,
                   double wall_seconds);
+
+/// Marks the descriptor `fd` to be closed at once in every child run_isolated forks, before it
+/// reads anything: a child must not keep what its parent holds open, such as a run directory's
+/// lock (flock, which a forked child shares). At most 8 at a time (wte::Error beyond).
+/// keep_in_isolated_children(fd) unmarks it: call it before closing fd. Thread-safe.
+void close_in_isolated_children(int fd);
+void keep_in_isolated_children(int fd);
+
+/// A check run_isolated calls at least every 100 ms while it waits for its child (nullptr: none).
+/// If it throws, the child is killed and reaped and the exception reaches run_isolated's caller
+/// unchanged. wte train sets one that throws wte::Interrupted on SIGINT/SIGTERM
+/// (train/signals.cc), so a signal ends a validation within a second.
+void set_wait_check(void (*check)());
 
 /// Every dataset in the file under `loc`, as paths relative to it ("optimizer/m/wte"); a soft or
 /// external link anywhere, or an object that is neither group nor dataset, is a wte::Error.

@@ -338,7 +338,18 @@ MappedFile::MappedFile(const std::string& path) {
   // One byte more: a file that grew while it was read is no more the file that was read.
   uint8_t extra = 0;
   const bool grew = got == size_ && ::pread(fd, &extra, 1, static_cast<off_t>(size_)) > 0;
+  // A file cut short and written back to its size meanwhile has the same size but other bytes
+  // (zeros where it was cut): its modification or change time moved.
+  struct stat after;
+  const bool changed = ::fstat(fd, &after) != 0 || after.st_size != st.st_size ||
+                       after.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+                       after.st_mtim.tv_nsec != st.st_mtim.tv_nsec ||
+                       after.st_ctim.tv_sec != st.st_ctim.tv_sec ||
+                       after.st_ctim.tv_nsec != st.st_ctim.tv_nsec;
   ::close(fd);
+  if (got == size_ && !grew && changed)
+    throw Error(o + ": the file changed while it was read (its modification time moved): "
+                "another process is writing it; read it again once it is complete");
   if (got != size_ || grew)
     throw Error(o + ": the file " + (grew ? "grew" : "shrank") + " while it was read (" +
                 std::to_string(size_) + " bytes when opened, " +

@@ -84,7 +84,8 @@ class View {
 /// A safetensors file read whole into memory (pread) and validated (View). Not memory-mapped: a
 /// mapped file that another process truncates kills the reader with SIGBUS at the first access
 /// past the new end; read, the bytes are this process's own, and a file that shrinks (or grows)
-/// while it is read is an error naming the path and both sizes. Throws wte::Error naming the path
+/// while it is read is an error naming the path and both sizes, as is one whose modification or
+/// change time moves meanwhile (cut short and written back to its size). Throws wte::Error naming the path
 /// if it is missing, a directory or unreadable (a read error with errno's text), then View's
 /// errors.
 class MappedFile {

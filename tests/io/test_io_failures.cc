@@ -1,17 +1,19 @@
 // Inputs and outputs that fail under wte: a read error (EIO) names the file; a safetensors file
 // truncated by another process after import read it cannot crash wte; a file that shrinks while
-// it is read is an error; export puts all its files in place or none; a command whose standard
+// it is read, or is cut short and written back meanwhile, is an error; export puts all its files in place or none; a command whose standard
 // output cannot be written fails; import's config.json layer_norm_epsilon passes the config
 // parser's own range check; import's tokenizer errors name the files given; --temperature
 // accepts every number of its stated range.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "src/io/hf_gpt2.h"
@@ -159,6 +161,54 @@ TEST(SafetensorsRead, TruncatedAfterOpenIsNoCrash) {
   EXPECT_EQ(std::memcmp(got.data(), a.data(), a.size() * 4), 0);
   file.view().to_f32(*file.view().find("b"), got.data());
   EXPECT_EQ(std::memcmp(got.data(), b.data(), b.size() * 4), 0);
+}
+
+// Another process cutting the file short (and writing it back to its size) while it is read:
+// each read either fails naming the change or holds the file's original bytes, never the zeros
+// of a cut file. 64 MiB, so the cuts land inside the read.
+TEST(SafetensorsRead, CutWhileReadIsAnErrorOrTheOriginalBytes) {
+  const fs::path dir = temp_dir("io_failures_cut");
+  std::vector<float> a(size_t{16} << 20);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = 1.0f + static_cast<float>(i % 1000);
+  const std::string path = (dir / "m.safetensors").string();
+  wte::safetensors::write_file(path, {{"a", {a.size()}, a.data()}}, {}, /*commit=*/true);
+  const std::string original = slurp(path);
+  int errors = 0, whole = 0;
+  const int trials = 16;
+  for (int trial = 0; trial < trials; ++trial) {
+    std::atomic<bool> done{false}, cutting{false};
+    std::thread cutter([&] {
+      // Odd trials cut from before the read starts, even ones a little later (inside the read of
+      // 64 MiB).
+      if (trial % 2 == 0) ::usleep(static_cast<useconds_t>(trial * 1000));
+      while (!done.load()) {
+        if (::truncate(path.c_str(), 4096) != 0 ||
+            ::truncate(path.c_str(), static_cast<off_t>(original.size())) != 0)
+          break;
+        cutting = true;
+      }
+    });
+    while (trial % 2 == 1 && !cutting.load()) std::this_thread::yield();
+    try {
+      const wte::safetensors::MappedFile file(path);
+      done = true;
+      std::vector<float> got(a.size());
+      file.view().to_f32(*file.view().find("a"), got.data());
+      EXPECT_EQ(std::memcmp(got.data(), a.data(), a.size() * 4), 0) << "trial " << trial;
+      ++whole;
+    } catch (const wte::Error& e) {
+      done = true;
+      const std::string msg = e.what();
+      EXPECT_TRUE(msg.find("while it was read") != std::string::npos ||
+                  msg.find("safetensors '" + path + "'") != std::string::npos)
+          << msg;
+      ++errors;
+    }
+    cutter.join();
+    std::ofstream(path, std::ios::binary) << original;  // whole again for the next trial
+  }
+  std::printf("%d reads under concurrent cuts: %d errors naming the change, %d whole\n", trials,
+              errors, whole);
 }
 
 // A file whose size changes while it is read is an error naming it. A sysfs attribute is such

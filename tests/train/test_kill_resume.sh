@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Crash safety: `wte train` is killed with SIGKILL at a random moment (data
-# preparation, a step, a checkpoint or snapshot write, the final evaluation), then
+# preparation, a step, a checkpoint or snapshot write, the final evaluation), then the
+# `wte train --resume auto` that continues it is killed too, at a random moment of its own (odd
+# trials: anywhere in its run; even trials: while its validation child reads the checkpoints). No
+# process of the run may be left (the validation child dies with its parent), and a last
 # `wte train --resume auto` finishes the run; its final checkpoint must be bit-identical (h5diff:
-# every dataset and attribute) to an uninterrupted run's. KILL_TRIALS trials (default 20);
+# every dataset and attribute) to an uninterrupted run's. KILL_TRIALS trials (default 10);
 # scripts/kill_test.sh N runs N. KILL_SEED makes the moments reproducible.
 set -uo pipefail
 cli="${WTE_CLI:?}"
-trials="${KILL_TRIALS:-20}"
+trials="${KILL_TRIALS:-10}"
 work="${WTE_BINARY_DIR:?}/test_tmp/kill_resume"
 command -v h5diff > /dev/null || { echo "skipped: h5diff (hdf5-tools) is not installed"; exit 77; }
 rm -rf "$work"; mkdir -p "$work"
@@ -48,6 +51,7 @@ for i in $(seq 1 "$trials"); do
     # preparation weigh heavily on a busy machine).
     delay_ms=$(( (RANDOM * 32768 + RANDOM) % (ref_ms + 1) ))
     sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
+    delay_ms="${delay_ms}ms"
   else
     # Even trials: a random step (metrics.csv has that many rows), then 0-20 ms more, so the
     # kill lands in steps, checkpoint and snapshot writes, evaluations.
@@ -59,23 +63,56 @@ for i in $(seq 1 "$trials"); do
     done
     delay_ms=$(( RANDOM % 21 ))
     sleep "0.0$(printf '%02d' "$delay_ms")"
-    delay_ms="step$want+$delay_ms"
+    delay_ms="step$want+${delay_ms}ms"
   fi
   kill -KILL "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   ckpts=$(ls "$work/run" 2>/dev/null | grep -c '^checkpoint_.*\.h5$')
   tmps=$(ls "$work/run" 2>/dev/null | grep -c '\.tmp$')
+  # The --resume auto that continues it is killed too: odd trials at a random moment of the
+  # reference run's duration, even trials as soon as its validation child exists.
+  if [ -d "$work/run" ]; then
+    "$cli" train --quiet --resume auto --config "$work/tiny.ini" --out "$work/run" > "$work/second.log" 2>&1 &
+    pid=$!
+    if [ $((i % 2)) -eq 1 ]; then
+      second_ms=$(( (RANDOM * 32768 + RANDOM) % (ref_ms + 1) ))
+      sleep "$(printf '%d.%03d' $((second_ms / 1000)) $((second_ms % 1000)))"
+      second_ms="${second_ms}ms"
+    else
+      for _ in $(seq 1 2000); do
+        pgrep -P "$pid" > /dev/null && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.002
+      done
+      second_ms="in-validation"
+    fi
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    delay_ms="$delay_ms,then-resume-at-$second_ms"
+    # Every process of the run ends with it (the validation child within a second).
+    left=""
+    for _ in $(seq 1 100); do
+      left=$(pgrep -f -- "--out $work/run\$" | tr '\n' ' ')
+      [ -z "$left" ] && break
+      sleep 0.02
+    done
+    if [ -n "$left" ]; then
+      echo "trial $i (kills at ${delay_ms}): process(es) $left still running 2 s after the kill"
+      kill -KILL $left 2>/dev/null  # the processes this test started, by pid
+      continue
+    fi
+  fi
   if ! "$cli" train --quiet --resume auto --config "$work/tiny.ini" --out "$work/run" > "$work/resume.log" 2>&1; then
-    echo "trial $i (kill at ${delay_ms} ms, $ckpts checkpoint(s), $tmps .tmp): resume FAILED:"; cat "$work/resume.log"
+    echo "trial $i (kill at ${delay_ms}, $ckpts checkpoint(s), $tmps .tmp): resume FAILED:"; cat "$work/resume.log"
     continue
   fi
   if h5diff "$work/ref/$final" "$work/run/$final" > "$work/diff.log" 2>&1; then
     pass=$((pass + 1))
-    where="$where ${delay_ms}ms/${ckpts}c"
+    where="$where ${delay_ms}/${ckpts}c"
   else
-    echo "trial $i (kill at ${delay_ms} ms, $ckpts checkpoint(s)): final checkpoint DIFFERS:"; head -20 "$work/diff.log"
+    echo "trial $i (kill at ${delay_ms}, $ckpts checkpoint(s)): final checkpoint DIFFERS:"; head -20 "$work/diff.log"
   fi
 done
-echo "kill moments (ms, or step+ms / checkpoints on disk when killed):$where"
+echo "kill moments (ms into the run, or step+ms; then the resume's kill; / checkpoints on disk at the first kill):$where"
 echo "$pass of $trials resumes bit-identical to the uninterrupted run"
 [ "$pass" -eq "$trials" ]
