@@ -30,6 +30,7 @@
 #include "train/distributed/grad_sync.h"
 #include "train/omp_env.h"
 #include "src/model/memory_plan.h"
+#include "train/metrics_file.h"
 #include "train/run_directory.h"
 #include "train/start_checks.h"
 #include "train/signals.h"
@@ -126,8 +127,8 @@ std::string hex64(uint64_t v) {
 double truncate_metrics(const std::string& path, uint64_t step, const std::string& header) {
   std::string kept = header;
   double elapsed = 0;
-  if (fs::exists(path)) {
-    std::istringstream in(without_torn_line(read_text_file(path)));
+  {
+    std::istringstream in(read_resumed_metrics(path, step));
     std::string line;
     std::getline(in, line);  // header
     while (std::getline(in, line)) {
