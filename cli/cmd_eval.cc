@@ -10,10 +10,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "src/io/bounded_read.h"
+#include "src/model/finite_check.h"
 #include "wte/checkpoint.h"
 #include "wte/data.h"
 #include "wte/error.h"
@@ -38,7 +41,9 @@ constexpr const char* kEvalUsage =
     "The data: the run's validation split (val.bin beside the checkpoint; the loss then\n"
     "equals the run's final evaluation over the same tokens), or --text FILE (UTF-8, encoded\n"
     "with the checkpoint's tokenizer), or --tokens FILE (raw little-endian int32 ids, as\n"
-    "train.bin and val.bin). A text shorter than one window is evaluated as one shorter window.\n\n";
+    "train.bin and val.bin). A text shorter than one window is evaluated as one shorter window.\n"
+    "With --max-tokens only the start of --text or --tokens that the windows need is read.\n"
+    "A loss that is not finite (NaN or infinite) is an error (exit status 1).\n\n";
 
 // The run's token file NAME (val.bin, train.bin) beside the checkpoint `ckpt`, or "".
 std::string beside(const std::string& ckpt, const char* name) {
@@ -70,6 +75,36 @@ std::string json_string(const std::string& s) {
     }
   }
   return out + "\"";
+}
+
+// The first `needed` tokens of the text file `path` encoded with `tok` (all of it if it encodes
+// to fewer), reading only as much of the file as they need: growing prefixes are encoded until
+// the pre-tokens that end at least 8 bytes before the cut give `needed` tokens. Those are the
+// whole file's pre-tokens (GPT-2's pre-tokenizer looks one character, at most 4 bytes, past a
+// match, and a character cut by the prefix is at most 4 bytes), so the ids are the whole file's.
+std::vector<int32_t> encode_text_prefix(const Tokenizer& tok, const std::string& path,
+                                        uint64_t needed) {
+  uint64_t bytes = std::max<uint64_t>(uint64_t{1} << 16, std::min(needed, UINT64_MAX / 16) * 8);
+  for (;;) {
+    const std::string text = read_file_prefix(path, bytes);
+    if (text.size() < bytes) {  // the whole file
+      std::vector<int32_t> ids = tok.encode(text);
+      if (ids.size() > needed) ids.resize(needed);
+      return ids;
+    }
+    size_t keep = 0, end = 0;
+    for (const std::string_view piece : Tokenizer::pretokenize(text)) {
+      end += piece.size();
+      if (end + 8 > text.size()) break;
+      keep = end;
+    }
+    std::vector<int32_t> ids = tok.encode(std::string_view(text).substr(0, keep));
+    if (ids.size() >= needed) {
+      ids.resize(needed);
+      return ids;
+    }
+    bytes = bytes > UINT64_MAX / 2 ? UINT64_MAX : bytes * 2;
+  }
 }
 
 }  // namespace
@@ -116,14 +151,23 @@ int cmd_eval(int argc, char** argv) {
   const size_t V = cfg.model.vocab_size;
   std::string source;  // what the data is, for the output
   std::vector<int32_t> ids;
+  // The ids --max-tokens needs: windows of data.seq_len targets (at least one) and the id after
+  // the last; reading stops there (the windows, and so the loss, are those of the whole input).
+  const uint64_t ids_needed =
+      max_tokens == 0 || max_tokens >= UINT64_MAX - 1
+          ? UINT64_MAX
+          : std::max<uint64_t>(max_tokens, cfg.data.seq_len) + 1;
   if (!text_path.empty()) {
     const Tokenizer tok =
         Tokenizer::from_strings(ck.info.encoder_json, ck.info.vocab_bpe, ckpt + " /tokenizer");
-    ids = tok.encode(read_text_file(text_path));
+    ids = ids_needed == UINT64_MAX ? tok.encode(read_text_file(text_path))
+                                   : encode_text_prefix(tok, text_path, ids_needed);
     source = "text " + text_path;
   } else {
     const std::string path = tokens_path.empty() ? val_bin : tokens_path;
-    ids = read_token_file(path);
+    // The run's own split is read whole: its length and hash are checked below.
+    const bool own_split = tokens_path.empty() && ck.info.has_resume;
+    ids = read_token_file_prefix(path, own_split ? UINT64_MAX : ids_needed);
     check_token_ids(ids.data(), ids.size(), V, path);
     source = tokens_path.empty() ? "validation split " + path : "tokens " + path;
     // The run's own split: the checkpoint records its length and hash.
@@ -146,6 +190,10 @@ int cmd_eval(int argc, char** argv) {
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
   const double loss = evaluate_loss(*ck.model, ids, T, B, windows);
   const size_t scored = windows * T;
+  if (!std::isfinite(loss))
+    throw Error("the loss of checkpoint " + ckpt + " on " + source + " is " +
+                (std::isnan(loss) ? std::string("nan") : std::string(loss > 0 ? "inf" : "-inf")) +
+                ", not a number a model can be judged by: " + non_finite_loss_cause(*ck.model));
   // The unigram baseline on exactly the scored targets, from the run's train split.
   const std::string train_bin = beside(ckpt, "train.bin");
   double baseline = NAN;

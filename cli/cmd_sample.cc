@@ -94,8 +94,8 @@ static void print_sample(SlidingDecoder& dec, const std::vector<int32_t>& ids,
     std::fprintf(stderr, "wte sample: stopped at <|endoftext|> (new token %zu, not printed)\n",
                  g.drawn);
   else if (g.end == GenerationEnd::kStop)
-    std::fprintf(stderr, "wte sample: stopped at a --stop string (new token %zu; nothing after the "
-                 "string is printed)\n", g.drawn);
+    std::fprintf(stderr, "wte sample: stopped at a --stop string (new token %zu; the text is "
+                 "printed up to where the string starts)\n", g.drawn);
   const double gen = g.generate_seconds;
   std::fprintf(stderr, "wte sample: prompt %zu tokens in %.3f s; %zu new tokens in %.3f s (%.1f "
                "tokens/s); the context window slid %zu times\n", ids.size(), g.prefill_seconds,
@@ -125,7 +125,8 @@ int cmd_sample(int argc, char** argv) {
        "likely tokens whose probabilities add up to P (the smallest such set; 1: no cut)")
       ("stop", po::value<std::vector<std::string>>(),
        "stop when the generated text contains STRING (repeatable: any of them); the text is "
-       "printed up to the end of STRING and no further. The prompt is not searched")
+       "printed up to where STRING starts: STRING and the rest of its token are not printed. The "
+       "prompt is not searched")
       ("ignore-eos", po::bool_switch(),
        "do not stop at <|endoftext|> (by default a drawn <|endoftext|> ends the text and is not "
        "printed; only vocabularies that have the token, as GPT-2's does)")

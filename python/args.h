@@ -8,10 +8,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "train/run_directory.h"  // available_memory_bytes
 
 namespace wte_python {
 
@@ -30,6 +33,12 @@ inline std::string shape_str(const py::array& a) {
     s += std::to_string(a.shape(i));
   }
   return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+inline std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  return buf;
 }
 
 inline std::string type_name(const py::handle& obj) {
@@ -68,6 +77,21 @@ class Args {
   }
   [[noreturn]] void index_error(const std::string& what) const {
     throw py::index_error(fn_ + ": " + what);
+  }
+  [[noreturn]] void memory_error(const std::string& what) const {
+    PyErr_SetString(PyExc_MemoryError, (fn_ + ": " + what).c_str());
+    throw py::error_already_set();
+  }
+
+  // Raises MemoryError, before anything is allocated, when `bytes` exceed what this process may
+  // still allocate (wte::available_memory_bytes, train/run_directory.h: MemAvailable capped by the
+  // cgroup's limit, as `wte train` checks; nothing is checked when that is unknown). `what` says
+  // what the bytes hold and which argument sizes them; `lower` what to pass instead.
+  void check_memory(double bytes, const std::string& what, const std::string& lower) const {
+    const uint64_t available = wte::available_memory_bytes();
+    if (available == 0 || bytes <= static_cast<double>(available)) return;
+    memory_error(what + " need about " + gib(bytes) + " of memory but " +
+                 gib(static_cast<double>(available)) + " is available; " + lower);
   }
 
   // The ndarray `obj` as argument `name`: exact dtype, C-contiguous, `ndim` dimensions (-1: any),
@@ -109,10 +133,12 @@ class Args {
                   std::to_string(want) + " in dimension " + std::to_string(axis));
   }
 
-  // Every id in [0, V); IndexError naming the first one that is not.
-  void ids(const py::array& ids, const std::string& name, size_t V, const char* table) const {
-    const int32_t* p = static_cast<const int32_t*>(ids.data());
-    const size_t n = static_cast<size_t>(ids.size());
+  // Every id of `ids` (an owned copy, owned_ids) in [0, V); IndexError naming the first one that
+  // is not.
+  void ids(const std::vector<int32_t>& ids, const std::string& name, size_t V,
+           const char* table) const {
+    const int32_t* p = ids.data();
+    const size_t n = ids.size();
     for (size_t i = 0; i < n; ++i)
       if (p[i] < 0 || static_cast<size_t>(p[i]) >= V)
         index_error(name + "[" + std::to_string(i) + "] = " + std::to_string(p[i]) +
@@ -147,8 +173,11 @@ class Args {
     return static_cast<float>(real_value(obj, name, range));
   }
 
-  // An integer (int, numpy integer, anything with __index__; not a float) in [lo, hi].
+  // An integer (int, numpy integer, anything with __index__; not a float, not a bool: True is not
+  // a count) in [lo, hi].
   int64_t integer(const py::handle& obj, const std::string& name, int64_t lo, int64_t hi) const {
+    if (PyBool_Check(obj.ptr()))
+      type_error(name + " is a bool (" + std::string(py::repr(obj)) + "), need an integer");
     PyObject* index = PyNumber_Index(obj.ptr());
     if (!index) {
       PyErr_Clear();
@@ -250,8 +279,27 @@ class Args {
 };
 
 
+// bytes, bytearray and memoryview (and str) hold text or raw bytes, not token ids: iterating one
+// would take each byte (or character) as an id. TypeError naming `name`.
+inline void refuse_bytes_as_ids(const Args& args, const py::handle& obj, const std::string& name) {
+  if (PyBytes_Check(obj.ptr()) || PyByteArray_Check(obj.ptr()) || PyMemoryView_Check(obj.ptr()) ||
+      PyUnicode_Check(obj.ptr()))
+    args.type_error(name + " is a " + type_name(obj) + ", need token ids (a list or an integer "
+                    "numpy array; encode text with the tokenizer's encode)");
+}
+
+// A copy of the int32 C-contiguous array `a` (an argument Args::array took), made while the GIL is
+// held. The GIL is released while a kernel runs, so another Python thread may change the caller's
+// array meanwhile: kernels index with this copy (checked by Args::ids), never with the caller's
+// memory, and such a change can alter only the values a kernel reads, not where it reads or writes.
+inline std::vector<int32_t> owned_ids(const py::array& a) {
+  const int32_t* p = static_cast<const int32_t*>(a.data());
+  return std::vector<int32_t>(p, p + a.size());
+}
+
 // Token ids: an iterable of integers (a list, a numpy integer array, ...), each an int32.
 inline std::vector<int32_t> ids_of(const Args& args, const py::handle& ids_obj) {
+  refuse_bytes_as_ids(args, ids_obj, "ids");
   if (py::isinstance<py::array>(ids_obj)) {
     py::array a = py::reinterpret_borrow<py::array>(ids_obj);
     if (a.dtype().kind() != 'i' && a.dtype().kind() != 'u')

@@ -15,6 +15,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -26,6 +28,8 @@
 #include <vector>
 
 #include "python/args.h"
+#include "src/model/finite_check.h"
+#include "src/model/memory_plan.h"
 #include "wte/checkpoint.h"
 #include "wte/config.h"
 #include "wte/data.h"
@@ -71,13 +75,29 @@ bool truthy(const Args& args, const py::object& obj, const std::string& name) {
   return PyObject_IsTrue(obj.ptr()) == 1;
 }
 
-// Token ids as a C-contiguous int32 array of 1 or 2 dimensions (`dims`: which are allowed), every
-// id in [0, V). An int32 C-contiguous ndarray is used as it is (no copy); another integer array or
-// a (nested) list is converted after its values are checked.
-py::array token_ids(const Args& args, const py::object& obj, const std::string& name, size_t V) {
-  if (PyUnicode_Check(obj.ptr()) || PyBytes_Check(obj.ptr()))
-    args.type_error(name + " is a " + type_name(obj) + ", need token ids (encode text with "
-                    "Model.tokenizer.encode)");
+// Token ids copied into memory the call owns, with their shape. The GIL is released while the
+// model runs, so another thread may change the caller's array meanwhile: the model reads only this
+// copy, checked after it was taken.
+struct TokenIds {
+  std::vector<int32_t> ids;  // (B, T) row-major
+  size_t B = 1, T = 0;
+  int ndim = 1;
+  std::string shape;  // as numpy prints it, for messages
+  // The output shape (B, T, last), or (T, last) for one dimension.
+  std::vector<py::ssize_t> out_shape(size_t last) const {
+    std::vector<py::ssize_t> s;
+    if (ndim == 2) s.push_back(static_cast<py::ssize_t>(B));
+    s.push_back(static_cast<py::ssize_t>(T));
+    s.push_back(static_cast<py::ssize_t>(last));
+    return s;
+  }
+};
+
+// Token ids of 1 or 2 dimensions (a numpy integer array or a nested list; not bytes, bytearray,
+// memoryview or str), every id in [0, V) (IndexError naming the first one that is not), copied
+// (TokenIds).
+TokenIds token_ids(const Args& args, const py::object& obj, const std::string& name, size_t V) {
+  refuse_bytes_as_ids(args, obj, name);
   using namespace pybind11::literals;
   const py::module_ np = py::module_::import("numpy");
   py::array a;
@@ -98,6 +118,7 @@ py::array token_ids(const Args& args, const py::object& obj, const std::string& 
   if (a.ndim() != 1 && a.ndim() != 2)
     args.value_error(name + " has shape " + shape_str(a) + ", need (T,) or (B, T)");
   if (a.size() == 0) args.value_error(name + " has shape " + shape_str(a) + ": no tokens");
+  // Checked in the caller's dtype first (an int64 id of 2^32 would wrap to 0 as an int32).
   const py::object bad = np.attr("logical_or")(np.attr("less")(a, 0),
                                                 np.attr("greater_equal")(a, py::int_(V)));
   if (bad.attr("any")().cast<bool>()) {
@@ -111,44 +132,48 @@ py::array token_ids(const Args& args, const py::object& obj, const std::string& 
     args.index_error(name + "[" + where + "] = " + std::string(py::str(py::object(a[at]))) +
                      " is outside [0, " + std::to_string(V) + "), the model's vocab_size");
   }
-  if (!a.dtype().is(py::dtype::of<int32_t>()) || !(a.flags() & py::array::c_style))
-    a = py::reinterpret_borrow<py::array>(
-        np.attr("ascontiguousarray")(a, "dtype"_a = np.attr("int32")));
-  return a;
-}
-
-// (B, T) of a 1- or 2-dimensional ids array (B = 1 for one dimension).
-std::pair<size_t, size_t> batch_shape(const py::array& a) {
-  if (a.ndim() == 1) return {1, static_cast<size_t>(a.shape(0))};
-  return {static_cast<size_t>(a.shape(0)), static_cast<size_t>(a.shape(1))};
+  TokenIds t;
+  t.shape = shape_str(a);
+  t.ndim = static_cast<int>(a.ndim());
+  if (a.ndim() == 2) t.B = static_cast<size_t>(a.shape(0));
+  t.T = static_cast<size_t>(a.shape(a.ndim() - 1));
+  const py::array c = py::reinterpret_borrow<py::array>(
+      np.attr("ascontiguousarray")(a, "dtype"_a = np.attr("int32")));
+  const int32_t* p = static_cast<const int32_t*>(c.data());
+  t.ids.assign(p, p + c.size());
+  // The copy again: the caller's array may have changed since it was checked.
+  for (size_t i = 0; i < t.ids.size(); ++i)
+    if (t.ids[i] < 0 || static_cast<size_t>(t.ids[i]) >= V)
+      args.index_error(name + " changed while it was read: its id " + std::to_string(t.ids[i]) +
+                       " (flat index " + std::to_string(i) + ") is outside [0, " +
+                       std::to_string(V) + "), the model's vocab_size");
+  return t;
 }
 
 py::object PyModel::call(const py::object& ids_obj, const py::object& hidden_obj) {
   const Args args("Model.__call__");
   const bool want_hidden = truthy(args, hidden_obj, "output_hidden_states");
-  const py::array ids = token_ids(args, ids_obj, "ids", mc().vocab_size);
-  const std::pair<size_t, size_t> bt = batch_shape(ids);
-  const size_t B = bt.first, T = bt.second;
+  const TokenIds ids = token_ids(args, ids_obj, "ids", mc().vocab_size);
+  const size_t B = ids.B, T = ids.T;
   if (T > mc().n_ctx)
-    args.value_error("ids has shape " + shape_str(ids) + ": " + std::to_string(T) +
+    args.value_error("ids has shape " + ids.shape + ": " + std::to_string(T) +
                      " positions, more than the model's n_ctx = " + std::to_string(mc().n_ctx));
   const size_t V = mc().vocab_size, C = mc().d_model, L = wte::hidden_state_layers(mc().n_layer);
-  auto out_shape = [&](size_t last) {
-    std::vector<py::ssize_t> s;
-    if (ids.ndim() == 2) s.push_back(static_cast<py::ssize_t>(B));
-    s.push_back(static_cast<py::ssize_t>(T));
-    s.push_back(static_cast<py::ssize_t>(last));
-    return s;
-  };
-  py::array_t<float> logits(out_shape(V));
+  const double tokens = static_cast<double>(B) * static_cast<double>(T);
+  args.check_memory(4.0 * tokens * static_cast<double>(V + (want_hidden ? L * C : 0)),
+                    std::string("the logits") + (want_hidden ? " and hidden states" : "") +
+                        " of ids (shape " + ids.shape + ", " +
+                        std::to_string(static_cast<uint64_t>(tokens)) + " tokens)",
+                    "pass fewer rows of ids per call");
+  py::array_t<float> logits(ids.out_shape(V));
   std::vector<py::array_t<float>> hidden;
   std::vector<float*> base(L);
   if (want_hidden)
     for (size_t l = 0; l < L; ++l) {
-      hidden.emplace_back(out_shape(C));
+      hidden.emplace_back(ids.out_shape(C));
       base[l] = hidden.back().mutable_data();
     }
-  const int32_t* in = static_cast<const int32_t*>(ids.data());
+  const int32_t* in = ids.ids.data();
   float* lg = logits.mutable_data();
   {
     py::gil_scoped_release release;
@@ -172,22 +197,72 @@ double PyModel::loss(const py::object& ids_obj, const py::object& batch_size_obj
   const wte::TrainConfig& tc = m_.config.train;
   const size_t B_micro =
       std::max<size_t>(1, tc.batch_size / std::max<size_t>(1, tc.grad_accum_steps));
-  const size_t rows_per_pass =
+  const size_t rows_asked =
       batch_size_obj.is_none()
           ? B_micro
           : static_cast<size_t>(args.integer(batch_size_obj, "batch_size", 1, 1 << 20));
-  const py::array ids = token_ids(args, ids_obj, "ids", mc().vocab_size);
-  const auto [B, T1] = batch_shape(ids);
+  const TokenIds ids = token_ids(args, ids_obj, "ids", mc().vocab_size);
+  const size_t B = ids.B, T1 = ids.T;
   if (T1 < 2 || T1 - 1 > mc().n_ctx)
-    args.value_error("ids has shape " + shape_str(ids) + ", need T + 1 tokens per row with T in "
+    args.value_error("ids has shape " + ids.shape + ", need T + 1 tokens per row with T in "
                      "[1, n_ctx = " + std::to_string(mc().n_ctx) + "] (inputs ids[..., :-1], "
                      "targets ids[..., 1:])");
   const size_t T = T1 - 1;
-  const int32_t* p = static_cast<const int32_t*>(ids.data());
-  py::gil_scoped_release release;
-  const std::lock_guard<std::mutex> lock(mu_);
-  // The trainer's evaluation over rows of T + 1 tokens (include/wte/evaluate.h).
-  return wte::evaluate_windows(*m_.model, p, B, T, T1, rows_per_pass);
+  // Buffers for the rows actually given: batch_size only caps the rows of one forward.
+  const size_t rows_per_pass = std::min(rows_asked, B);
+  // The forward's activations by the memory plan `wte train` checks (src/model/memory_plan.h),
+  // beyond what the model holds without any (its parameters and gradients), plus this call's ids
+  // and losses.
+  const double forward_bytes =
+      static_cast<double>(wte::plan_memory(mc(), wte::PlanShape{rows_per_pass, T, 1, false, false})
+                              .bytes()) -
+      static_cast<double>(wte::plan_memory(mc(), wte::PlanShape{0, 0, 1, false, false}).bytes()) +
+      12.0 * static_cast<double>(rows_per_pass * T);
+  args.check_memory(forward_bytes,
+                    "a forward of " + std::to_string(rows_per_pass) + " rows of " +
+                        std::to_string(T) + " tokens (batch_size = " +
+                        (batch_size_obj.is_none() ? "the config's micro-batch, " : "") +
+                        std::to_string(rows_asked) + ", ids of shape " + ids.shape + ")",
+                    "pass a smaller batch_size");
+  const int32_t* p = ids.ids.data();
+  double mean = 0.0;
+  size_t bad_at = SIZE_MAX;  // flat index (b * T + t) of the first non-finite token loss
+  float bad_loss = 0.0f;
+  {
+    py::gil_scoped_release release;
+    const std::lock_guard<std::mutex> lock(mu_);
+    // The trainer's evaluation over rows of T + 1 tokens (include/wte/evaluate.h).
+    mean = wte::evaluate_windows(*m_.model, p, B, T, T1, rows_per_pass);
+    if (!std::isfinite(mean)) {
+      // Only to name the first token whose loss is not finite: each row again, in order.
+      std::vector<float> losses(T);
+      for (size_t b = 0; b < B && bad_at == SIZE_MAX; ++b) {
+        const int32_t* row = p + b * T1;
+        m_.model->forward_losses(row, row + 1, 1, T, losses.data());
+        for (size_t t = 0; t < T; ++t)
+          if (!std::isfinite(losses[t])) {
+            bad_at = b * T + t;
+            bad_loss = losses[t];
+            break;
+          }
+      }
+    }
+  }
+  if (!std::isfinite(mean)) {
+    const size_t b = bad_at == SIZE_MAX ? 0 : bad_at / T, t = bad_at == SIZE_MAX ? 0 : bad_at % T;
+    const std::string at = ids.ndim == 2 ? std::to_string(b) + ", " + std::to_string(t + 1)
+                                         : std::to_string(t + 1);
+    const std::string first =
+        bad_at == SIZE_MAX ? "the sum of the token losses overflowed"
+                           : "the loss of target ids[" + at + "] is " +
+                                 std::string(py::repr(py::float_(bad_loss)));
+    const std::string msg = "Model.loss: the loss is " + std::string(py::repr(py::float_(mean))) +
+                            ", not finite: " + first + "; " +
+                            wte::non_finite_loss_cause(*m_.model);
+    PyErr_SetString(PyExc_FloatingPointError, msg.c_str());
+    throw py::error_already_set();
+  }
+  return mean;
 }
 
 // stop: None, a str, or a sequence of str; each non-empty.
@@ -248,11 +323,9 @@ py::object PyModel::generate(const py::object& prompt, const py::object& max_new
     prompt_text = args.text(prompt, "prompt");
     ids = tok.encode(prompt_text);
   } else {
-    const py::array a = token_ids(args, prompt, "prompt", mc().vocab_size);
-    if (a.ndim() != 1)
-      args.value_error("prompt has shape " + shape_str(a) + ", need one sequence (T,)");
-    const int32_t* p = static_cast<const int32_t*>(a.data());
-    ids.assign(p, p + a.size());
+    TokenIds a = token_ids(args, prompt, "prompt", mc().vocab_size);
+    if (a.ndim != 1) args.value_error("prompt has shape " + a.shape + ", need one sequence (T,)");
+    ids = std::move(a.ids);
   }
   if (ids.empty()) {
     if (opt.eot < 0)

@@ -1,8 +1,11 @@
 // wte._wte: the pybind11 extension behind `import wte` (python/wte/__init__.py re-exports it).
 //
-// Kernels work on numpy arrays in place, without copies: every array argument must already be a
-// numpy.ndarray of the exact dtype (float32 tables and gradients, int32 ids), C-contiguous, with the
-// documented shape, and writeable where the kernel writes. An array the kernel writes (an output)
+// Kernels work on numpy arrays in place: every array argument must already be a numpy.ndarray of
+// the exact dtype (float32 tables and gradients, int32 ids), C-contiguous, with the documented
+// shape, and writeable where the kernel writes. Only the ids (and rows, targets: every array a
+// kernel indexes with) are copied, before the GIL is released, and the copy is checked and used:
+// a thread changing the caller's arrays during a call changes at worst the result, never where a
+// kernel reads or writes. An array the kernel writes (an output)
 // must not share a byte with any other array argument, ids included. Hyper-parameters must be
 // finite real numbers in their range, sizes and steps integers in theirs, paths free of NUL bytes.
 // Anything else raises before any work:
@@ -12,6 +15,8 @@
 //               ("gather: out overlaps ids"), a value not finite or out of range
 //               ("adamw: lr = inf is not finite"), a NUL byte in a path
 //   IndexError  an id outside [0, V)  ("gather: ids[3] = 50257 is outside [0, 50257), ...")
+//   MemoryError an output the call allocates larger than the memory available, naming the
+//               argument that sizes it
 //   wte.Error   (a ValueError) from the library: bad files, bad tokenizer ids
 // Each message starts with the function and then the argument's name. The GIL is released while a
 // kernel runs; kernels use OpenMP threads (wte.set_num_threads, or OMP_NUM_THREADS).
@@ -48,7 +53,6 @@ using namespace wte_python;  // Args, Kind, Range (python/args.h)
 
 float* fptr(py::array& a) { return static_cast<float*>(a.mutable_data()); }
 const float* cfptr(const py::array& a) { return static_cast<const float*>(a.data()); }
-const int32_t* iptr(const py::array& a) { return static_cast<const int32_t*>(a.data()); }
 
 size_t rows_of(const py::array& a, size_t C) {  // a (..., C) seen as (N, C)
   return C == 0 ? 0 : static_cast<size_t>(a.size()) / C;
@@ -92,13 +96,17 @@ py::array gather(const py::object& table_obj, const py::object& ids_obj,
   py::array table = args.array(table_obj, "table", Kind::kFloat32, 2, false);
   py::array ids = args.array(ids_obj, "ids", Kind::kInt32, -1, false);
   const auto [V, C] = table_shape(table);
-  args.ids(ids, "ids", V, "table");
+  const std::vector<int32_t> own = owned_ids(ids);
+  args.ids(own, "ids", V, "table");
   if (ids.ndim() >= 32)  // numpy's dimension limit (1.x), out has one more
     args.value_error("ids has " + std::to_string(ids.ndim()) + " dimensions, at most 31");
   std::vector<py::ssize_t> out_shape(ids.shape(), ids.shape() + ids.ndim());
   out_shape.push_back(static_cast<py::ssize_t>(C));
   py::array out;
   if (out_obj.is_none()) {
+    args.check_memory(4.0 * static_cast<double>(ids.size()) * static_cast<double>(C),
+                      "out (ids.size x C float32, for " + std::to_string(ids.size()) + " ids)",
+                      "pass fewer ids, or an out array");
     out = py::array(py::dtype::of<float>(), out_shape);
   } else {
     out = args.array(out_obj, "out", Kind::kFloat32, static_cast<int>(out_shape.size()), true);
@@ -109,7 +117,7 @@ py::array gather(const py::object& table_obj, const py::object& ids_obj,
   const size_t N = static_cast<size_t>(ids.size());
   {
     py::gil_scoped_release release;
-    wte::embedding_gather(fptr(out), iptr(ids), cfptr(table), N, C);
+    wte::embedding_gather(fptr(out), own.data(), cfptr(table), N, C);
   }
   return out;
 }
@@ -126,9 +134,13 @@ py::array embedding_forward(const py::object& ids_obj, const py::object& wte_obj
   if (static_cast<size_t>(wpe.shape(0)) < T)
     args.value_error("wpe has " + std::to_string(wpe.shape(0)) +
                      " position rows, need >= T = " + std::to_string(T) + " (ids.shape[1])");
-  args.ids(ids, "ids", V, "wte");
+  const std::vector<int32_t> own = owned_ids(ids);
+  args.ids(own, "ids", V, "wte");
   py::array out;
   if (out_obj.is_none()) {
+    args.check_memory(4.0 * static_cast<double>(B * T) * static_cast<double>(C),
+                      "out (B x T x C float32, ids.shape " + shape_str(ids) + ")",
+                      "pass fewer ids, or an out array");
     out = py::array(py::dtype::of<float>(), std::vector<py::ssize_t>{ids.shape(0), ids.shape(1),
                                                                     static_cast<py::ssize_t>(C)});
   } else {
@@ -139,7 +151,7 @@ py::array embedding_forward(const py::object& ids_obj, const py::object& wte_obj
   }
   {
     py::gil_scoped_release release;
-    wte::embedding_forward(fptr(out), iptr(ids), cfptr(wte), cfptr(wpe), B, T, C);
+    wte::embedding_forward(fptr(out), own.data(), cfptr(wte), cfptr(wpe), B, T, C);
   }
   return out;
 }
@@ -168,10 +180,11 @@ void scatter(const py::object& dtable_obj, const py::object& dout_obj, const py:
       rows_of(dout, C) != N)
     args.value_error("dout has shape " + shape_str(dout) + ", need ids.shape + (C,) = " +
                      std::to_string(N) + " rows of " + std::to_string(C));
-  args.ids(ids, "ids", V, "dtable");
+  const std::vector<int32_t> own = owned_ids(ids);
+  args.ids(own, "ids", V, "dtable");
   {
     py::gil_scoped_release release;
-    wte::embedding_backward_wte_strategy(strategy, fptr(dtable), cfptr(dout), iptr(ids), N, C, V,
+    wte::embedding_backward_wte_strategy(strategy, fptr(dtable), cfptr(dout), own.data(), N, C, V,
                                          &workspace());
   }
 }
@@ -204,18 +217,22 @@ py::tuple backward_rows(const py::object& dout_obj, const py::object& ids_obj,
   const size_t C = static_cast<size_t>(dout.shape(dout.ndim() - 1));
   if (rows_of(dout, C) != N)
     args.value_error("dout has shape " + shape_str(dout) + ", need ids.shape + (C,)");
-  args.ids(ids, "ids", static_cast<size_t>(V), "the table (num_embeddings)");
+  const std::vector<int32_t> own = owned_ids(ids);
+  args.ids(own, "ids", static_cast<size_t>(V), "the table (num_embeddings)");
   // The rows past the largest id are untouched: the kernel's sort buffers need max id + 1 rows,
   // not num_embeddings (which may be far larger).
   size_t rows_needed = 0;
-  for (size_t n = 0; n < N; ++n) rows_needed = std::max(rows_needed, size_t(iptr(ids)[n]) + 1);
+  for (size_t n = 0; n < N; ++n) rows_needed = std::max(rows_needed, size_t(own[n]) + 1);
   const size_t cap = std::min(N, rows_needed);
+  args.check_memory(4.0 * static_cast<double>(cap) * static_cast<double>(C + 1),
+                    "the gradient rows (" + std::to_string(cap) + " distinct ids x C float32)",
+                    "pass fewer ids");
   std::vector<float> rows(cap * C);
   std::vector<int32_t> touched(cap);
   size_t k = 0;
   {
     py::gil_scoped_release release;
-    wte::embedding_backward_rows(rows.data(), touched.data(), &k, cfptr(dout), iptr(ids), N, C,
+    wte::embedding_backward_rows(rows.data(), touched.data(), &k, cfptr(dout), own.data(), N, C,
                                  rows_needed, &workspace());
   }
   py::array_t<float> grad_rows({static_cast<py::ssize_t>(k), static_cast<py::ssize_t>(C)});
@@ -256,11 +273,12 @@ void adamw_update_rows(const py::object& params_obj, const py::object& m_obj,
   const size_t K = static_cast<size_t>(rows.size());
   args.dim(grad_rows, "grad_rows", 0, K, "len(rows)");
   args.dim(grad_rows, "grad_rows", 1, C, "params.shape[1]");
-  args.ids(rows, "rows", V, "params");
+  const std::vector<int32_t> own = owned_ids(rows);
+  args.ids(own, "rows", V, "params");
   {  // rows must be distinct (two updates of one row would race)
     std::vector<bool> seen(V, false);
     for (size_t k = 0; k < K; ++k) {
-      const size_t r = static_cast<size_t>(iptr(rows)[k]);
+      const size_t r = static_cast<size_t>(own[k]);
       if (seen[r])
         args.value_error("rows[" + std::to_string(k) + "] = " + std::to_string(r) +
                          " repeats an earlier row; rows must be distinct");
@@ -268,7 +286,7 @@ void adamw_update_rows(const py::object& params_obj, const py::object& m_obj,
     }
   }
   py::gil_scoped_release release;
-  wte::adamw_update_rows(fptr(params), fptr(m), fptr(v), cfptr(grad_rows), iptr(rows), K, C, hp);
+  wte::adamw_update_rows(fptr(params), fptr(m), fptr(v), cfptr(grad_rows), own.data(), K, C, hp);
 }
 
 void adamw_lazy(const py::object& params_obj, const py::object& m_obj, const py::object& v_obj,
@@ -287,9 +305,10 @@ void adamw_lazy(const py::object& params_obj, const py::object& m_obj, const py:
       rows_of(dout, C) != N)
     args.value_error("dout has shape " + shape_str(dout) +
                      ", need ids.shape + (C,) with C = " + std::to_string(C));
-  args.ids(ids, "ids", V, "params");
+  const std::vector<int32_t> own = owned_ids(ids);
+  args.ids(own, "ids", V, "params");
   py::gil_scoped_release release;
-  wte::embedding_backward_adamw_lazy(fptr(params), fptr(m), fptr(v), cfptr(dout), iptr(ids), N, C,
+  wte::embedding_backward_adamw_lazy(fptr(params), fptr(m), fptr(v), cfptr(dout), own.data(), N, C,
                                      V, hp, &workspace());
 }
 
@@ -320,11 +339,12 @@ py::array softmax_cross_entropy(const py::object& logits_obj, const py::object& 
   py::array targets = args.array(targets_obj, "targets", Kind::kInt32, 1, false);
   const size_t N = static_cast<size_t>(logits.shape(0)), V = static_cast<size_t>(logits.shape(1));
   args.dim(targets, "targets", 0, N, "logits.shape[0]");
-  args.ids(targets, "targets", V, "logits (its columns)");
+  const std::vector<int32_t> own = owned_ids(targets);
+  args.ids(own, "targets", V, "logits (its columns)");
   py::array_t<float> losses(static_cast<py::ssize_t>(N));
   {
     py::gil_scoped_release release;
-    wte::softmax_cross_entropy(fptr(logits), losses.mutable_data(), iptr(targets), N, V,
+    wte::softmax_cross_entropy(fptr(logits), losses.mutable_data(), own.data(), N, V,
                                grad_scale);
   }
   return losses;
@@ -336,11 +356,12 @@ py::array cross_entropy_loss(const py::object& logits_obj, const py::object& tar
   py::array targets = args.array(targets_obj, "targets", Kind::kInt32, 1, false);
   const size_t N = static_cast<size_t>(logits.shape(0)), V = static_cast<size_t>(logits.shape(1));
   args.dim(targets, "targets", 0, N, "logits.shape[0]");
-  args.ids(targets, "targets", V, "logits (its columns)");
+  const std::vector<int32_t> own = owned_ids(targets);
+  args.ids(own, "targets", V, "logits (its columns)");
   py::array_t<float> losses(static_cast<py::ssize_t>(N));
   {
     py::gil_scoped_release release;
-    wte::cross_entropy_loss(losses.mutable_data(), cfptr(logits), iptr(targets), N, V);
+    wte::cross_entropy_loss(losses.mutable_data(), cfptr(logits), own.data(), N, V);
   }
   return losses;
 }
@@ -393,7 +414,11 @@ namespace wte_python {
 void bind_model(py::module_& m);  // python/model.cc: wte.Model, wte._train
 }  // namespace wte_python
 
-PYBIND11_MODULE(_wte, m) {
+namespace wte_python {
+
+// The module's contents: the extension's (PYBIND11_MODULE below) and those of the copy that
+// fuzz/fuzz_python_threads.cc embeds in its own interpreter (built with WTE_PYTHON_EMBEDDED).
+void define_module(py::module_& m) {
   m.doc() = "wte's kernels, checkpoints and tokenizer (see the wte package for the documentation)";
   py::register_exception<wte::Error>(m, "Error", PyExc_ValueError);
 
@@ -522,3 +547,9 @@ PYBIND11_MODULE(_wte, m) {
 
   wte_python::bind_model(m);
 }
+
+}  // namespace wte_python
+
+#ifndef WTE_PYTHON_EMBEDDED
+PYBIND11_MODULE(_wte, m) { wte_python::define_module(m); }
+#endif

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer target for a given time: scripts/fuzz.sh TARGET SECONDS
-#   TARGET: config | checkpoint | token_file | tokenizer | safetensors (fuzz/fuzz_<TARGET>.cc)
+#   TARGET: config | checkpoint | token_file | tokenizer | safetensors | python_threads
+#   (fuzz/fuzz_<TARGET>.cc)
 # Builds it with clang 14 + ASan + UBSan in build-fuzz (FUZZ_BUILD_DIR), starts from the committed
 # seeds in fuzz/corpus/TARGET plus what earlier runs found (build-fuzz/corpus/TARGET), and writes
 # any crashing input to build-fuzz/crashes/TARGET/. Exit status: 0 if the run ended with no crash,
@@ -18,7 +19,7 @@ set -euo pipefail
 build_only=0
 [ "${1:-}" = --build-only ] && build_only=1
 if [ "$build_only" = 0 ] && [ $# -lt 2 ]; then
-  echo "usage: $0 config|checkpoint|token_file|tokenizer|safetensors SECONDS [libFuzzer options]" >&2
+  echo "usage: $0 config|checkpoint|token_file|tokenizer|safetensors|python_threads SECONDS [libFuzzer options]" >&2
   echo "       $0 --build-only" >&2
   exit 2
 fi

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "train/metrics_file.h"
 #include "wte/data.h"
 #include "wte/error.h"
 
@@ -38,8 +39,8 @@ std::string without_torn_line(std::string text) {
 double truncate_metrics(const std::string& path, uint64_t step, const std::string& header) {
   std::string kept = header;
   double elapsed = 0;
-  if (fs::exists(path)) {
-    std::istringstream in(without_torn_line(read_text_file(path)));
+  {
+    std::istringstream in(read_resumed_metrics(path, step));
     std::string line;
     std::getline(in, line);  // header
     while (std::getline(in, line)) {

@@ -1,4 +1,5 @@
 #include "train/run_directory.h"
+#include "train/metrics_file.h"
 
 #include <fcntl.h>
 #include <omp.h>
@@ -16,6 +17,7 @@
 #include <sstream>
 
 #include "src/analysis/loss_curve.h"
+#include "src/io/bounded_read.h"
 #include "src/io/file_checks.h"
 #include "src/io/hdf5_util.h"
 #include "src/io/snapshot.h"
@@ -226,6 +228,13 @@ bool in_run_directory(const std::string& checkpoint, const std::string& dir) {
   return io::same_file(parent, dir);
 }
 
+std::string read_resumed_metrics(const std::string& path, uint64_t step) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return "";
+  const uint64_t rows = std::min<uint64_t>(step, UINT64_MAX / kMetricsRowBytes - 2) + 1;
+  return without_torn_line(read_regular_file_prefix(path, rows * kMetricsRowBytes));
+}
+
 namespace {
 
 // "a, b, c" of the file names of `files` (pairs of step and path), at most 6 then "... (N in all)".
@@ -242,8 +251,8 @@ std::string file_list(const std::vector<std::pair<uint64_t, std::string>>& files
 // reads them; checked before any work, or the run would train every step and then fail.
 void check_resumed_metrics(const std::string& path, uint64_t step) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return;
-  std::istringstream in(without_torn_line(read_text_file(path)));
+  if (!fs::exists(path, ec)) return;
+  std::istringstream in(read_resumed_metrics(path, step));
   std::string line, kept = metrics_header();
   std::getline(in, line);  // the header, rewritten
   while (std::getline(in, line)) {

@@ -16,17 +16,18 @@
 namespace wte {
 
 /// The generated text (the continuation, not the prompt) and the part of it that is final. With
-/// stop strings, the text is final up to the end of the first stop string it contains and nothing
-/// after it; until then, a tail that could be the start of a stop string is held back (released
-/// once it cannot be, or by flush()). Each final piece goes to the sink as it becomes final (the
-/// CLI prints it; null: none).
+/// stop strings, the text ends where the first stop string it contains starts: the stop string
+/// and everything after it (the rest of the token that completed it included) are never released,
+/// as OpenAI's `stop` and llama.cpp's stop strings cut the text. Until then, a tail that could be
+/// the start of a stop string is held back (released once it cannot be, or by flush()). Each final
+/// piece goes to the sink as it becomes final (the CLI prints it; null: none).
 class StopText {
  public:
   using Sink = std::function<void(const char* data, size_t size)>;
   /// `stops`: non-empty strings (an empty one would match everywhere; throws wte::Error).
   StopText(std::vector<std::string> stops, Sink sink);
   /// Appends a token's bytes and releases what is final. Returns true if the text now contains a
-  /// stop string (released up to its end, not further).
+  /// stop string (released up to where it starts, not further; the text is cut there).
   bool add(const std::string& bytes);
   /// Releases what was held back (generation ended without a stop string).
   void flush() { release_to(text_.size()); }
@@ -60,8 +61,8 @@ enum class GenerationEnd { kLength, kEndOfText, kStop };
 /// What generate() drew.
 struct Generation {
   std::vector<int32_t> ids;   // the new tokens: every drawn token but an eot that ended generation
-  std::string text;           // the continuation as released: the pieces of `ids`, cut after the
-                              // first stop string
+  std::string text;           // the continuation as released: the pieces of `ids`, cut where the
+                              // first stop string starts
   GenerationEnd end = GenerationEnd::kLength;
   size_t drawn = 0;           // tokens drawn (an eot that ended generation included)
   double prefill_seconds = 0;   // wall time of the prompt's prefill

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "src/analysis/svg.h"
+#include "src/io/bounded_read.h"
 #include "wte/data.h"
 #include "wte/error.h"
 
@@ -27,7 +28,9 @@ std::vector<std::string> split_csv_line(const std::string& line) {
 }  // namespace
 
 std::vector<LossRow> read_loss_rows(const std::string& metrics_csv) {
-  return parse_loss_rows(read_text_file(metrics_csv), metrics_csv);
+  // A regular file only (a device such as /dev/zero behind a link is refused, never read): its
+  // size bounds the read.
+  return parse_loss_rows(read_regular_file_prefix(metrics_csv, UINT64_MAX), metrics_csv);
 }
 
 std::vector<LossRow> parse_loss_rows(const std::string& text, const std::string& metrics_csv) {

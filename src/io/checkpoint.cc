@@ -23,6 +23,7 @@
 #include "src/io/config_values.h"
 #include "src/io/checkpoint_checks.h"
 #include "src/io/hdf5_util.h"
+#include "src/model/parameters.h"
 
 namespace fs = std::filesystem;
 
@@ -389,6 +390,26 @@ void check_embedding_shapes(hid_t file, hid_t root, const ModelConfig& model,
   }
 }
 
+// Every parameter tensor of the stored config together (the blocks' too, not only wte and wpe),
+// against the file's size, as check_embedding_shapes bounds the embeddings: a forged d_model or
+// n_layer in a small file is refused before any buffer is sized by it (the loader allocates the
+// parameters, and AdamW's m and v when it reads them, before it reads a tensor).
+void check_parameter_sizes(hid_t file, const ModelConfig& model, const std::string& path) {
+  const std::vector<TensorSpec> tensors = parameter_tensors(model);
+  double floats = 0;
+  for (const TensorSpec& t : tensors) floats += static_cast<double>(t.size);
+  hsize_t file_size = 0;
+  H5Fget_filesize(file, &file_size);
+  if (floats * 4.0 > static_cast<double>(file_size) * 1024.0)
+    throw Error("checkpoint '" + path + "': its config (d_model " +
+                std::to_string(model.d_model) + ", n_layer " + std::to_string(model.n_layer) +
+                ", vocab_size " + std::to_string(model.vocab_size) + ", n_ctx " +
+                std::to_string(model.n_ctx) + ") claims " +
+                std::to_string(static_cast<uint64_t>(floats)) + " float32 parameters in " +
+                std::to_string(tensors.size()) + " tensors, in a file of " +
+                std::to_string(file_size) + " bytes (corrupt?)");
+}
+
 // The stored tokenizer's encoder.json and vocab.bpe, against their hashes, and its size against
 // the stored config's vocab_size.
 void read_tokenizer_strings(hid_t root, const ModelConfig& model, const std::string& path,
@@ -428,9 +449,10 @@ void read_tokenizer_strings(hid_t root, const ModelConfig& model, const std::str
 void read_tensors(hid_t root, const ModelConfig& model, const std::string& path,
                   const std::string& what, CheckpointInfo* info, std::vector<float>* params,
                   std::vector<float>* m, std::vector<float>* v) {
-  Model probe_shapes_only(model);  // cheap next to the read; gives the canonical layout
-  info->tensors = probe_shapes_only.tensors();
-  const size_t n_floats = probe_shapes_only.num_parameters();
+  // The canonical layout from the config alone (no model is built: nothing is allocated before
+  // check_parameter_sizes has bounded the sizes by the file).
+  info->tensors = parameter_tensors(model);
+  const size_t n_floats = info->tensors.back().offset + info->tensors.back().size;
   std::vector<float> scratch;
   // Where tensor t goes: its offset in `out` (sized to the arena), or the start of `scratch`.
   auto destination = [&](std::vector<float>* out, const TensorSpec& t) {
@@ -523,6 +545,7 @@ CheckpointInfo read_checkpoint(const std::string& path, std::vector<float>* para
   CheckpointInfo info;
   const Config cfg = read_header(root, path, what, &info);
   check_embedding_shapes(file.get(), root, cfg.model, path, what);
+  check_parameter_sizes(file.get(), cfg.model, path);
   read_tokenizer_strings(root, cfg.model, path, what, &info);
   read_tensors(root, cfg.model, path, what, &info, params, m, v);
   read_resume_state(root, path, what, &info);

@@ -1,14 +1,17 @@
 #include "wte/data.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "src/io/bounded_read.h"
 #include "src/io/file_checks.h"
 #include "wte/error.h"
 
@@ -26,19 +29,15 @@ void check_token_ids(const int32_t* ids, size_t n, size_t vocab_size, const std:
   }
 }
 
-std::string read_text_file(const std::string& path) {
-  // POSIX reads, so that a read error (EIO from a failing disk) is named with the path and errno
-  // (an ifstream either throws libstdc++'s "basic_filebuf::underflow" without the path or ends
-  // the read early as if the file were shorter).
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Error("'" + path + "' is a directory, not a file");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+namespace {
+
+// Reads at most max_bytes bytes of the open file `fd` (closed here), named `path` in errors.
+std::string read_fd(int fd, const std::string& path, uint64_t max_bytes) {
   std::string bytes;
   char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
+  while (bytes.size() < max_bytes) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof buf, max_bytes - bytes.size()));
+    const ssize_t n = ::read(fd, buf, want);
     if (n < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
@@ -51,6 +50,38 @@ std::string read_text_file(const std::string& path) {
   }
   ::close(fd);
   return bytes;
+}
+
+}  // namespace
+
+std::string read_file_prefix(const std::string& path, uint64_t max_bytes) {
+  // POSIX reads, so that a read error (EIO from a failing disk) is named with the path and errno
+  // (an ifstream either throws libstdc++'s "basic_filebuf::underflow" without the path or ends
+  // the read early as if the file were shorter).
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error("'" + path + "' is a directory, not a file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  return read_fd(fd, path, max_bytes);
+}
+
+std::string read_text_file(const std::string& path) {
+  return read_file_prefix(path, UINT64_MAX);
+}
+
+std::string read_regular_file_prefix(const std::string& path, uint64_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO does not wait for a writer (it is refused below, never read).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error("'" + path + "' is not a regular file (a directory, a device such as /dev/zero, "
+                "a FIFO or a socket, perhaps behind a symbolic link); wte reads it only as a "
+                "file it wrote");
+  }
+  return read_fd(fd, path, max_bytes);
 }
 
 namespace {
@@ -98,7 +129,12 @@ void commit_file(const std::string& tmp, const std::string& path) {
 }
 
 std::vector<int32_t> read_token_file(const std::string& path) {
-  const std::string bytes = read_text_file(path);
+  return read_token_file_prefix(path, UINT64_MAX);
+}
+
+std::vector<int32_t> read_token_file_prefix(const std::string& path, uint64_t max_ids) {
+  const std::string bytes = read_file_prefix(
+      path, max_ids > UINT64_MAX / sizeof(int32_t) ? UINT64_MAX : max_ids * sizeof(int32_t));
   if (bytes.size() % sizeof(int32_t) != 0)
     throw Error("token file '" + path + "' has " + std::to_string(bytes.size()) +
                 " bytes, not a multiple of 4: it is not raw int32 ids");

@@ -17,15 +17,17 @@ StopText::StopText(std::vector<std::string> stops, Sink sink)
 bool StopText::add(const std::string& bytes) {
   const size_t before = text_.size();
   text_ += bytes;
-  size_t end = std::string::npos;  // where the first stop string to end, ends
+  size_t start = std::string::npos;  // where the earliest stop string found, starts
   for (const std::string& s : stops_) {
     // Only a match that includes new bytes is new: start up to s.size() - 1 bytes earlier.
     const size_t from = before >= s.size() - 1 ? before - (s.size() - 1) : 0;
     const size_t at = text_.find(s, from);
-    if (at != std::string::npos) end = std::min(end, at + s.size());
+    if (at != std::string::npos) start = std::min(start, at);
   }
-  if (end != std::string::npos) {
-    release_to(end);
+  if (start != std::string::npos) {
+    // Held back until now, so nothing at or past `start` was released.
+    release_to(start);
+    text_.resize(start);
     return true;
   }
   size_t hold = 0;  // the longest tail that is a proper prefix of a stop string

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/io/json_util.h"
+#include "src/tokenizer/quoted_excerpt.h"
 #include "wte/data.h"
 #include "wte/error.h"
 
@@ -235,6 +236,14 @@ std::string escape_piece(std::string_view bytes) {
     }
     ++i;
   }
+  return out;
+}
+
+std::string quoted_excerpt(std::string_view text, size_t max_bytes) {
+  std::string out = "\"" + escape_piece(text.substr(0, max_bytes)) + "\"";
+  if (text.size() > max_bytes)
+    out += " (its first " + std::to_string(max_bytes) + " of " + std::to_string(text.size()) +
+           " bytes)";
   return out;
 }
 
@@ -591,12 +600,12 @@ Tokenizer Tokenizer::from_strings(const std::string& encoder_json, const std::st
   std::vector<bool> have(n, false);
   for (const auto& [key, value] : j.items()) {
     if (!value.is_number_integer()) {
-      throw Error(enc_name + ": the value of \"" + key + "\" is " + json::brief(value) +
+      throw Error(enc_name + ": the value of " + quoted_excerpt(key) + " is " + json::brief(value) +
                   ", expected an integer id");
     }
     const int64_t id = value.get<int64_t>();
     if (id < 0 || static_cast<size_t>(id) >= n) {
-      throw Error(enc_name + ": id " + std::to_string(id) + " of \"" + key + "\" is outside [0, " +
+      throw Error(enc_name + ": id " + std::to_string(id) + " of " + quoted_excerpt(key) + " is outside [0, " +
                   std::to_string(n) + ") (ids must be exactly 0..number of tokens - 1)");
     }
     if (have[id]) throw Error(enc_name + ": id " + std::to_string(id) + " is used twice");
@@ -604,7 +613,8 @@ Tokenizer Tokenizer::from_strings(const std::string& encoder_json, const std::st
     try {
       pieces[id] = from_unicode_form(key);
     } catch (const Error& e) {
-      throw Error(enc_name + ": token \"" + key + "\" (id " + std::to_string(id) + "): " + e.what());
+      throw Error(enc_name + ": token " + quoted_excerpt(key) + " (id " + std::to_string(id) +
+                  "): " + e.what());
     }
   }
   tok.pieces_ = std::move(pieces);
@@ -625,8 +635,8 @@ Tokenizer Tokenizer::from_strings(const std::string& encoder_json, const std::st
     const std::string where = bpe_name + " line " + std::to_string(line_no);
     if (line_no == 1) {
       if (line.substr(0, 8) != "#version")
-        throw Error(where + ": expected the header \"#version: 0.2\", got \"" + std::string(line) +
-                    "\"");
+        throw Error(where + ": expected the header \"#version: 0.2\", got " +
+                    quoted_excerpt(line));
       continue;
     }
     if (line.empty()) {
@@ -640,8 +650,8 @@ Tokenizer Tokenizer::from_strings(const std::string& encoder_json, const std::st
     const size_t sp = line.find(' ');
     if (sp == std::string_view::npos || sp == 0 || sp + 1 == line.size() ||
         line.find(' ', sp + 1) != std::string_view::npos) {
-      throw Error(where + ": expected a merge \"left right\" (two parts, one space), got \"" +
-                  std::string(line) + "\"");
+      throw Error(where + ": expected a merge \"left right\" (two parts, one space), got " +
+                  quoted_excerpt(line));
     }
     std::string parts[2];
     int32_t ids[2];
@@ -650,11 +660,11 @@ Tokenizer Tokenizer::from_strings(const std::string& encoder_json, const std::st
       try {
         parts[k] = from_unicode_form(s);
       } catch (const Error& e) {
-        throw Error(where + ": \"" + std::string(s) + "\": " + e.what());
+        throw Error(where + ": " + quoted_excerpt(s) + ": " + e.what());
       }
       const auto it = tok.piece_id_.find(parts[k]);
       if (it == tok.piece_id_.end())
-        throw Error(where + ": \"" + std::string(s) + "\" is not a token in " + enc_name);
+        throw Error(where + ": " + quoted_excerpt(s) + " is not a token in " + enc_name);
       ids[k] = it->second;
     }
     const auto res = tok.piece_id_.find(parts[0] + parts[1]);
@@ -664,7 +674,7 @@ Tokenizer Tokenizer::from_strings(const std::string& encoder_json, const std::st
     }
     const uint64_t k = pair_key(ids[0], ids[1]);
     if (const auto [it, fresh] = merge_line.emplace(k, line_no); !fresh) {
-      throw Error(where + ": the merge \"" + std::string(line) + "\" repeats line " +
+      throw Error(where + ": the merge " + quoted_excerpt(line) + " repeats line " +
                   std::to_string(it->second));
     }
     tok.merges_.emplace_back(ids[0], ids[1]);

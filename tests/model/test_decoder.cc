@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "wte/decoder.h"
+#include "wte/generate.h"
 #include "src/model/matmul.h"
 #include "tests/test_util.h"
 #include "wte/checkpoint.h"
@@ -583,8 +584,8 @@ TEST(SampleCli, TopP) {
   }
 }
 
-// --stop: the text ends at the first occurrence of a stop string in the continuation (printed up
-// to its end, nothing after), the same draws as without it until then.
+// --stop: the text ends where the first occurrence of a stop string in the continuation starts
+// (the stop string is not printed), the same draws as without it until then.
 TEST(SampleCli, StopString) {
   SampleCheckpoint ck("decoder_sample_stop", false);
   ck.save();
@@ -597,7 +598,7 @@ TEST(SampleCli, StopString) {
   for (const size_t at : {size_t{10}, size_t{25}}) {
     const std::string stop = cont.substr(at, 3);
     if (stop.find('\'') != std::string::npos) continue;  // not through the shell's quotes
-    const size_t end = cont.find(stop) + stop.size();
+    const size_t end = cont.find(stop);
     ASSERT_EQ(run(base + "--stop '" + stop + "'", &out), 0) << out;
     EXPECT_NE(out.find("stopped at a --stop string"), std::string::npos) << out;
     ASSERT_EQ(run(quiet(base + "--stop '" + stop + "'"), &out), 0) << out;
@@ -614,6 +615,25 @@ TEST(SampleCli, StopString) {
   EXPECT_GT(out.size(), 8u);
   EXPECT_EQ(run(ck.cli + "--prompt x --stop ''", &out), 2);
   EXPECT_NE(out.find("--stop = '' is not allowed"), std::string::npos) << out;
+}
+
+// A stop string that ends inside a token ("Sprit" of " Spr" + "ite"): the text is cut where the
+// stop string starts; neither it nor the rest of the token ("e") is released.
+TEST(StopText, CutsWhereTheStopStringStarts) {
+  std::string sunk;
+  StopText text({"Sprit", "zz"}, [&sunk](const char* d, size_t n) { sunk.append(d, n); });
+  EXPECT_FALSE(text.add("The Holy"));
+  EXPECT_FALSE(text.add(" Spr"));
+  EXPECT_EQ(text.released(), "The Holy ");  // "Spr" may start "Sprit": held back
+  EXPECT_TRUE(text.add("ite"));
+  EXPECT_EQ(text.released(), "The Holy ");
+  EXPECT_EQ(sunk, "The Holy ");
+  text.flush();
+  EXPECT_EQ(text.released(), "The Holy ");
+  // A stop string inside one token: the text before it is released.
+  StopText one({"ss"}, nullptr);
+  EXPECT_TRUE(one.add("Kiss me"));
+  EXPECT_EQ(one.released(), "Ki");
 }
 
 // With GPT-2's <|endoftext|> in the vocabulary: a drawn <|endoftext|> ends the text (not printed)

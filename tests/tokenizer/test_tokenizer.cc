@@ -16,6 +16,7 @@
 
 #include "wte/error.h"
 #include "wte/tokenizer.h"
+#include "src/tokenizer/quoted_excerpt.h"
 #include "tests/test_util.h"
 
 namespace wte {
@@ -399,6 +400,31 @@ TEST(Format, Errors) {
   EXPECT_THROW(base.piece(-1), Error);
   EXPECT_THROW(base.piece(static_cast<int32_t>(base.size())), Error);
   EXPECT_THROW(base.decode({0, 1, 100000}), Error);
+}
+
+// A hostile file's text echoed in an error is escaped (a terminal escape code shows as \x1b, a
+// NUL as \x00) and cut: a first line of 10000 bytes is shown by its first 80.
+TEST(Format, ErrorsEscapeAndCutTheFilesText) {
+  const Tokenizer base = Tokenizer::train("hello hello", 300);
+  const std::string enc = base.encoder_json(), bpe = base.vocab_bpe();
+  const std::string hostile = std::string("\x1b]0;owned\x07\x1b[2J\x1b[31mred") + '\0' +
+                              std::string(10000, 'A');
+  for (const std::string& vocab_bpe : {hostile + "\n", bpe + hostile + "\n"}) {
+    const std::string msg = error_of([&] { Tokenizer::from_strings(enc, vocab_bpe, "d"); });
+    EXPECT_EQ(msg.find('\x1b'), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\x07'), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\0'), std::string::npos) << msg;
+    EXPECT_NE(msg.find("\\x1b]0;owned\\x07\\x1b[2J\\x1b[31mred\\x00AAA"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("(its first 80 of 10023 bytes)"), std::string::npos) << msg;
+    EXPECT_LT(msg.size(), 400u) << msg;
+  }
+  // encoder.json's keys too.
+  const std::string msg =
+      error_of([&] { Tokenizer::from_strings("{\"\\u001b[31mx\": \"y\"}", bpe, "d"); });
+  EXPECT_EQ(msg.find('\x1b'), std::string::npos) << msg;
+  EXPECT_NE(msg.find("\\x1b[31mx"), std::string::npos) << msg;
+  EXPECT_EQ(quoted_excerpt("ab\x1b", 2), "\"ab\" (its first 2 of 3 bytes)");
+  EXPECT_EQ(quoted_excerpt("a\tb"), "\"a\\tb\"");
 }
 
 TEST(Format, EscapePiece) {
