@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """wte's training step of a GPT-2 block model against the same model in PyTorch, in one run.
 
-Runs `wte profile step --config CONFIG --threads 1,2 --json ...` (the step's time, its model FLOPs
-utilisation against the oneDNN f32 GEMM peak that wte measures in that same run), then, for each
-thread count, a fresh /usr/bin/python3 process timing PyTorch's step of the same model with the
+Runs `wte profile step --config CONFIG --threads T --json ...` (the step's time, its model FLOPs
+utilisation against the best f32 GEMM peak and the FMA limit that wte measures in that same run;
+with --gemm, once per model.gemm value), then a fresh /usr/bin/python3 process timing PyTorch's
+step of the same model, for each thread count, in --rounds interleaved rounds, with the
 fair set-up of bench/README.md: OpenBLAS (LD_LIBRARY_PATH=.../openblas-pthread,
 OPENBLAS_NUM_THREADS) and tcmalloc (LD_PRELOAD), torch.set_num_threads.
 
@@ -26,7 +27,7 @@ steps on a shared machine; bench/README.md).
 MFU = model FLOPs per second / GEMM peak, with model FLOPs per step
   6 · parameters · tokens + 12 · n_layer · T · d_model · tokens   (PaLM's convention: the
   attention's QKᵀ and ·V over the full T×T, forward and backward)
-and the peak a large square-ish oneDNN f32 matmul timed by wte in the same run.
+and the peak the best library's 2048³ f32 matmul timed by wte in the same run.
 Exit 77 (skipped) with a message when Debian's python3-torch is not installed.
 """
 import argparse
@@ -172,6 +173,11 @@ def main():
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--steps", type=int, default=10, help="timed steps per side (median)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="interleaved rounds (each: wte and PyTorch at every thread count)")
+    p.add_argument("--gemm", default="",
+                   help="comma-separated model.gemm values wte runs with, each in every round "
+                        "(default: the config's)")
     torch_bench.add_out_option(p)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--cfg", help=argparse.SUPPRESS)
@@ -188,49 +194,73 @@ def main():
         print("note: %s has n_layer = 0 (no blocks): comparing the embedding-only model" % args.config,
               file=sys.stderr)
     threads = [int(t) for t in args.threads.split(",")]
+    gemms = [g for g in args.gemm.split(",") if g] or [""]
+    wte_env = dict(os.environ)
+    wte_env.setdefault("OMP_WAIT_POLICY", "passive")
+    wte_runs = {(g, t): [] for g in gemms for t in threads}
+    torch_runs = {t: [] for t in threads}
+    wte_out = ""
     with tempfile.TemporaryDirectory() as tmp:
-        wte_json = os.path.join(tmp, "wte.json")
-        cmd = [args.wte, "profile", "step", "--config", args.config, "--threads", args.threads,
-               "--repeat", str(args.steps), "--json", wte_json]
-        print("running:", " ".join(cmd), file=sys.stderr)
-        wte_env = dict(os.environ)
-        wte_env.setdefault("OMP_WAIT_POLICY", "passive")
-        wte_out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=wte_env).stdout
-        steps = {s["threads"]: s for s in json.load(open(wte_json))["step"]}
-    torch_res = {}
-    for t in threads:
-        print("running: PyTorch step, %d thread(s)" % t, file=sys.stderr)
-        out = torch_bench.run_worker([sys.executable, os.path.abspath(__file__), "--worker",
-                                      "--threads", str(t), "--steps", str(args.steps), "--warmup",
-                                      str(args.warmup), "--cfg", json.dumps(cfg)],
-                                     torch_bench.torch_env(t))
-        torch_res[t] = json.loads(out)
+        # Interleaved rounds: each round runs wte (each model.gemm) and PyTorch at every thread count.
+        for r in range(args.rounds):
+            for t in threads:
+                for g in gemms:
+                    wte_json = os.path.join(tmp, "wte.json")
+                    cmd = [args.wte, "profile", "step", "--config", args.config, "--threads", str(t),
+                           "--repeat", str(args.steps), "--json", wte_json]
+                    if g:
+                        cmd.append("--model.gemm=" + g)
+                    print("round %d: %s" % (r + 1, " ".join(cmd)), file=sys.stderr)
+                    wte_out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                                             env=wte_env).stdout
+                    wte_runs[(g, t)].append(json.load(open(wte_json))["step"][0])
+                print("round %d: PyTorch step, %d thread(s)" % (r + 1, t), file=sys.stderr)
+                out = torch_bench.run_worker([sys.executable, os.path.abspath(__file__), "--worker",
+                                              "--threads", str(t), "--steps", str(args.steps), "--warmup",
+                                              str(args.warmup), "--cfg", json.dumps(cfg)],
+                                             torch_bench.torch_env(t))
+                torch_runs[t].append(json.loads(out))
+
+    def med(x):
+        x = sorted(x)
+        return x[len(x) // 2] if len(x) % 2 else 0.5 * (x[len(x) // 2 - 1] + x[len(x) // 2])
 
     tokens = cfg["batch_size"] * cfg["seq_len"]
     lines = [
-        "%s: V %d, d_model %d, n_layer %d, n_head %d, B %d, T %d, %s; median of %d steps after %d "
-        "warm-up; PyTorch %s (OpenBLAS + tcmalloc)" % (
+        "%s: V %d, d_model %d, n_layer %d, n_head %d, B %d, T %d, %s; %d interleaved round(s), each "
+        "side the median of %d steps after %d warm-up; PyTorch %s (OpenBLAS + tcmalloc); medians over "
+        "the rounds, per-round ratios as median (min-max)" % (
             os.path.basename(args.config), cfg["vocab_size"], cfg["d_model"], cfg["n_layer"],
             cfg["n_head"], cfg["batch_size"], cfg["seq_len"],
-            "tied" if cfg["tie_embeddings"] else "untied", args.steps, args.warmup,
-            torch_res[threads[0]]["torch"]),
+            "tied" if cfg["tie_embeddings"] else "untied", args.rounds, args.steps, args.warmup,
+            torch_runs[threads[0]][0]["torch"]),
         "",
-        "| threads | wte ms/step | wte tokens/s | PyTorch ms/step | PyTorch tokens/s | wte / PyTorch "
-        "| oneDNN f32 GEMM peak GFLOP/s | wte MFU | PyTorch MFU |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        "| threads | model.gemm | wte ms/step | wte tokens/s | PyTorch ms/step | PyTorch tokens/s | wte / PyTorch "
+        "| f32 GEMM peak GFLOP/s (library) | FMA limit GFLOP/s | wte MFU (peak / FMA) | PyTorch MFU (peak) |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     headline = []
     for t in threads:
-        s, tr = steps[t], torch_res[t]
-        if tr["parameters"] != s["parameters"]:
-            sys.exit("parameter counts differ: wte %d, PyTorch %d" % (s["parameters"], tr["parameters"]))
-        flops = s["model_flops"]
-        torch_mfu = flops / (tr["step_ms"] * 1e-3) / (s["gemm_peak_gflops"] * 1e9)
-        lines.append("| %d | %.1f | %.0f | %.1f | %.0f | %.2fx | %.0f | %.0f%% | %.0f%% |" % (
-            t, s["step_ms"], tokens / s["step_ms"] * 1e3, tr["step_ms"], tokens / tr["step_ms"] * 1e3,
-            tr["step_ms"] / s["step_ms"], s["gemm_peak_gflops"], 100 * s["mfu"], 100 * torch_mfu))
-        if t == threads[-1]:
-            headline.append(("training step vs PyTorch, %s, %d threads" % (os.path.basename(args.config), t),
-                             round(tr["step_ms"] / s["step_ms"], 2), "x"))
+        trs = torch_runs[t]
+        for g in gemms:
+            ss = wte_runs[(g, t)]
+            for s, tr in zip(ss, trs):
+                if tr["parameters"] != s["parameters"]:
+                    sys.exit("parameter counts differ: wte %d, PyTorch %d" % (s["parameters"], tr["parameters"]))
+            ratios = [tr["step_ms"] / s["step_ms"] for s, tr in zip(ss, trs)]
+            wte_ms, torch_ms = med([s["step_ms"] for s in ss]), med([tr["step_ms"] for tr in trs])
+            peak = med([s["gemm_peak_gflops"] for s in ss])
+            fma = med([s.get("fma_limit_gflops", 0) for s in ss])
+            flops = ss[0]["model_flops"]
+            lines.append("| %d | %s | %.1f | %.0f | %.1f | %.0f | %.2fx (%.2f-%.2f) | %.0f (%s) | %.0f | %.0f%% / %.0f%% | %.0f%% |" % (
+                t, g or "(config)", wte_ms, tokens / wte_ms * 1e3, torch_ms, tokens / torch_ms * 1e3,
+                med(ratios), min(ratios), max(ratios), peak, ss[-1].get("gemm_peak_library", "onednn"),
+                fma, 100 * flops / (wte_ms * 1e-3) / (peak * 1e9),
+                100 * flops / (wte_ms * 1e-3) / (fma * 1e9) if fma else 0,
+                100 * flops / (torch_ms * 1e-3) / (peak * 1e9)))
+            what = "training step vs PyTorch, %s, %d threads" % (os.path.basename(args.config), t)
+            if g and g != "auto":
+                what += ", model.gemm = " + g
+            headline.append((what, round(med(ratios), 2), "x"))
     text = "\n".join(lines)
     print(wte_out)
     print(text)

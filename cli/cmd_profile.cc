@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "wte/kernels.h"
 #include "wte/config.h"
 #include "wte/data.h"
@@ -58,14 +59,18 @@ constexpr const char* kProfileExample =
     "first --dist, split into every layer kind (lookup, each GEMM family, attention's\n"
     "QKᵀ, softmax and ·V, LayerNorms, GELU, residual adds, cross-entropy, scatter,\n"
     "optimizer; block parts summed over the layers) with ms, share and GEMM GFLOP/s;\n"
-    "then the model FLOPs per step per second as a fraction of the oneDNN GEMM peak: a\n"
-    "2048^3 matmul (bf16 inputs for bf16 GEMMs) timed between the same steps (MFU). Two\n"
+    "then the model FLOPs per step per second as a fraction of the GEMM peak: the best\n"
+    "of oneDNN, OpenBLAS and BLIS at a 2048^3 matmul (bf16 inputs for bf16 GEMMs: oneDNN)\n"
+    "timed between the same steps (MFU, the headline), and as a fraction of the CPU's FMA\n"
+    "limit (register-only FMA chains on every thread, timed there too: MFU against the\n"
+    "silicon). Two\n"
     "counts: PaLM's (6 x parameters x tokens + 12 x n_layer x T x d_model x tokens, the\n"
     "attention over the full T x T; the headline, comparable with published MFUs) and\n"
     "the causal one (6 x n_layer x (T+1) x d_model x tokens for the attention: only the\n"
     "entries the causal mask keeps).\n"
-    "Each GEMM part names oneDNN's kernel (its ISA: brg:avx512_core is float32 on\n"
-    "AVX-512, brg:avx512_core_bf16 AVX512_BF16, ..._amx AMX); --matmul-precision\n"
+    "Each GEMM part names the library and kernel that ran it (oneDNN's with its ISA:\n"
+    "brg:avx512_core is float32 on AVX-512, brg:avx512_core_bf16 AVX512_BF16, ..._amx\n"
+    "AMX; or OpenBLAS / BLIS with their kernel set: model.gemm); --matmul-precision\n"
     "f32,bf16 profiles both, one after the other per thread count. Config keys given as\n"
     "--section.key=value (as for wte train) change --config's keys for step, so a variant\n"
     "of a config is profiled without writing a new file.\n"
@@ -385,7 +390,7 @@ void print_step_profile(const profile::StepProfile& p, const ModelConfig& m,
   size_t width = 32;
   for (const profile::StepPartTime& part : p.parts) width = std::max(width, chars(part.name));
   const int w = static_cast<int>(width);
-  std::printf("  %-*s %9s %7s %9s  %s\n", w, "part", "ms", "share", "GFLOP/s", "oneDNN kernel");
+  std::printf("  %-*s %9s %7s %9s  %s\n", w, "part", "ms", "share", "GFLOP/s", "GEMM kernel");
   for (const profile::StepPartTime& part : p.parts) {
     char gf[32] = "";
     if (part.gemm && part.ms > 0) std::snprintf(gf, sizeof gf, "%.1f", part.gflop / (part.ms * 1e-3));
@@ -415,10 +420,25 @@ void print_step_profile(const profile::StepProfile& p, const ModelConfig& m,
                 "keeps): %.2f GFLOP = 6 x %zu parameters x %zu tokens + 6 x n_layer x (T+1) x C x "
                 "tokens\n",
                 p.model_flops_causal / 1e9, p.matmul_parameters, p.B * p.T);
-  std::printf("  oneDNN %s GEMM peak (%zu^3 matmul, timed between these steps): %.1f GFLOP/s\n",
-              p.bf16 ? "bf16" : "f32", p.peak_size, p.gemm_peak_gflops);
-  std::printf("  MFU, PaLM's count (the headline): %s\n",
+  std::string peaks;
+  for (const auto& [lib, gflops] : p.gemm_peaks) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%s %.1f", peaks.empty() ? "" : ", ", to_string(lib), gflops);
+    peaks += buf;
+  }
+  std::printf("  %s GEMM peak (%zu^3 matmul, timed between these steps): %.1f GFLOP/s on %s "
+              "(GFLOP/s: %s)\n",
+              p.bf16 ? "bf16" : "f32", p.peak_size, p.gemm_peak_gflops,
+              to_string(p.gemm_peak_library), peaks.c_str());
+  std::printf("  FMA limit (float32; %zu chains of %zu-lane FMAs on registers, %s, on %d "
+              "thread%s, timed between these steps): %.1f GFLOP/s; the GEMM peak is %.1f%% of it\n",
+              kFmaChains, p.fma_lanes, hwy::TargetName(simd_dispatch_target()), p.threads,
+              p.threads == 1 ? "" : "s", p.fma_limit_gflops,
+              100.0 * p.gemm_peak_gflops / p.fma_limit_gflops);
+  std::printf("  MFU, PaLM's count (the headline, against the GEMM peak): %s\n",
               profile::mfu_line(p.model_flops / (p.step_ms * 1e-3) / 1e9, p.mfu).c_str());
+  std::printf("  MFU, PaLM's count, against the FMA limit (the silicon): %.1f%%\n",
+              100.0 * p.mfu_fma);
   if (m.n_layer > 0)
     std::printf("  MFU, causal count: %s\n",
                 profile::mfu_line(p.model_flops_causal / (p.step_ms * 1e-3) / 1e9, p.mfu_causal)
@@ -426,6 +446,8 @@ void print_step_profile(const profile::StepProfile& p, const ModelConfig& m,
 }
 
 nlohmann::json step_profile_json(const profile::StepProfile& p, const ModelConfig& m) {
+  nlohmann::json peaks = nlohmann::json::object();
+  for (const auto& [lib, gflops] : p.gemm_peaks) peaks[to_string(lib)] = gflops;
   nlohmann::json parts = nlohmann::json::array();
   for (const profile::StepPartTime& part : p.parts)
     parts.push_back({{"part", part.name}, {"ms", part.ms}, {"gemm", part.gemm}, {"gflop", part.gflop},
@@ -436,7 +458,9 @@ nlohmann::json step_profile_json(const profile::StepProfile& p, const ModelConfi
           {"tokens_per_s", p.tokens_per_s}, {"model_flops", p.model_flops},
           {"model_flops_causal", p.model_flops_causal}, {"gemm_peak_gflops", p.gemm_peak_gflops},
           {"gemm_peak_size", p.peak_size}, {"mfu", p.mfu}, {"mfu_causal", p.mfu_causal},
-          {"mfu_headline", "palm"},
+          {"mfu_headline", "palm"}, {"gemm_peak_library", to_string(p.gemm_peak_library)},
+          {"gemm_peaks", peaks}, {"fma_limit_gflops", p.fma_limit_gflops},
+          {"fma_lanes", p.fma_lanes}, {"mfu_fma", p.mfu_fma},
           {"matmul_precision", p.bf16 ? "bf16" : "f32"}, {"gemm_precision", p.gemm_precision},
           {"logits_copy_ms", p.logits_copy_ms}, {"logits_bytes", p.logits_bytes},
           {"parts", parts}};

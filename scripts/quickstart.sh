@@ -68,6 +68,9 @@ seed_ctest_costs() {
 packages=(
   build-essential cmake pkg-config git
   libdnnl-dev ocl-icd-opencl-dev   # oneDNN; its CMake config asks for OpenCL
+  # float32 GEMMs beside oneDNN, chosen per shape where faster (oneDNN 2.6 has only its old jit
+  # GEMM on AVX2): the OpenMP builds, which share oneDNN's libgomp threads
+  libopenblas-openmp-dev libblis-openmp-dev
   libhwy-dev                       # Highway
   libboost-program-options-dev     # CLI and INI configs
   libgtest-dev                     # tests

@@ -24,9 +24,12 @@ namespace wte::test {
 
 // A fresh, empty directory WTE_BINARY_DIR/test_tmp/<name> for one test (removed first if it exists).
 // Test files prefix their names ("resume_", "geometry_", ...) so that files run in parallel by
-// ctest never share a directory.
+// ctest never share a directory; a run with WTE_GEMM set (the tests again with one GEMM library
+// forced) gets "_gemm-<library>" appended, so it never shares one with the plain run.
 inline std::filesystem::path temp_dir(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::path(WTE_BINARY_DIR) / "test_tmp" / name;
+  const char* gemm = std::getenv("WTE_GEMM");
+  const std::string suffix = gemm != nullptr && *gemm != '\0' ? std::string("_gemm-") + gemm : "";
+  const std::filesystem::path dir = std::filesystem::path(WTE_BINARY_DIR) / "test_tmp" / (name + suffix);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

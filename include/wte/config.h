@@ -40,6 +40,14 @@ enum class MatmulPrecision { f32, bf16 };
 /// automatic (`auto`): tiled from T = kTiledAttentionMinT tokens per sequence on, where it measures
 /// faster (bench/attention_speed.sh), dense below.
 enum class AttentionImpl { dense, tiled, automatic };
+/// Which library runs the model's float32 GEMMs of rank 2 (model.gemm; docs/kernels.md, "The GEMM
+/// layer"). automatic (`auto`): per GEMM shape, the fastest of oneDNN, OpenBLAS and BLIS as timed
+/// the first time this machine met the shape at this thread count, then kept in a cache file so
+/// later runs choose the same. onednn, openblas, blis: that library for every such GEMM. The
+/// attention's batched GEMMs and bf16 GEMMs always run on oneDNN. Results are bit-identical for a
+/// fixed config, seed, thread count and choice; different libraries give different bits.
+enum class GemmChoice { automatic, onednn, openblas, blis };
+
 /// model.attention = auto runs the tiled attention for sequences of at least this many tokens.
 inline constexpr size_t kTiledAttentionMinT = 128;
 
@@ -64,6 +72,7 @@ struct ModelConfig {
   float ln_eps = 1e-5f;         // GPT-2 model.py norm(): epsilon 1e-5
   MatmulPrecision matmul_precision = MatmulPrecision::f32;  // the GEMMs' inputs: f32 or bf16
   AttentionImpl attention = AttentionImpl::automatic;     // dense, tiled or auto (by T)
+  GemmChoice gemm = GemmChoice::automatic;   // auto, onednn, openblas or blis
   // The loss (unembedding + cross-entropy, src/model/unembedding.h): rows of h' per block of the
   // fused, chunked path that never stores the (N, V) logits. 0: automatic (fused with an automatic
   // block height (256 rows, fewer past 64 MiB of logits) when vocab_size > 16384, else the unfused path with its (N, V) logits buffer).
@@ -86,6 +95,9 @@ const char* to_string(MatmulPrecision p);
 
 /// "dense", "tiled" or "auto".
 const char* to_string(AttentionImpl a);
+
+/// "auto", "onednn", "openblas" or "blis".
+const char* to_string(GemmChoice g);
 
 struct DataConfig {
   std::string text;             // UTF-8 corpus; documents separated by a blank line

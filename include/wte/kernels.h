@@ -330,6 +330,16 @@ inline size_t gradient_rows_per_block(size_t N) {
 void bias_backward(float* dbias, const float* dout, size_t N, size_t OC);
 
 // ------------------------------------------------------------------------------------------------
+// The CPU's float32 FMA limit (wte profile's "FMA limit"): kFmaChains independent vectors of
+// accumulators, each lane running acc = fma(acc, mul, add) `iterations` times from
+// start + (chain·lanes + lane)/1024, on registers only (no memory in the loop). Returns the float
+// sum of every lane of every chain (chains in order, lanes in order) and the target's lane count
+// in *lanes: kFmaChains × lanes × iterations FMAs of 2 FLOPs each. Targets without FMA (SSE4,
+// SCALAR) multiply and add (same sum within rounding). Scalar reference: ref::fma_chains.
+inline constexpr size_t kFmaChains = 12;
+float fma_chains(float start, float mul, float add, size_t iterations, size_t* lanes);
+
+// ------------------------------------------------------------------------------------------------
 // The Highway target (an HWY_* bit such as HWY_AVX3; int64_t, never 32 bits) that dynamic dispatch
 // currently picks for these kernels. For tests that force each target and for logs; name it with
 // hwy::TargetName from hwy/targets.h.

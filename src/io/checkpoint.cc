@@ -661,7 +661,9 @@ const std::vector<std::string>& resume_mutable_keys() {
       "data.text",           "data.train_tokens",   "data.val_tokens",     "data.tokenizer",
       // How a step is cut into work (the same loss and gradient up to float rounding; memory
       // differs): a resume on a smaller machine may change them.
-      "model.loss_chunk",    "model.loss_vocab_tile", "train.grad_accum_steps"};
+      "model.loss_chunk",    "model.loss_vocab_tile", "train.grad_accum_steps",
+      // The GEMM library (the same products up to float rounding), like train.threads.
+      "model.gemm"};
   return keys;
 }
 

@@ -259,6 +259,20 @@ const std::vector<Key>& keys() {
             else bad("not an attention");
           },
           [](const Config& c) { return std::string(to_string(c.model.attention)); }},
+      Key{"model.gemm",
+          "the library of the float32 GEMMs (not the attention's batched ones): auto (per GEMM "
+          "shape the fastest of onednn, openblas and blis, timed once per machine and thread count "
+          "and kept in a cache file: $WTE_GEMM_CACHE, else $XDG_CACHE_HOME/wte or ~/.cache/wte), or "
+          "one library for all; the environment variable WTE_GEMM sets it where this says auto",
+          "auto, onednn, openblas or blis",
+          [](Config& c, const std::string& s) {
+            if (s == "auto") c.model.gemm = GemmChoice::automatic;
+            else if (s == "onednn") c.model.gemm = GemmChoice::onednn;
+            else if (s == "openblas") c.model.gemm = GemmChoice::openblas;
+            else if (s == "blis") c.model.gemm = GemmChoice::blis;
+            else bad("not a GEMM library");
+          },
+          [](const Config& c) { return std::string(to_string(c.model.gemm)); }},
       WTE_UINT(model, loss_chunk, 0, kMaxLossChunk,
                "rows per block of the fused unembedding + cross-entropy, which never stores the "
                "(tokens, vocab_size) logits (memory: rows x vocab_size floats); 0: automatic (fused "
@@ -578,6 +592,16 @@ const char* to_string(MatmulPrecision p) { return p == MatmulPrecision::bf16 ? "
 
 const char* to_string(AttentionImpl a) {
   return a == AttentionImpl::dense ? "dense" : a == AttentionImpl::tiled ? "tiled" : "auto";
+}
+
+const char* to_string(GemmChoice g) {
+  switch (g) {
+    case GemmChoice::onednn: return "onednn";
+    case GemmChoice::openblas: return "openblas";
+    case GemmChoice::blis: return "blis";
+    case GemmChoice::automatic: break;
+  }
+  return "auto";
 }
 
 Config load_config(const std::string& ini_path, const std::vector<std::string>& overrides,

@@ -1,10 +1,15 @@
 #include "src/model/matmul.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "src/model/gemm_plan.h"
 #include "src/model/onednn_isa.h"
 #include "wte/error.h"
 #include "wte/kernels.h"
@@ -68,10 +73,148 @@ struct Gemm::Prim {
   std::string impl;
   bool bf16 = false;
   std::string part;  // the part open when it was created
+  GemmLibrary library = GemmLibrary::onednn;
+  BlasGemm blas;     // the GEMM as a BLAS call (library != onednn)
+  bool accumulate = false;
 };
 
-Gemm::Gemm() : stream_(cpu_engine()) {}
+namespace {
+
+// The library a choice forces (nullopt for auto).
+std::optional<GemmLibrary> forced_library(GemmChoice c) {
+  switch (c) {
+    case GemmChoice::onednn: return GemmLibrary::onednn;
+    case GemmChoice::openblas: return GemmLibrary::openblas;
+    case GemmChoice::blis: return GemmLibrary::blis;
+    case GemmChoice::automatic: break;
+  }
+  return std::nullopt;
+}
+
+// The GEMM dst = src · wei as a row-major BLAS call, when the views allow one: rank 2, dst's rows
+// contiguous, src and wei each row-major or the transpose of a row-major matrix.
+std::optional<BlasGemm> as_blas(const MatView& dst, const MatView& src, const MatView& wei) {
+  if (dst.dims.size() != 2 || src.dims.size() != 2 || wei.dims.size() != 2) return std::nullopt;
+  BlasGemm g;
+  g.M = dst.dims[0];
+  g.N = dst.dims[1];
+  g.K = src.dims[1];
+  if (dst.strides[1] != 1 || dst.strides[0] < std::max<int64_t>(g.N, 1)) return std::nullopt;
+  g.ldc = dst.strides[0];
+  // A (rows, cols) operand: row-major with ld = strides[0] >= cols, or transposed with
+  // ld = strides[1] >= rows.
+  const auto layout = [](const MatView& v, bool& trans, int64_t& ld) {
+    const int64_t rows = v.dims[0], cols = v.dims[1];
+    if (v.strides[1] == 1 && v.strides[0] >= std::max<int64_t>(cols, 1)) {
+      trans = false;
+      ld = v.strides[0];
+      return true;
+    }
+    if (v.strides[0] == 1 && v.strides[1] >= std::max<int64_t>(rows, 1)) {
+      trans = true;
+      ld = v.strides[1];
+      return true;
+    }
+    return false;
+  };
+  if (!layout(src, g.trans_a, g.lda) || !layout(wei, g.trans_b, g.ldb)) return std::nullopt;
+  return g;
+}
+
+// The planner's key of a GEMM: the BLAS call, accumulate, bias and the threads it runs on.
+std::string plan_key(const BlasGemm& g, bool accumulate, bool bias, int threads) {
+  return "f32 M" + std::to_string(g.M) + " N" + std::to_string(g.N) + " K" + std::to_string(g.K) +
+         (g.trans_a ? " At" : " An") + std::to_string(g.lda) + (g.trans_b ? " Bt" : " Bn") +
+         std::to_string(g.ldb) + " C" + std::to_string(g.ldc) + (accumulate ? " acc" : "") +
+         (bias ? " bias" : "") + " threads" + std::to_string(threads);
+}
+
+// dst (M rows of N, row stride ldc) += bias (N) in every row: the bias of a BLAS GEMM, added to
+// its product as oneDNN adds it (one float add per element).
+void add_bias_rows(float* dst, const float* bias, int64_t M, int64_t N, int64_t ldc) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < M; ++i) {
+    float* row = dst + i * ldc;
+    for (int64_t j = 0; j < N; ++j) row[j] += bias[j];
+  }
+}
+
+// The threads a GEMM started here runs on: one inside a parallel region (a worker), else OpenMP's.
+int gemm_threads() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
+
+}  // namespace
+
+GemmChoice resolve_gemm_choice(GemmChoice configured) {
+  GemmChoice c = configured;
+  if (c == GemmChoice::automatic) {
+    const char* env = std::getenv("WTE_GEMM");
+    if (env != nullptr && *env != '\0') {
+      const std::string v = env;
+      if (v == "auto") c = GemmChoice::automatic;
+      else if (v == "onednn") c = GemmChoice::onednn;
+      else if (v == "openblas") c = GemmChoice::openblas;
+      else if (v == "blis") c = GemmChoice::blis;
+      else
+        throw UsageError("environment variable WTE_GEMM = '" + v +
+                         "' is not a GEMM library: use auto, onednn, openblas or blis");
+    }
+  }
+  const std::optional<GemmLibrary> lib = forced_library(c);
+  if (lib && !gemm_library_available(*lib))
+    throw Error(std::string("GEMM library ") + to_string(c) + " (model.gemm or WTE_GEMM) cannot run: " +
+                gemm_library_version(*lib));
+  return c;
+}
+
+Gemm::Gemm() : choice_(resolve_gemm_choice(GemmChoice::automatic)), stream_(cpu_engine()) {}
 Gemm::~Gemm() = default;
+
+void Gemm::set_choice(GemmChoice choice) {
+  choice_ = resolve_gemm_choice(choice);
+  for (const auto& w : workers_) w->set_choice(choice_);
+}
+
+// Under auto, the planner's choice (each candidate timed on this GEMM's own operands, into a
+// scratch dst, the first time the machine meets it); a forced library where the GEMM is a BLAS
+// call; oneDNN otherwise.
+GemmLibrary Gemm::pick_library(Prim& p, const Operand& src, const Operand& wei, float* dst,
+                               const float* bias, bool accumulate) {
+  if (const std::optional<GemmLibrary> forced = forced_library(choice_)) return *forced;
+  std::vector<GemmLibrary> candidates;
+  for (GemmLibrary lib : {GemmLibrary::onednn, GemmLibrary::openblas, GemmLibrary::blis})
+    if (gemm_library_available(lib)) candidates.push_back(lib);
+  if (candidates.size() == 1) return GemmLibrary::onednn;
+  const BlasGemm& g = p.blas;
+  std::vector<float> scratch(static_cast<size_t>((g.M - 1) * g.ldc + g.N), 0.0f);
+  const auto time_one = [&](GemmLibrary lib) {
+    const auto t0 = std::chrono::steady_clock::now();
+    p.library = lib;
+    execute(p, scratch.data(), src.data, wei.data, bias);
+    stream_.wait();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  return plan_gemm(plan_key(g, accumulate, bias != nullptr, gemm_threads()), candidates, time_one);
+}
+
+void Gemm::execute(Prim& p, float* dst, const void* src, const void* wei, const float* bias) {
+  if (p.library != GemmLibrary::onednn) {
+    stream_.wait();  // oneDNN's earlier GEMMs on this stream are done
+    blas_sgemm(p.library, p.blas, static_cast<const float*>(src), static_cast<const float*>(wei),
+               dst, p.accumulate, gemm_threads());
+    if (bias != nullptr) add_bias_rows(dst, bias, p.blas.M, p.blas.N, p.blas.ldc);
+    return;
+  }
+  p.src.set_data_handle(const_cast<void*>(src));
+  p.wei.set_data_handle(const_cast<void*>(wei));
+  p.dst.set_data_handle(dst);
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}};
+  if (bias != nullptr) {
+    p.bias.set_data_handle(const_cast<float*>(bias));
+    args.emplace(DNNL_ARG_BIAS, p.bias);
+  }
+  p.prim.execute(stream_, args);
+}
 
 void Gemm::run(float* dst, const MatView& dst_v, const Operand& src, const Operand& wei,
                const float* bias, bool accumulate) {
@@ -123,17 +266,17 @@ void Gemm::run(float* dst, const MatView& dst_v, const Operand& src, const Opera
     p->wei = memory(wei_md, cpu_engine(), DNNL_MEMORY_NONE);
     p->dst = memory(dst_md, cpu_engine(), DNNL_MEMORY_NONE);
     if (bias != nullptr) p->bias = memory(bias_md, cpu_engine(), DNNL_MEMORY_NONE);
+    p->accumulate = accumulate;
+    // float32 GEMMs that are one BLAS call may run on OpenBLAS or BLIS (model.gemm)
+    const std::optional<BlasGemm> blas =
+        p->bf16 ? std::nullopt : as_blas(dst_v, src_v, wei_v);
+    if (blas) {
+      p->blas = *blas;
+      p->library = pick_library(*p, src, wei, dst, bias, accumulate);
+      if (p->library != GemmLibrary::onednn) p->impl = gemm_library_version(p->library);
+    }
   }
-  p->src.set_data_handle(const_cast<void*>(src.data));
-  p->wei.set_data_handle(const_cast<void*>(wei.data));
-  p->dst.set_data_handle(dst);
-  std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei}, {DNNL_ARG_DST, p->dst}};
-  if (bias != nullptr) {
-    p->bias.set_data_handle(const_cast<float*>(bias));
-    args.emplace(DNNL_ARG_BIAS, p->bias);
-  }
-  p->prim.execute(stream_, args);
+  execute(*p, dst, src.data, wei.data, bias);
 }
 
 void Gemm::set_timer(PartTimer* timer) {
@@ -163,7 +306,7 @@ Activation to_bf16(Activation a, size_t n) {
 
 std::vector<GemmKernel> Gemm::kernels() const {
   std::vector<GemmKernel> out;
-  for (const auto& [key, p] : cache_) out.push_back({p->part, p->impl, p->bf16});
+  for (const auto& [key, p] : cache_) out.push_back({p->part, p->impl, p->bf16, p->library});
   for (const auto& w : workers_) {
     const std::vector<GemmKernel> theirs = w->kernels();
     out.insert(out.end(), theirs.begin(), theirs.end());
@@ -172,7 +315,10 @@ std::vector<GemmKernel> Gemm::kernels() const {
 }
 
 Gemm& Gemm::worker(size_t t) {
-  while (workers_.size() <= t) workers_.push_back(std::make_unique<Gemm>());
+  while (workers_.size() <= t) {
+    workers_.push_back(std::make_unique<Gemm>());
+    workers_.back()->choice_ = choice_;
+  }
   workers_[t]->part_ = part_;
   return *workers_[t];
 }

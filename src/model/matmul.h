@@ -6,6 +6,12 @@
 // accumulate) and reused; buffers are bound per call. oneDNN fixes its partitioning over threads
 // when a primitive is created, so results are bit-identical for a fixed thread count.
 //
+// Float32 GEMMs of rank 2 may run on OpenBLAS or BLIS instead (src/model/gemm_blas.h): which one
+// is decided once per primitive, by model.gemm / WTE_GEMM or, under `auto`, by the GEMM planner
+// (src/model/gemm_plan.h: each library timed on the GEMM the first time this machine meets it,
+// the fastest kept in a cache file). Results are bit-identical for a fixed thread count and
+// choice. Batched (rank 4) and bf16 GEMMs always run on oneDNN.
+//
 // Precision (model.matmul_precision): GEMM inputs are float32, or bfloat16 copies of them (bits in
 // uint16_t, made by convert_f32_to_bf16 once per tensor); accumulation, outputs and bias are
 // float32 either way. oneDNN picks its bf16 kernel from the CPU (AVX512_BF16: brg:avx512_core_bf16;
@@ -21,8 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "src/model/gemm_blas.h"
 #include "src/model/memory.h"
 #include "src/model/part_timer.h"
+#include "wte/config.h"
 
 namespace wte {
 
@@ -91,9 +99,17 @@ Activation to_bf16(Activation a, size_t n);
 /// was open when it was created ("" when none was).
 struct GemmKernel {
   std::string part;
-  std::string impl;   // oneDNN's primitive_desc::impl_info_str(), e.g. "brg:avx512_core_bf16"
+  std::string impl;   // oneDNN's primitive_desc::impl_info_str(), e.g. "brg:avx512_core_bf16", or
+                      // the BLAS library's version and kernels, e.g. "OpenBLAS 0.3.21 Haswell"
   bool bf16 = false;  // bf16 inputs (else float32)
+  GemmLibrary library = GemmLibrary::onednn;
 };
+
+/// The GEMM choice in force for `configured` (model.gemm): the environment variable WTE_GEMM
+/// (auto, onednn, openblas or blis) where the configuration says auto, else `configured`.
+/// Throws wte::UsageError naming WTE_GEMM's value when it is none of those, and wte::Error when
+/// the chosen library is unavailable here (gemm_library_version says why).
+GemmChoice resolve_gemm_choice(GemmChoice configured);
 
 /// 64-byte-aligned bfloat16 storage (bits), zeroed (src/model/memory.h).
 using Bf16Buffer = std::unique_ptr<uint16_t[], AlignedDeleter>;
@@ -115,6 +131,7 @@ const Bf16Support& bf16_gemm_support();
 /// oneDNN matmuls with a primitive cache, and the stream they run on.
 class Gemm {
  public:
+  /// Float32 GEMMs on resolve_gemm_choice(automatic): WTE_GEMM's choice, else the planner's.
   Gemm();
   ~Gemm();
   Gemm(const Gemm&) = delete;
@@ -135,6 +152,11 @@ class Gemm {
 
   dnnl::stream& stream() { return stream_; }
   void wait() { stream_.wait(); }
+
+  /// Which library runs the float32 rank-2 GEMMs whose primitives are created from now on
+  /// (resolve_gemm_choice(choice); workers follow). Throws as resolve_gemm_choice does.
+  void set_choice(GemmChoice choice);
+  GemmChoice choice() const { return choice_; }
 
   /// Step parts, for `wte profile step`. part(name) opens the part `name` (a PartTimer name such
   /// as "qkv_gemm_fwd") and closes the one open before; the primitives created while a part is
@@ -163,10 +185,15 @@ class Gemm {
   Gemm& worker(size_t t);
 
  private:
+  struct Prim;
+  GemmLibrary pick_library(Prim& p, const Operand& src, const Operand& wei, float* dst,
+                           const float* bias, bool accumulate);
+  void execute(Prim& p, float* dst, const void* src, const void* wei, const float* bias);
+
+  GemmChoice choice_ = GemmChoice::automatic;
   PartTimer* timer_ = nullptr;
   const char* part_ = nullptr;  // the open part
   std::chrono::steady_clock::time_point part_start_;
-  struct Prim;
   dnnl::stream stream_;
   std::map<std::vector<int64_t>, std::unique_ptr<Prim>> cache_;
   std::vector<std::unique_ptr<Gemm>> workers_;

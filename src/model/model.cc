@@ -17,6 +17,7 @@
 #include "src/model/matmul.h"
 #include "src/model/memory.h"
 #include "src/model/attention_tiled.h"
+#include "src/model/gemm_plan.h"
 #include "src/model/memory_plan.h"
 #include "src/model/unembedding.h"
 #include "wte/data.h"
@@ -238,6 +239,7 @@ Model::Model(const ModelConfig& config) : config_(config), impl_(std::make_uniqu
   };
   params_ = views(params_memory_.get());
   grads_ = views(grads_memory_.get());
+  impl_->gemm.set_choice(config.gemm);  // model.gemm, or WTE_GEMM where it says auto
   if (config.matmul_precision == MatmulPrecision::bf16 && bf16_gemm_support().native) {
     gemm_precision_ = MatmulPrecision::bf16;
     Impl& m = *impl_;
@@ -380,6 +382,14 @@ std::string Model::gemm_precision_note() const {
   if (config_.matmul_precision == MatmulPrecision::bf16)
     note += "; model.matmul_precision = bf16 falls back to float32 on this CPU: oneDNN's bf16 "
             "matmul here is " + s.bf16_impl + ", not a native AVX512_BF16 or AMX kernel";
+  note += "; model.gemm = " + std::string(to_string(impl_->gemm.choice()));
+  if (impl_->gemm.choice() == GemmChoice::automatic) {
+    note += " (per GEMM shape the fastest of";
+    for (GemmLibrary lib : {GemmLibrary::onednn, GemmLibrary::openblas, GemmLibrary::blis})
+      if (gemm_library_available(lib)) note += std::string(" ") + to_string(lib);
+    note += "; plans in " + (gemm_plan_cache_path().empty() ? std::string("memory only")
+                                                             : gemm_plan_cache_path()) + ")";
+  }
   return note;
 }
 

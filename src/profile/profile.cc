@@ -1,5 +1,7 @@
 #include "src/profile/profile.h"
 
+#include <omp.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -181,6 +183,7 @@ void CopyProbe::run_memcpy() {
 float CopyProbe::run_read() { return stream_read(src.get(), bytes / sizeof(float)); }
 
 struct GemmProbe::Impl {
+  GemmLibrary library = GemmLibrary::onednn;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   dnnl::matmul matmul_prim;
@@ -189,8 +192,12 @@ struct GemmProbe::Impl {
   dnnl::memory src_mem, wei_mem, dst_mem;
 };
 
-GemmProbe::GemmProbe(size_t M, size_t K, size_t N, bool bf16)
+GemmProbe::GemmProbe(size_t M, size_t K, size_t N, bool bf16, GemmLibrary library)
     : M_(M), K_(K), N_(N), impl_(new Impl) {
+  impl_->library = bf16 ? GemmLibrary::onednn : library;
+  if (!gemm_library_available(impl_->library))
+    throw Error(std::string("GEMM library ") + to_string(library) + ": " +
+                gemm_library_version(library));
   using dnnl::memory;
   const auto md = [](size_t rows, size_t cols, memory::data_type type) {
     return memory::desc({static_cast<memory::dim>(rows), static_cast<memory::dim>(cols)}, type,
@@ -226,11 +233,47 @@ GemmProbe::~GemmProbe() { delete impl_; }
 
 double GemmProbe::run() {
   const auto t0 = std::chrono::steady_clock::now();
+  if (impl_->library != GemmLibrary::onednn) {
+    BlasGemm g;
+    g.M = static_cast<int64_t>(M_);
+    g.N = static_cast<int64_t>(N_);
+    g.K = static_cast<int64_t>(K_);
+    g.lda = g.K;
+    g.ldb = g.ldc = g.N;
+    blas_sgemm(impl_->library, g, impl_->src.data(), impl_->wei.data(), impl_->dst.data(), false,
+               omp_get_max_threads());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   impl_->matmul_prim.execute(impl_->stream, {{DNNL_ARG_SRC, impl_->src_mem},
                                              {DNNL_ARG_WEIGHTS, impl_->wei_mem},
                                              {DNNL_ARG_DST, impl_->dst_mem}});
   impl_->stream.wait();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+FmaProbe::FmaProbe(size_t iterations) : iterations_(iterations) {
+  threads_ = omp_get_max_threads();
+  fma_chains(1.0f, 0.5f, 0.5f, 1, &lanes_);
+}
+
+double FmaProbe::run() {
+  const auto t0 = std::chrono::steady_clock::now();
+  float total = 0;
+  // mul 1 - 2^-20 and add 2^-20·x keep every chain finite and changing (no denormals, no constant
+  // the compiler could fold); the sum is kept so the loop is never dropped.
+#pragma omp parallel reduction(+ : total)
+  {
+    size_t lanes = 0;
+    total += fma_chains(1.0f + static_cast<float>(omp_get_thread_num()), 1.0f - 1.0f / 1048576,
+                        1.0f / 1048576, iterations_, &lanes);
+  }
+  sink_ += total;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double FmaProbe::gflop() const {
+  return 2.0 * static_cast<double>(threads_) * kFmaChains * static_cast<double>(lanes_) *
+         static_cast<double>(iterations_) / 1e9;
 }
 
 double gemm_peak_gflops(size_t M, size_t K, size_t N, size_t repeat) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "src/model/gemm_blas.h"
 #include "wte/model.h"
 
 namespace wte::profile {
@@ -86,7 +87,10 @@ struct CopyProbe {
 class GemmProbe {
  public:
   /// bf16: bfloat16 inputs (float32 accumulation and output), as model.matmul_precision = bf16.
-  GemmProbe(size_t M, size_t K, size_t N, bool bf16 = false);
+  /// library: the library that runs a float32 probe (OpenBLAS and BLIS: one sgemm call on the
+  /// same buffers); bf16 probes run on oneDNN. Throws wte::Error if the library is unavailable.
+  GemmProbe(size_t M, size_t K, size_t N, bool bf16 = false,
+            GemmLibrary library = GemmLibrary::onednn);
   ~GemmProbe();
   GemmProbe(const GemmProbe&) = delete;
   GemmProbe& operator=(const GemmProbe&) = delete;
@@ -97,6 +101,23 @@ class GemmProbe {
   struct Impl;
   size_t M_, K_, N_;
   Impl* impl_;
+};
+
+/// The CPU's float32 FMA limit as measured: wte::fma_chains (register-only FMA chains, the
+/// dispatched Highway target) on every OpenMP thread at once. run() returns the wall time of one
+/// round; gflop() is the work of that round (threads × kFmaChains × lanes × iterations × 2).
+class FmaProbe {
+ public:
+  explicit FmaProbe(size_t iterations = 4000000);
+  double run();
+  double gflop() const;
+  size_t lanes() const { return lanes_; }
+  int threads() const { return threads_; }
+
+ private:
+  size_t iterations_, lanes_ = 1;
+  int threads_ = 1;
+  float sink_ = 0;
 };
 
 /// GFLOP/s of GemmProbe(M, K, N): median of `repeat` runs after a warm-up.

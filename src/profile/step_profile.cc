@@ -126,11 +126,23 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   std::vector<std::vector<double>> samples(specs.size());
   std::vector<std::string> extra_names;
   std::vector<std::vector<double>> extra_samples;
-  std::vector<double> clip, adamw, total, peak;
+  std::vector<double> clip, adamw, total;
   // The GEMM peak is timed between the steps, so both see the same machine (a shared machine's
   // load changes by the second).
-  GemmProbe probe(peak_size, peak_size, peak_size, bf16);
-  probe.run();  // warm-up
+  // One probe per library that can run it (bf16: oneDNN only); the peak is the best of them. The
+  // FMA limit (register-only FMA chains on every thread) is timed between the steps too.
+  std::vector<std::unique_ptr<GemmProbe>> probes;
+  std::vector<GemmLibrary> probe_libraries;
+  for (GemmLibrary lib : {GemmLibrary::onednn, GemmLibrary::openblas, GemmLibrary::blis}) {
+    if ((bf16 && lib != GemmLibrary::onednn) || !gemm_library_available(lib)) continue;
+    probes.push_back(std::make_unique<GemmProbe>(peak_size, peak_size, peak_size, bf16, lib));
+    probes.back()->run();  // warm-up
+    probe_libraries.push_back(lib);
+  }
+  std::vector<std::vector<double>> peak(probes.size());
+  FmaProbe fma;
+  fma.run();  // warm-up
+  std::vector<double> fma_s;
   // Unfused loss: a streaming read + write of the logits, the cross-entropy's memory limit.
   const bool fused = resolve_loss_tiles(config.model, N).fused();
   std::unique_ptr<CopyProbe> logits_copy =
@@ -156,7 +168,8 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
                      clip_scale(norm, config.optim.grad_clip));
     const auto t3 = Clock::now();
     if (k == 0) continue;  // warm-up: primitives created, pages touched
-    peak.push_back(probe.run());
+    for (size_t i = 0; i < probes.size(); ++i) peak[i].push_back(probes[i]->run());
+    fma_s.push_back(fma.run());
     if (logits_copy) {
       const auto c0 = Clock::now();
       logits_copy->run();
@@ -212,12 +225,22 @@ StepProfile profile_step(const Config& config, const std::vector<int32_t>& ids, 
   p.matmul_parameters =
       p.parameters - (config.model.tie_embeddings ? 0 : config.model.vocab_size * config.model.d_model);
   p.model_flops = model_flops_per_step(config.model, p.matmul_parameters, B, T);
-  p.gemm_peak_gflops = probe.gflop() / (median_ms(peak) * 1e-3);
+  for (size_t i = 0; i < probes.size(); ++i) {
+    const double gflops = probes[i]->gflop() / (median_ms(peak[i]) * 1e-3);
+    p.gemm_peaks.push_back({probe_libraries[i], gflops});
+    if (gflops > p.gemm_peak_gflops) {
+      p.gemm_peak_gflops = gflops;
+      p.gemm_peak_library = probe_libraries[i];
+    }
+  }
+  p.fma_limit_gflops = fma.gflop() / (median_ms(fma_s) * 1e-3);
+  p.fma_lanes = fma.lanes();
   p.logits_copy_ms = median_ms(copy_s);
   p.logits_bytes = logits_copy ? logits_copy->bytes : 0;
   p.model_flops_causal = causal_model_flops_per_step(config.model, p.matmul_parameters, B, T);
   p.mfu = p.model_flops / (p.step_ms * 1e-3) / (p.gemm_peak_gflops * 1e9);
   p.mfu_causal = p.model_flops_causal / (p.step_ms * 1e-3) / (p.gemm_peak_gflops * 1e9);
+  p.mfu_fma = p.model_flops / (p.step_ms * 1e-3) / (p.fma_limit_gflops * 1e9);
   return p;
 }
 

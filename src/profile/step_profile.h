@@ -5,8 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "src/model/gemm_blas.h"
 #include "wte/config.h"
 
 namespace wte::profile {
@@ -31,9 +33,18 @@ struct StepProfile {
   double model_flops = 0;       // per step, PaLM's convention: model_flops_per_step
   double model_flops_causal = 0;  // per step, the causal attention's work: causal_model_flops_per_step
   size_t peak_size = 0;         // the GEMM probe's M = K = N
-  double gemm_peak_gflops = 0;  // GemmProbe(peak_size³), timed between the steps
-  double mfu = 0;               // model_flops / step time / peak: the headline MFU
-  double mfu_causal = 0;        // model_flops_causal / step time / peak
+  // GemmProbe(peak_size³) on each library that can run it (f32: oneDNN, OpenBLAS, BLIS; bf16:
+  // oneDNN), timed between the steps (medians); the peak is the best of them.
+  std::vector<std::pair<GemmLibrary, double>> gemm_peaks;  // (library, GFLOP/s)
+  double gemm_peak_gflops = 0;
+  GemmLibrary gemm_peak_library = GemmLibrary::onednn;
+  // The CPU's float32 FMA limit (FmaProbe: register-only FMA chains on every thread, timed between
+  // the steps, median) and its target's lanes.
+  double fma_limit_gflops = 0;
+  size_t fma_lanes = 0;
+  double mfu = 0;               // model_flops / step time / GEMM peak: the headline MFU
+  double mfu_causal = 0;        // model_flops_causal / step time / GEMM peak
+  double mfu_fma = 0;           // model_flops / step time / FMA limit: the MFU against the silicon
   std::string gemm_precision;   // Model::gemm_precision_note(): bf16 or f32, and oneDNN's kernel
   bool bf16 = false;            // the GEMMs read bf16 (the peak probe then does too)
   std::vector<StepPartTime> parts;

@@ -345,4 +345,18 @@ inline void tile_gemm_bf16_pairs(float* c, size_t ldc, const uint16_t* a, size_t
     }
 }
 
+/// wte::fma_chains's arithmetic for `lanes` lanes, in F: every chain and lane runs
+/// acc = fma(acc, mul, add) from start + (chain·lanes + lane)/1024; the sum of all, in order.
+template <typename F>
+F fma_chains(F start, F mul, F add, size_t iterations, size_t lanes) {
+  F sum = 0;
+  for (size_t c = 0; c < wte::kFmaChains; ++c)
+    for (size_t i = 0; i < lanes; ++i) {
+      F acc = start + static_cast<F>(c * lanes + i) / 1024;
+      for (size_t it = 0; it < iterations; ++it) acc = std::fma(acc, mul, add);
+      sum += acc;
+    }
+  return sum;
+}
+
 }  // namespace wte::ref

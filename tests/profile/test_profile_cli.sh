@@ -122,11 +122,14 @@ for part in "qkv GEMM (c_attn) forward" "attention QKᵀ forward" "causal softma
             "LayerNorms backward" "softmax cross-entropy" "scatter (lookup b" "AdamW"; do
   grep -qF "$part" "$dir/blocks.txt" || fail "no line '$part' in the block step profile"
 done
-grep -q "MFU, PaLM's count (the headline): model FLOPs utilisation: .* of that peak" "$dir/blocks.txt" \
+grep -q "MFU, PaLM's count (the headline, against the GEMM peak): model FLOPs utilisation: .* of that peak" "$dir/blocks.txt" \
   || fail "no headline MFU line (PaLM's count)"
 grep -q "MFU, causal count: model FLOPs utilisation: .* of that peak" "$dir/blocks.txt" \
   || fail "no causal MFU line"
-grep -q "oneDNN f32 GEMM peak" "$dir/blocks.txt" || fail "no GEMM peak line"
+grep -q "f32 GEMM peak (.*GFLOP/s on .*(GFLOP/s: onednn " "$dir/blocks.txt" || fail "no GEMM peak line naming each library"
+grep -q "FMA limit (float32; 12 chains of .*-lane FMAs on registers, .*GFLOP/s; the GEMM peak is .*% of it" "$dir/blocks.txt" \
+  || fail "no FMA limit line"
+grep -q "MFU, PaLM's count, against the FMA limit (the silicon): " "$dir/blocks.txt" || fail "no MFU against the FMA limit"
 grep -qE "softmax cross-entropy = [0-9.]+ x a streaming read \+ write of its [0-9.]+ MB of logits" \
   "$dir/blocks.txt" || fail "no cross-entropy vs streaming line"
 /usr/bin/python3 - "$dir/step.json" <<'PY' || fail "step json"
@@ -146,6 +149,10 @@ for s in steps:
     assert abs(s["mfu_causal"] - s["model_flops_causal"] / (s["step_ms"] * 1e-3)
                / (s["gemm_peak_gflops"] * 1e9)) < 1e-9
     assert s["mfu_headline"] == "palm" and s["mfu_causal"] < s["mfu"], s
+    assert s["fma_limit_gflops"] > 0 and s["fma_lanes"] >= 1, s
+    assert abs(s["mfu_fma"] - s["model_flops"] / (s["step_ms"] * 1e-3) / (s["fma_limit_gflops"] * 1e9)) < 1e-9
+    assert s["gemm_peak_gflops"] == max(s["gemm_peaks"].values()), s
+    assert s["gemm_peaks"][s["gemm_peak_library"]] == s["gemm_peak_gflops"], s
     parts = {p["part"]: p for p in s["parts"]}
     assert parts["qkv GEMM (c_attn) forward"]["gemm"] and parts["GELU forward"]["gemm"] is False
     assert abs(parts["qkv GEMM (c_attn) forward"]["gflop"] - 2 * B * T * C * 3 * C * L / 1e9) < 1e-12
@@ -176,7 +183,7 @@ PY
 /usr/bin/python3 - "$dir/over.txt" <<'PY' || fail "the step table's ms column is not aligned: $(cat "$dir/over.txt")"
 import re, sys
 lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
-h = next(i for i, l in enumerate(lines) if l.lstrip().startswith("part ") and "oneDNN kernel" in l)
+h = next(i for i, l in enumerate(lines) if l.lstrip().startswith("part ") and "GEMM kernel" in l)
 end = lines[h].index(" ms ") + 3
 for l in lines[h + 1:]:
     m = re.match(r"  (.*?\S)\s+(\d+\.\d{3}) +\d+\.\d%", l)

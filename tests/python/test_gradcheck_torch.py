@@ -8,7 +8,8 @@ and checkpoints written by `wte train` after a few steps, tied and untied, with 
 n_layer 2 (n_head 2, ln_f on; every block gradient compared, and wte's double reference against
 PyTorch float64 at 1e-12), and n_layer 2 with the tiled attention, on a batch of its own training
 tokens. Skipped (exit 77) when /usr/bin/python3 cannot import torch, h5py and numpy.
-Environment (set by ctest): WTE_CLI, WTE_SOURCE_DIR, WTE_BINARY_DIR.
+Environment (set by ctest): WTE_CLI, WTE_SOURCE_DIR, WTE_BINARY_DIR; WTE_GEMM when ctest runs it
+again with one GEMM library forced (gemm_<library>.test_gradcheck_torch.py).
 """
 import glob
 import os
@@ -27,7 +28,9 @@ except ImportError as e:
 
 WTE = os.environ["WTE_CLI"]
 SRC = os.environ["WTE_SOURCE_DIR"]
-WORK = os.path.join(os.environ["WTE_BINARY_DIR"], "test_tmp", "gradcheck_torch")
+# WTE_GEMM (one GEMM library forced: the run ctest repeats per library) gets a folder of its own
+WORK = os.path.join(os.environ["WTE_BINARY_DIR"], "test_tmp",
+                    "gradcheck_torch" + ("_gemm-" + os.environ["WTE_GEMM"] if os.environ.get("WTE_GEMM") else ""))
 COMPARE = os.path.join(SRC, "scripts", "compare_torch.py")
 failures = []
 
