@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "src/profile/clock.h"
 #include "src/analysis/loss_curve.h"
 #include "src/io/file_checks.h"
+#include "src/io/invocation.h"
 #include "src/io/snapshot.h"
 #include "train/distributed/grad_sync.h"
 #include "train/omp_env.h"
@@ -73,7 +75,8 @@ struct EvalClock {
 // Mean next-token loss over the non-overlapping (T+1)-windows of `tokens`, at most max_windows of
 // them, in order, B windows per forward. Returns nats/token.
 double evaluate(Model& model, const std::vector<int32_t>& tokens, size_t T, size_t B,
-                size_t max_windows) {
+                size_t max_windows,
+                const std::function<void(size_t done, size_t total)>& progress = {}) {
   const size_t windows = std::min(max_windows, (tokens.size() - 1) / T);
   std::vector<int32_t> inputs(B * T), targets(B * T);
   std::vector<float> losses(B * T);
@@ -89,6 +92,7 @@ double evaluate(Model& model, const std::vector<int32_t>& tokens, size_t T, size
     model.forward_losses(inputs.data(), targets.data(), b_now, T, losses.data());
     for (size_t i = 0; i < b_now * T; ++i) total += losses[i];
     count += b_now * T;
+    if (progress) progress(w + b_now, windows);
   }
   return total / static_cast<double>(count);
 }
@@ -1007,18 +1011,19 @@ RunSummary finish_run(Run& run, LoopState* s) {
     if (run.writer)
       std::fprintf(stderr,
                  "wte train: %s received: finished step %zu of %zu and wrote checkpoint %s; "
-                 "continue with: wte train --resume auto --out %s\n",
+                 "continue with: %s train --resume auto --out %s\n",
                  signal_name(summary.signal), finished_step, cfg.train.steps,
-                 summary.last_checkpoint.c_str(), opts.out_dir.c_str());
+                 summary.last_checkpoint.c_str(), io::invoked_program().c_str(),
+                 opts.out_dir.c_str());
     return summary;
   }
   if (summary.stopped) {
     std::printf("stopped at step %zu of %zu (%s) after %s; checkpoint %s; continue with: "
-                "wte train --resume %s\n",
+                "%s train --resume %s\n",
                 finished_step, cfg.train.steps,
                 finished_step == opts.stop_at ? "--stop-at" : "the progress callback asked",
                 format_duration(s->step_seconds).c_str(), summary.last_checkpoint.c_str(),
-                summary.last_checkpoint.c_str());
+                io::invoked_program().c_str(), summary.last_checkpoint.c_str());
     run.sync.print_share(s->step_seconds, finished_step - run.start_step);
     return summary;
   }
@@ -1039,11 +1044,12 @@ RunSummary finish_run(Run& run, LoopState* s) {
 }  // namespace
 
 double evaluate_loss(Model& model, const std::vector<int32_t>& tokens, size_t T, size_t B,
-                     size_t max_windows) {
+                     size_t max_windows,
+                     const std::function<void(size_t done, size_t total)>& progress) {
   if (T == 0 || B == 0 || tokens.size() < T + 1 || max_windows == 0)
     throw Error("evaluate_loss: needs at least one window of " + std::to_string(T + 1) +
                 " tokens (have " + std::to_string(tokens.size()) + ")");
-  return evaluate(model, tokens, T, B, max_windows);
+  return evaluate(model, tokens, T, B, max_windows, progress);
 }
 
 RunSummary run_training(const Config& cfg, const RunOptions& opts) {

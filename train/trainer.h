@@ -75,9 +75,11 @@ class Model;
 /// of `model` over the first min(max_windows, (tokens.size() - 1) / T) non-overlapping windows of
 /// `tokens` (inputs tokens[w*T, w*T+T), targets one further), B windows per forward pass, summed
 /// in double in window order. The same tokens, T, B and thread count give the same bits as the
-/// run's evaluation (`wte eval` relies on it). Throws wte::Error if there is no whole window.
+/// run's evaluation (`wte eval` relies on it). `progress` (may be empty) is called after each
+/// forward pass with (windows done, windows in all). Throws wte::Error if there is no whole window.
 double evaluate_loss(Model& model, const std::vector<int32_t>& tokens, size_t T, size_t B,
-                     size_t max_windows);
+                     size_t max_windows,
+                     const std::function<void(size_t done, size_t total)>& progress = {});
 
 /// Runs a whole training job: prepares the data (reads data.text, splits it, trains or loads the
 /// tokenizer, encodes), trains cfg.train.steps AdamW steps, evaluates, and writes into
