@@ -6,7 +6,7 @@
 #             are built; the module's own sources and its link are what is left)
 #   fresh     a new, empty build directory (configure, then every library the module links; with
 #             ccache, objects of an earlier build of the same sources come from the cache: the
-#             table says how many)
+#             table gives the cache's hit and miss counts over the install)
 # Not a test: the times depend on the machine, its load and ccache's contents.
 # Usage: bench/pip_install.sh [--build DIR] [--out [DIR]]
 #   --build DIR  the existing build directory (default: build/; it must have built target wte)
@@ -65,6 +65,7 @@ else
 fi
 echo
 echo "| case | build directory | wall time (s) | ccache hits | ccache misses | load after (1, 5, 15 min) |"
+echo "(ccache's counters are the cache's: compiles of other builds sharing it meanwhile count too)"
 echo "|---|---|---:|---:|---:|---|"
 measure existing "$existing"
 measure fresh "$fresh"
