@@ -8,6 +8,11 @@ headline ratios gives one row per ratio: what was measured, the ratio, the CPU a
 for a run capped with --isa), the load average before the run, the wte commit, the date, and a
 link to the file. The rows come in one group per ISA class, each under a line naming it.
 
+The commit cell says whether the row measured the current code: "(current code)" when no commit
+after the measuring one changed the files the claim measures (CLAIM_CODE below; `git log
+MEASURED..HEAD -- FILES` is empty), "(code changed since)" when one did, so a row from an older
+commit says so. Outside a git checkout the cell says "(not checked)".
+
     bench/headline.py                     print the table (markdown)
     bench/headline.py --check README.md   exit 1, showing both, when README.md's table differs
     bench/headline.py --write README.md   replace README.md's table with the printed one
@@ -19,6 +24,7 @@ import difflib
 import glob
 import json
 import os
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,6 +52,64 @@ def isa_class(doc):
         return "AVX2"
     # No wte binary recorded (e.g. the Python module's benchmark): the other runs of that CPU say.
     return None
+
+# The files whose code each kind of claim measures (git pathspecs, relative to the repository),
+# besides the benchmark script itself. A kind not listed measures the whole model and training step
+# (WHOLE_STEP). CMakeLists.txt is not among them: it changes with every new test or target.
+KERNELS = ["simd/embedding.cc", "simd/gather*", "simd/scatter*", "simd/adamw*", "simd/loops-inl.h",
+           "include/wte/kernels.h"]
+WHOLE_STEP = ["simd", "src/model", "src/profile", "train", "cli/cmd_profile*.cc", "cli/cmd_train.cc"]
+CLAIM_CODE = {
+    "embedding": KERNELS + ["simd/dev", "src/profile", "cli/cmd_profile.cc"],
+    "module_backward": KERNELS + ["python"],
+    "loss": ["simd/cross_entropy*", "simd/exp-inl.h", "simd/loops-inl.h", "src/model/unembedding*",
+             "src/model/matmul*", "src/profile/loss_profile*", "cli/cmd_profile_loss.cc"],
+    "attention": WHOLE_STEP + ["bench/attention_bench.cc"],
+    "hf_import": ["src/io/safetensors*", "src/io/hf_gpt2*", "src/io/interop.cc", "src/io/checkpoint.cc",
+                  "src/io/hdf5_util*", "cli/cmd_import.cc"],
+    "pip_install": ["setup.py", "pyproject.toml", "python", "cmake", "src", "simd", "train"],
+}
+SCRIPT = {"embedding": "bench/torch_embedding.py", "loss": "bench/torch_loss.py",
+          "gpt2_step": "bench/torch_gpt2.py", "gpt2_small": "bench/gpt2_small.py",
+          "module_backward": "bench/torch_module_backward.py", "hf_import": "bench/hf_gpt2_import.py",
+          "bf16": "bench/bf16_speed.sh", "mpi_scaling": "bench/mpi_scaling.sh",
+          "attention": "bench/attention_speed.sh", "busy_machine": "bench/busy_machine.sh",
+          "pip_install": "bench/pip_install.sh"}
+
+
+def claim_paths(kind):
+    """The git pathspecs of the code a kind of claim measures."""
+    paths = list(CLAIM_CODE.get(kind, WHOLE_STEP))
+    if kind in SCRIPT:
+        paths.append(SCRIPT[kind])
+    return paths
+
+
+def git(source, *args):
+    """git's stdout in `source`, or None when git fails (not a checkout, unknown commit)."""
+    try:
+        r = subprocess.run(["git", "-C", source, *args], capture_output=True, text=True)
+    except OSError:
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def code_status(source, commit, kind):
+    """"current code", "code changed since" or another parenthesised note for the commit cell."""
+    if git(source, "rev-parse", "--git-dir") is None:
+        return "not checked"
+    dirty = commit.endswith("-dirty")
+    commit = commit[:-len("-dirty")] if dirty else commit
+    if git(source, "rev-parse", "--verify", "--quiet", commit + "^{commit}") is None:
+        return "not in this history"
+    if git(source, "merge-base", "--is-ancestor", commit, "HEAD") is None:
+        return "not in this history"
+    changed = git(source, "log", "--format=%h", "%s..HEAD" % commit, "--", *claim_paths(kind))
+    if changed is None:
+        return "not checked"
+    if changed:
+        return "code changed since"
+    return "uncommitted changes" if dirty else "current code"
 
 
 def newest_by_kind(results_dir):
@@ -90,7 +154,7 @@ def group_order(cls):
     return (ISA_ORDER.index(cls) if cls in ISA_ORDER else len(ISA_ORDER), cls)
 
 
-def table(results_dir, link_base):
+def table(results_dir, link_base, source):
     rows = ["| measured | result | CPU | load before | wte commit | date (UTC) | results file |",
             "|---|---:|---|---:|---|---|---|"]
     newest = newest_by_kind(results_dir)
@@ -105,11 +169,13 @@ def table(results_dir, link_base):
             link = "%s/%s" % (link_base, os.path.basename(path))
             isa = doc.get("isa") or {}
             capped = ", capped with --isa %s" % isa["requested"] if isa.get("requested", "native") != "native" else ""
+            commit = doc.get("versions", {}).get("git_commit", "?")
+            commit_cell = "%s (%s)" % (commit, code_status(source, commit, kind))
             for h in doc.get("headline", []):
                 fam = " (family %s model %s)" % (cpu["family"], cpu["model_number"]) if cpu.get("family") else ""
                 rows.append("| %s | %s | %s%s, %s cores%s | %.1f | %s | %s | [%s](%s) |" % (
                     h["what"], fmt_value(h["value"], h.get("unit")), cpu.get("model", "?"), fam,
-                    cpu.get("cores", "?"), capped, load[0], doc.get("versions", {}).get("git_commit", "?"),
+                    cpu.get("cores", "?"), capped, load[0], commit_cell,
                     doc.get("started_utc", "?")[:16].replace("T", " "), kind, link))
     return "\n".join(rows)
 
@@ -125,11 +191,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=os.path.join(HERE, "results"), help="the results directory")
     ap.add_argument("--link-base", default="bench/results", help="link prefix, relative to the README")
+    ap.add_argument("--source", default=os.path.dirname(HERE),
+                    help="the git checkout whose HEAD is the current code (default: this one)")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--check", metavar="README", help="compare README's table with the generated one")
     g.add_argument("--write", metavar="README", help="replace README's table with the generated one")
     args = ap.parse_args()
-    want = table(args.results, args.link_base)
+    want = table(args.results, args.link_base, args.source)
     if args.check:
         have = readme_table(open(args.check).read(), args.check)
         if have != want:

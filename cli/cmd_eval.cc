@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/progress.h"
 #include "src/io/bounded_read.h"
 #include "src/model/finite_check.h"
 #include "wte/checkpoint.h"
@@ -188,7 +189,12 @@ int cmd_eval(int argc, char** argv) {
   const size_t windows =
       max_tokens == 0 ? all_windows : std::min(all_windows, std::max<size_t>(1, max_tokens / T));
   if (cfg.train.threads > 0) omp_set_num_threads(static_cast<int>(cfg.train.threads));
-  const double loss = evaluate_loss(*ck.model, ids, T, B, windows);
+  progress_note("wte eval", "scoring " + std::to_string(windows) + " windows of " +
+                                std::to_string(T) + " tokens (" + std::to_string(B) +
+                                " per forward pass) of the " + source);
+  ProgressCounter counter("wte eval", "windows");
+  const double loss = evaluate_loss(*ck.model, ids, T, B, windows,
+                                    [&](size_t done, size_t total) { counter.update(done, total); });
   const size_t scored = windows * T;
   if (!std::isfinite(loss))
     throw Error("the loss of checkpoint " + ckpt + " on " + source + " is " +
@@ -213,16 +219,24 @@ int cmd_eval(int argc, char** argv) {
     return 0;
   }
   std::printf("checkpoint: %s (step %lld)\n", ckpt.c_str(), static_cast<long long>(ck.info.step));
-  std::printf("data: %s, %zu tokens; scored %zu targets in %zu windows of %zu%s\n", source.c_str(),
-              ids.size(), scored, windows, T, windows < all_windows ? " (--max-tokens)" : "");
+  std::fputs(wrap_prose("data: " + source + ", " + std::to_string(ids.size()) + " tokens; scored " +
+                       std::to_string(scored) + " targets in " + std::to_string(windows) +
+                       " windows of " + std::to_string(T) +
+                       (windows < all_windows ? " (--max-tokens)" : ""))
+                 .c_str(),
+             stdout);
   std::printf("loss %.4f nats/token, perplexity %.2f\n", loss, std::exp(loss));
-  if (std::isfinite(baseline))
-    std::printf("unigram baseline %.4f nats/token (train-split frequencies, %s): the model is "
-                "%.4f %s it\n",
-                baseline, train_bin.c_str(), std::fabs(baseline - loss),
-                loss < baseline ? "below" : "ABOVE (worse than)");
-  else
+  if (std::isfinite(baseline)) {
+    char numbers[128];
+    std::snprintf(numbers, sizeof numbers, "%.4f", baseline);
+    std::string line = "unigram baseline " + std::string(numbers) +
+                       " nats/token (train-split frequencies, " + train_bin + "): the model is ";
+    std::snprintf(numbers, sizeof numbers, "%.4f", std::fabs(baseline - loss));
+    line += std::string(numbers) + (loss < baseline ? " below" : " ABOVE (worse than)") + " it";
+    std::fputs(wrap_prose(line).c_str(), stdout);
+  } else {
     std::printf("unigram baseline: not computed (no train.bin beside the checkpoint)\n");
+  }
   return 0;
 }
 

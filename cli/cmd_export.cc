@@ -8,6 +8,8 @@
 #include <string>
 
 #include "cli/options.h"
+#include "src/io/suggest.h"
+#include "cli/progress.h"
 #include "cli/commands.h"
 #include "wte/error.h"
 #include "wte/interop.h"
@@ -48,7 +50,8 @@ int cmd_export(int argc, char** argv) {
     throw UsageError("needs --checkpoint C and --out DIR");
   const std::string fmt = vm["format"].as<std::string>();
   if (fmt != "safetensors" && fmt != "npy")
-    throw UsageError("--format = '" + fmt + "' is not allowed; allowed: safetensors, npy");
+    throw UsageError("--format = '" + fmt + "' is not allowed; allowed: safetensors, npy" +
+                     io::did_you_mean(fmt, {"safetensors", "npy"}));
   const std::string out = vm["out"].as<std::string>();
   const std::string ckpt = checkpoint_option("--checkpoint", vm["checkpoint"].as<std::string>());
   if (fs::exists(out) && !fs::is_directory(out))
@@ -59,6 +62,7 @@ int cmd_export(int argc, char** argv) {
     if (fmt == "npy") return n.size() > 4 && n.compare(n.size() - 4, 4, ".npy") == 0;
     return n == "model.safetensors";
   });
+  progress_note("wte export", "reading " + ckpt + ", then writing " + fmt + " files into " + out);
   const ExportSummary s =
       export_hf_gpt2(ckpt, fmt == "npy" ? ExportFormat::kNpy : ExportFormat::kSafetensors, out);
   std::printf("wte export: %s -> %s: %zu tensors, %zu files, %llu bytes:\n", ckpt.c_str(),

@@ -25,6 +25,7 @@
 #include "wte/model.h"
 #include "wte/tokenizer.h"
 #include "cli/options.h"
+#include "cli/progress.h"
 #include "cli/commands.h"
 
 namespace po = boost::program_options;
@@ -243,7 +244,10 @@ int cmd_geometry(int argc, char** argv) {
   const RemoveEmptyDirOnError out_guard(o.out && !fs::exists(*o.out, ec) ? *o.out : "");
   if (o.out) prepare_geometry_out(o);
   // --- Read every checkpoint (validated) before any output.
-  const WteSeries ws = read_wte_series(expand_checkpoints(o.checkpoints));
+  const std::vector<std::string> checkpoints = expand_checkpoints(o.checkpoints);
+  progress_note("wte geometry", "reading " + std::to_string(checkpoints.size()) + " checkpoint" +
+                                    (checkpoints.size() == 1 ? "" : "s") + ", then measuring");
+  const WteSeries ws = read_wte_series(checkpoints);
   TokenLabels labels;
   std::vector<int32_t> queries;
   read_labels_and_queries(o, ws.tok, &labels, &queries);
@@ -286,7 +290,10 @@ int cmd_geometry(int argc, char** argv) {
     std::cout << text;
     report += text;
   }
-  if (o.out) write_geometry_out(*o.out, in, series, o.max_points, ctx, report);
+  if (o.out) {
+    progress_note("wte geometry", "writing the figures and the page into " + *o.out);
+    write_geometry_out(*o.out, in, series, o.max_points, ctx, report);
+  }
   return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "wte/model.h"
 #include "src/reference/model.h"
 #include "cli/options.h"
+#include "src/io/suggest.h"
 #include "cli/commands.h"
 
 namespace po = boost::program_options;
@@ -84,7 +85,8 @@ int cmd_grad(int argc, char** argv) {
   require_options(vm, {"checkpoint", "batch", "out"});
   const std::string precision = vm["precision"].as<std::string>();
   if (precision != "float32" && precision != "float64")
-    throw UsageError("--precision = '" + precision + "' is not allowed; allowed: float32 or float64");
+    throw UsageError("--precision = '" + precision + "' is not allowed; allowed: float32 or float64" +
+                     io::did_you_mean(precision, {"float32", "float64"}));
   const std::string ckpt = checkpoint_option("--checkpoint", vm["checkpoint"].as<std::string>());
   const std::string tokens = vm["batch"].as<std::string>();
   const std::string out = vm["out"].as<std::string>();

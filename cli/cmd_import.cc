@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "cli/options.h"
+#include "cli/progress.h"
 #include "cli/commands.h"
 #include "wte/error.h"
 #include "wte/interop.h"
@@ -73,6 +75,7 @@ int cmd_import(int argc, char** argv) {
                                      {"--hf-config", src.config_json}})
     io::require_input_file(std::string(option) + " ", path,
                            from.empty() ? "" : " (in --from " + from + ")");
+  const OutputParentDirs out_dirs("--out", out);  // created like export's --out, removed on error
   check_output_file("--out", out);
   // The tokenizer's files are inputs too: -o DIR/merges.txt must not overwrite the merges being read.
   std::vector<std::pair<std::string, std::string>> inputs = {{"--safetensors", src.safetensors},
@@ -81,6 +84,11 @@ int cmd_import(int argc, char** argv) {
     inputs.emplace_back("--tokenizer", (fs::path(src.tokenizer) / name).string());
   check_output_not_input("--out", out, inputs);
 
+  std::error_code ec;
+  const uintmax_t bytes = fs::file_size(src.safetensors, ec);
+  progress_note("wte import", "reading and checking " + src.safetensors +
+                                  (ec ? std::string() : " (" + std::to_string(bytes) + " bytes)") +
+                                  ", then writing " + out);
   const HfImportSummary s = import_hf_gpt2(src, out);
   std::string ignored;
   if (!s.ignored.empty())

@@ -11,6 +11,7 @@
 #include "wte/checkpoint.h"
 #include "wte/error.h"
 #include "cli/options.h"
+#include "src/io/invocation.h"
 #include "cli/commands.h"
 
 namespace wte::cli {
@@ -87,7 +88,8 @@ int cmd_inspect(int argc, char** argv) {
                 static_cast<unsigned long long>(r.train_tokens_fnv1a64),
                 static_cast<unsigned long long>(r.val_tokens),
                 static_cast<unsigned long long>(r.val_tokens_fnv1a64));
-    std::printf("resumable: yes (wte train --resume %s)\n", path.c_str());
+    std::printf("resumable: yes (%s train --resume %s)\n", io::invoked_program().c_str(),
+                path.c_str());
   } else {
     std::printf("resumable: no (no /data and /schedule)\n");
   }

@@ -24,6 +24,7 @@
 #include "src/profile/step_profile.h"
 #include "src/analysis/svg.h"
 #include "cli/options.h"
+#include "src/io/suggest.h"
 #include "cli/config_path.h"
 #include "cli/commands.h"
 #include "train/memory.h"
@@ -153,9 +154,10 @@ std::vector<ScatterStrategy> parse_strategies(const std::string& text) {
             ScatterStrategy::kPrivateHot, ScatterStrategy::kAuto};
   ScatterStrategy s;
   if (!parse_scatter_strategy(text.c_str(), &s))
-    throw UsageError("--strategy '" + text +
-                     "' is not a strategy; allowed: all, auto, serial, sorted, row-range, "
-                     "private-hot");
+    throw UsageError("--strategy '" + text + "' is not a strategy; allowed: all, auto, serial, "
+                     "sorted, row-range, private-hot" +
+                     io::did_you_mean(text, {"all", "auto", "serial", "sorted", "row-range",
+                                             "private-hot"}));
   return {s};
 }
 
@@ -165,7 +167,7 @@ std::vector<std::string> parse_precisions(const std::string& text) {
   for (const std::string& p : split_list("--matmul-precision", text)) {
     if (p != "f32" && p != "bf16")
       throw UsageError("--matmul-precision '" + p + "' is not a precision; allowed: f32, bf16 "
-                       "(comma-separated)");
+                       "(comma-separated)" + io::did_you_mean(p, {"f32", "bf16"}));
     precisions.push_back(p);
   }
   return precisions;
@@ -209,7 +211,8 @@ ProfileOptions parse_profile_options(int argc, char** argv) {
   const po::variables_map& vm = cl.vm;
   o.what = vm["what"].as<std::string>();
   if (o.what != "scatter" && o.what != "gather" && o.what != "step" && o.what != "all")
-    throw UsageError("unknown part '" + o.what + "'; allowed: scatter, gather, step, all, comm, loss");
+    throw UsageError("unknown part '" + o.what + "'; allowed: scatter, gather, step, all, comm, loss" +
+                     io::did_you_mean(o.what, {"scatter", "gather", "step", "all", "comm", "loss"}));
   o.with_step = o.what == "step" || o.what == "all";
   o.kernels = o.what != "step";
   if (!o.with_step && !cl.overrides.empty())

@@ -14,6 +14,7 @@
 #include "src/profile/loss_profile.h"
 #include "src/profile/profile.h"
 #include "cli/options.h"
+#include "src/io/suggest.h"
 #include "cli/commands.h"
 #include "train/omp_env.h"
 #include "train/memory.h"
@@ -100,7 +101,8 @@ LossOptions parse_loss_options(int argc, char** argv) {
   for (const std::string& p : split_list("--paths", vm["paths"].as<std::string>())) {
     if (p == "fused") fused = true;
     else if (p == "unfused") s.unfused = true;
-    else throw UsageError("--paths item '" + p + "' is not a path; allowed: fused, unfused");
+    else throw UsageError("--paths item '" + p + "' is not a path; allowed: fused, unfused" +
+                          io::did_you_mean(p, {"fused", "unfused"}));
   }
   // The fused path's settings without a fused path would be silently ignored.
   if (!fused)

@@ -15,6 +15,7 @@
 #include "wte/decoder.h"
 #include "wte/generate.h"
 #include "cli/options.h"
+#include "cli/progress.h"
 #include "cli/commands.h"
 #include "wte/checkpoint.h"
 #include "wte/config.h"
@@ -97,9 +98,12 @@ static void print_sample(SlidingDecoder& dec, const std::vector<int32_t>& ids,
     std::fprintf(stderr, "wte sample: stopped at a --stop string (new token %zu; the text is "
                  "printed up to where the string starts)\n", g.drawn);
   const double gen = g.generate_seconds;
-  std::fprintf(stderr, "wte sample: prompt %zu tokens in %.3f s; %zu new tokens in %.3f s (%.1f "
-               "tokens/s); the context window slid %zu times\n", ids.size(), g.prefill_seconds,
-               g.drawn, gen, gen > 0 ? double(g.drawn) / gen : 0.0, dec.slides());
+  char line[256];
+  std::snprintf(line, sizeof line, "wte sample: prompt %zu tokens in %.3f s; %zu new tokens in "
+                "%.3f s (%.1f tokens/s); the context window slid %zu times", ids.size(),
+                g.prefill_seconds, g.drawn, gen, gen > 0 ? double(g.drawn) / gen : 0.0,
+                dec.slides());
+  std::fputs(wrap_prose(line).c_str(), stderr);
 }
 
 int cmd_sample(int argc, char** argv) {
@@ -200,14 +204,16 @@ int cmd_sample(int argc, char** argv) {
   SlidingDecoder dec(*ck.model, drop);
   std::string eos_note = "no <|endoftext|> in the vocabulary";
   if (eot >= 0) eos_note = ignore_eos ? "<|endoftext|> ignored" : "stop at <|endoftext|>";
-  std::fprintf(stderr, "wte sample: %s (step %lld): vocab_size %zu, d_model %zu, n_layer %zu, n_ctx %zu; "
-               "prompt %zu tokens%s; temperature %g, top-k %zu, top-p %g, seed %llu; %s; %zu stop "
-               "string(s); the window slides by %zu token%s\n",
-               path.c_str(), static_cast<long long>(info.step), cfg.model.vocab_size,
-               cfg.model.d_model, cfg.model.n_layer, n_ctx, ids.size(),
-               prompt.empty() ? " (<|endoftext|>)" : "", sp.temperature, sp.top_k, sp.top_p,
-               static_cast<unsigned long long>(seed), eos_note.c_str(), stops.size(), drop,
-               drop == 1 ? "" : "s");
+  char settings[1024];
+  std::snprintf(settings, sizeof settings, "wte sample: %s (step %lld): vocab_size %zu, d_model %zu, "
+                "n_layer %zu, n_ctx %zu; prompt %zu tokens%s; temperature %g, top-k %zu, top-p %g, "
+                "seed %llu; %s; %zu stop string(s); the window slides by %zu token%s",
+                path.c_str(), static_cast<long long>(info.step), cfg.model.vocab_size,
+                cfg.model.d_model, cfg.model.n_layer, n_ctx, ids.size(),
+                prompt.empty() ? " (<|endoftext|>)" : "", sp.temperature, sp.top_k, sp.top_p,
+                static_cast<unsigned long long>(seed), eos_note.c_str(), stops.size(), drop,
+                drop == 1 ? "" : "s");
+  std::fputs(wrap_prose(settings).c_str(), stderr);
 
   GenerateOptions gen;
   gen.max_new_tokens = n_new;

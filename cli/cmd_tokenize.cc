@@ -1,4 +1,5 @@
-// `wte tokenize [--tokenizer DIR] [--json] TEXT...`: shows how a BPE vocabulary splits texts.
+// `wte tokenize [--tokenizer DIR | --checkpoint C] [--json] TEXT...`: shows how a BPE vocabulary
+// splits texts.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
+#include "wte/checkpoint.h"
 #include "wte/error.h"
 #include "wte/tokenizer.h"
 #include "cli/build_info.h"
@@ -55,88 +57,9 @@ std::vector<fs::path> vocab_search_path() {
   return unique;
 }
 
-}  // namespace
-
-int cmd_tokenize(int argc, char** argv) {
-  po::options_description opts("Options");
-  // clang-format off
-  opts.add_options()
-      ("help,h", "print this help")
-      ("tokenizer", po::value<std::string>(),
-       "directory with encoder.json and vocab.bpe in GPT-2's format (GPT-2's own, from "
-       "datasets/fetch_gpt2_vocab.sh, or RUN/tokenizer written by training). "
-       "Default: GPT-2's, found in $WTE_VOCAB, ./datasets/gpt2, beside the wte binary "
-       "(../share/wte/gpt2 when installed, the repository's datasets/gpt2 for a build directory) "
-       "or this build's source tree")
-      ("text", po::value<std::vector<std::string>>(), "a text to tokenize (repeatable; or give "
-       "the texts as arguments)")
-      ("json", "print one JSON document per text, one per line: {\"text\", \"ids\", \"pieces\" "
-       "(UTF-8; bytes that are not whole characters become U+FFFD), \"tokens\" (GPT-2's "
-       "encoder.json spelling, e.g. \"\\u0120bank\" for \" bank\"; lossless)}");
-  // clang-format on
-  po::options_description hidden;
-  hidden.add_options()("texts", po::value<std::vector<std::string>>(), "texts to tokenize");
-  po::positional_options_description positional;
-  positional.add("texts", -1);
-
-  CommandSpec spec;
-  spec.usage =
-      "Usage: wte tokenize [--tokenizer DIR] [--json] TEXT...\n\n"
-      "Encodes each TEXT with GPT-2's byte-level BPE (GPT-2's pre-tokenizer regex, then the merges\n"
-      "of DIR/vocab.bpe) and prints the text, then one line per token: its index in the text, its\n"
-      "id, and its bytes in double quotes with C-style escapes (\\n, \\t, \\\", \\xHH for bytes that\n"
-      "are not a whole UTF-8 character), so a leading space shows as \" bank\".\n"
-      "A text that starts with '-' goes after \"--\".\n\n";
-  spec.example =
-      "Example:\n"
-      "  datasets/fetch_gpt2_vocab.sh\n"
-      "  wte tokenize \"The bank was muddy\"\n"
-      "prints\n"
-      "  \"The bank was muddy\"\n"
-      "    0    464  \"The\"\n"
-      "    1   3331  \" bank\"\n"
-      "    2    373  \" was\"\n"
-      "    3  39085  \" muddy\"\n";
-  spec.aliases = {{"--vocab", "--tokenizer"}};
-  spec.hidden = &hidden;
-  spec.positional = &positional;
-  const CommandLine cl = parse_command_line(argc, argv, opts, spec);
-  if (cl.help) return 0;
-  const po::variables_map& vm = cl.vm;
-  std::vector<std::string> texts;
-  for (const char* k : {"text", "texts"})
-    if (vm.count(k))
-      for (const std::string& t : vm[k].as<std::vector<std::string>>()) texts.push_back(t);
-  if (texts.empty()) throw UsageError("no TEXT given: give one or more texts to tokenize");
-
-  std::string dir;
-  if (vm.count("tokenizer")) {
-    dir = vm["tokenizer"].as<std::string>();
-    std::error_code ec;
-    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-      throw Error("--tokenizer " + dir + ": '" + dir + "' is a file, not a directory; give the "
-                  "directory holding encoder.json and vocab.bpe");
-    if (!fs::is_directory(dir))
-      throw Error("--tokenizer " + dir + ": the directory does not exist; run "
-                  "datasets/fetch_gpt2_vocab.sh for GPT-2's files, or give a directory holding "
-                  "encoder.json and vocab.bpe");
-  } else {
-    std::string looked;
-    for (const fs::path& d : vocab_search_path()) {
-      std::error_code ec;
-      if (fs::is_regular_file(d / "encoder.json", ec)) {
-        dir = d.string();
-        break;
-      }
-      looked += "\n  " + d.string();
-    }
-    if (dir.empty())
-      throw Error("GPT-2's vocabulary (encoder.json, vocab.bpe) was not found; looked in:" + looked +
-                  "\nRun datasets/fetch_gpt2_vocab.sh in the repository, or pass --tokenizer DIR "
-                  "(or set WTE_VOCAB).");
-  }
-  const Tokenizer tok = Tokenizer::load(dir);
-  const bool json = vm.count("json") > 0;
+// Prints how `tok` splits each of `texts`: as JSON lines (`json`) or as the text followed by one
+// line per token (index, id, bytes).
+void print_tokens(const Tokenizer& tok, const std::vector<std::string>& texts, bool json) {
   for (const std::string& text : texts) {
     const std::vector<int32_t> ids = tok.encode(text);
     if (json) {
@@ -159,6 +82,105 @@ int cmd_tokenize(int argc, char** argv) {
       }
     }
   }
+}
+
+}  // namespace
+
+int cmd_tokenize(int argc, char** argv) {
+  po::options_description opts("Options");
+  // clang-format off
+  opts.add_options()
+      ("help,h", "print this help")
+      ("tokenizer", po::value<std::string>(),
+       "directory with encoder.json and vocab.bpe in GPT-2's format (GPT-2's own, from "
+       "datasets/fetch_gpt2_vocab.sh, or RUN/tokenizer written by training). "
+       "Default: GPT-2's, found in $WTE_VOCAB, ./datasets/gpt2, beside the wte binary "
+       "(../share/wte/gpt2 when installed, the repository's datasets/gpt2 for a build directory) "
+       "or this build's source tree")
+      ("checkpoint", po::value<std::string>(),
+       "use the vocabulary a trained model was trained with: a checkpoint .h5 (wte train, wte "
+       "import) or a run directory (its newest checkpoint)")
+      ("text", po::value<std::vector<std::string>>(), "a text to tokenize (repeatable; or give "
+       "the texts as arguments)")
+      ("json", "print one JSON document per text, one per line: {\"text\", \"ids\", \"pieces\" "
+       "(UTF-8; bytes that are not whole characters become U+FFFD), \"tokens\" (GPT-2's "
+       "encoder.json spelling, e.g. \"\\u0120bank\" for \" bank\"; lossless)}");
+  // clang-format on
+  po::options_description hidden;
+  hidden.add_options()("texts", po::value<std::vector<std::string>>(), "texts to tokenize");
+  po::positional_options_description positional;
+  positional.add("texts", -1);
+
+  CommandSpec spec;
+  spec.usage =
+      "Usage: wte tokenize [--tokenizer DIR | --checkpoint C] [--json] TEXT...\n\n"
+      "Encodes each TEXT with GPT-2's byte-level BPE (GPT-2's pre-tokenizer regex, then the merges\n"
+      "of DIR/vocab.bpe) and prints the text, then one line per token: its index in the text, its\n"
+      "id, and its bytes in double quotes with C-style escapes (\\n, \\t, \\\", \\xHH for bytes that\n"
+      "are not a whole UTF-8 character), so a leading space shows as \" bank\".\n"
+      "A text that starts with '-' goes after \"--\".\n"
+      "Without --tokenizer or --checkpoint: GPT-2's vocabulary (datasets/fetch_gpt2_vocab.sh\n"
+      "downloads it). Offline, give --checkpoint runs/NAME (a trained model's vocabulary),\n"
+      "--tokenizer RUN/tokenizer, or the directory of a Hugging Face GPT-2 copied from elsewhere.\n\n";
+  spec.example =
+      "Example:\n"
+      "  datasets/fetch_gpt2_vocab.sh\n"
+      "  wte tokenize \"The bank was muddy\"\n"
+      "prints\n"
+      "  \"The bank was muddy\"\n"
+      "    0    464  \"The\"\n"
+      "    1   3331  \" bank\"\n"
+      "    2    373  \" was\"\n"
+      "    3  39085  \" muddy\"\n";
+  spec.aliases = {{"--vocab", "--tokenizer"}};
+  spec.hidden = &hidden;
+  spec.positional = &positional;
+  const CommandLine cl = parse_command_line(argc, argv, opts, spec);
+  if (cl.help) return 0;
+  const po::variables_map& vm = cl.vm;
+  std::vector<std::string> texts;
+  for (const char* k : {"text", "texts"})
+    if (vm.count(k))
+      for (const std::string& t : vm[k].as<std::vector<std::string>>()) texts.push_back(t);
+  if (texts.empty()) throw UsageError("no TEXT given: give one or more texts to tokenize");
+
+  if (vm.count("checkpoint") && vm.count("tokenizer"))
+    throw UsageError("--checkpoint and --tokenizer exclude each other: give the vocabulary once");
+  std::string dir;
+  if (vm.count("checkpoint")) {
+    const std::string ckpt = checkpoint_option("--checkpoint", file_option(vm, "checkpoint"));
+    const CheckpointInfo info = read_checkpoint_info(ckpt);
+    print_tokens(Tokenizer::from_strings(info.encoder_json, info.vocab_bpe, ckpt + " /tokenizer"),
+                 texts, vm.count("json") > 0);
+    return 0;
+  }
+  if (vm.count("tokenizer")) {
+    dir = vm["tokenizer"].as<std::string>();
+    std::error_code ec;
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+      throw Error("--tokenizer " + dir + ": '" + dir + "' is a file, not a directory; give the "
+                  "directory holding encoder.json and vocab.bpe");
+    if (!fs::is_directory(dir))
+      throw Error("--tokenizer " + dir + ": the directory does not exist; run "
+                  "datasets/fetch_gpt2_vocab.sh for GPT-2's files, or give a directory holding "
+                  "encoder.json and vocab.bpe");
+  } else {
+    std::string looked;
+    for (const fs::path& d : vocab_search_path()) {
+      std::error_code ec;
+      if (fs::is_regular_file(d / "encoder.json", ec)) {
+        dir = d.string();
+        break;
+      }
+      looked += "\n  " + d.string();
+    }
+    if (dir.empty())
+      throw Error("GPT-2's vocabulary (encoder.json, vocab.bpe) was not found; looked in:" + looked +
+                  "\nRun datasets/fetch_gpt2_vocab.sh in the repository (it downloads them), "
+                  "or pass --tokenizer DIR (or set WTE_VOCAB); offline, --checkpoint runs/NAME "
+                  "uses a trained model's vocabulary.");
+  }
+  print_tokens(Tokenizer::load(dir), texts, vm.count("json") > 0);
   return 0;
 }
 

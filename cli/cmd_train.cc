@@ -16,6 +16,7 @@
 #include "train/distributed/comm.h"
 #include "cli/build_info.h"
 #include "cli/options.h"
+#include "src/io/invocation.h"
 #include "cli/config_path.h"
 #include "cli/commands.h"
 #include "wte/train.h"
@@ -126,7 +127,8 @@ TrainCommand parse_train_options(int argc, char** argv) {
       "gradient up to float rounding, so then not bit-identical; memory differs)")(
       "init-from", po::value<std::string>(),
       "start a fresh run (step 0, new optimizer, new data order) from the weights of checkpoint "
-      "PATH: a checkpoint or snapshot of wte train, or a model made by wte import. Its model keys "
+      "PATH: a checkpoint or snapshot of wte train, a run directory (its newest checkpoint), or a "
+      "model made by wte import. Its model keys "
       "(vocab_size, d_model, n_ctx, n_layer, n_head, tie_embeddings, ln_f, ln_eps) must equal the "
       "config's (each difference is named); its tokenizer is used. Without --config the "
       "checkpoint's own config is used (give --data.text=... and any other keys)")(
@@ -175,7 +177,7 @@ TrainCommand parse_train_options(int argc, char** argv) {
     throw UsageError("--init-from is empty; allowed: a checkpoint path");
   // A directory (a run's), /dev/null or a missing file, named with its option, before any work.
   if (!resume.empty() && resume != "auto") require_checkpoint_file("--resume", resume);
-  if (!init_from.empty()) require_checkpoint_file("--init-from", init_from);
+  if (!init_from.empty()) req.init_from = require_checkpoint_file("--init-from", init_from);
   req.quiet = vm.count("quiet") > 0;
   req.overwrite = vm.count("overwrite") > 0;
   if (vm.count("stop-at")) {
@@ -210,15 +212,16 @@ int print_short_usage() {
     for (const std::string& n : names) configs += " " + n;
     break;
   }
+  const char* prog = io::invoked_program().c_str();
   std::fprintf(stderr,
-               "Usage: wte train -c CONFIG [--out DIR] [--section.key=value ...]\n\n"
-               "The default model: wte train -c default\n"
+               "Usage: %s train -c CONFIG [--out DIR] [--section.key=value ...]\n\n"
+               "The default model: %s train -c default\n"
                "  a GPT-2 with 4 blocks, 4 heads, d_model 256, n_ctx 128, vocab_size 8192 (tied),\n"
                "  600 steps of 16 x 128 tokens on the King James Bible, into runs/default;\n"
                "  make the corpus first with datasets/make_kjv.sh (configs/default.ini; every\n"
                "  built-in default is its value).%s\n\n"
-               "Every option and config key: wte train --help\n",
-               configs.c_str());
+               "Every option and config key: %s train --help\n",
+               prog, prog, configs.c_str(), prog);
   return 2;
 }
 

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "cli/build_info.h"
+#include "src/io/suggest.h"
 #include "wte/error.h"
 
 namespace fs = std::filesystem;
@@ -34,6 +35,7 @@ std::string resolve_config_path(const std::string& value) {
   }
   if (has_ini) return value;  // a file name: the config loader says it does not exist
   std::string searched, names;
+  std::vector<std::string> all;  // every config name, each once, in listing order
   for (const std::string& d : dirs) {
     searched += (searched.empty() ? "" : ", ") + d;
     std::vector<std::string> found;
@@ -41,14 +43,18 @@ std::string resolve_config_path(const std::string& value) {
       if (e.path().extension() == ".ini") found.push_back(e.path().stem().string());
     std::sort(found.begin(), found.end());
     for (const std::string& n : found)
-      if (names.find(" " + n + ",") == std::string::npos && names.rfind(n + ",", 0) != 0)
+      if (std::find(all.begin(), all.end(), n) == all.end()) {
+        all.push_back(n);
         names += n + ", ";
+      }
   }
-  throw Error("config '" + value + "' is not a file here, nor a config of wte's (searched " +
-              (searched.empty() ? std::string("no directory: the binary's place is unknown")
-                                : searched) +
-              (names.empty() ? std::string(")")
-                             : "; configs there: " + names.substr(0, names.size() - 2) + ")"));
+  // A name that is none of the configs is a usage error (exit 2), as any value outside its choices.
+  throw UsageError("config '" + value + "' is not a file here, nor a config of wte's (searched " +
+                   (searched.empty() ? std::string("no directory: the binary's place is unknown")
+                                     : searched) +
+                   (names.empty() ? std::string(")")
+                                  : "; configs there: " + names.substr(0, names.size() - 2) + ")") +
+                   io::did_you_mean(value, all));
 }
 
 }  // namespace wte::cli

@@ -16,6 +16,7 @@
 #include "cli/options.h"
 #include "cli/commands.h"
 #include "src/io/suggest.h"
+#include "src/io/invocation.h"
 #include "train/omp_env.h"
 
 namespace {
@@ -156,6 +157,7 @@ int main_unchecked(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  wte::io::set_invoked_program(argc > 0 ? argv[0] : nullptr);  // hints name the binary as run
   const int code = main_unchecked(argc, argv);
   std::string who = "wte";
   if (argc >= 2) {

@@ -359,25 +359,21 @@ inline std::string file_option(const boost::program_options::variables_map& vm, 
   return v;
 }
 
-/// Checks, before any work, that the checkpoint `path` given for `option` ("--checkpoint",
-/// "--resume", "--init-from") is a regular file. Throws wte::Error "OPTION 'PATH' PROBLEM"
-/// (io::input_file_problem: "does not exist", "is not a regular file (a FIFO)", ...); for a
-/// directory the error says what to give instead: `--resume auto --out DIR` for --resume, else
-/// the directory's newest checkpoint_<step>.h5 (if it has one).
-inline void require_checkpoint_file(const std::string& option, const std::string& path) {
+/// The checkpoint file the `path` given for `option` ("--resume", "--init-from") names, checked
+/// before any work: a regular file as it is; a run directory's newest checkpoint_<step>.h5 for
+/// --init-from (as resolve_checkpoint does for --checkpoint). Throws wte::Error "OPTION 'PATH'
+/// PROBLEM" (io::input_file_problem: "does not exist", "is not a regular file (a FIFO)", ...);
+/// for a directory given to --resume the error says what to give instead (`--resume auto --out
+/// DIR`), for one without checkpoints that it holds none.
+inline std::string require_checkpoint_file(const std::string& option, const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  if (option != "--resume") return wte::resolve_checkpoint(path, option + " ");
   std::string hint;
-  if (fs::is_directory(path, ec)) {
-    const auto found = list_checkpoints(path);
-    if (option == "--resume")
-      hint = "; to continue the run in that directory, give --resume auto --out " + path;
-    else if (!found.empty())
-      hint = "; give a checkpoint file, e.g. the newest there: " + found.back().second;
-    else
-      hint = "; give a checkpoint file (it holds no checkpoint_<step>.h5)";
-  }
+  if (fs::is_directory(path, ec))
+    hint = "; to continue the run in that directory, give --resume auto --out " + path;
   io::require_input_file(option + " ", path, hint);
+  return path;
 }
 
 /// The checkpoint file the `option` ("--checkpoint") value `path` names: a file as it is, a run
@@ -524,6 +520,44 @@ class RemoveEmptyDirOnError {
 
  private:
   std::string dir_;
+  int exceptions_;
+};
+
+/// Creates the missing parent directories of the output file `path` given for `option` (as
+/// export and geometry create their --out directory) and, when the scope is left by an
+/// exception, removes the ones it created that are still empty: an error leaves nothing behind.
+/// Throws wte::Error naming the option, the path and the reason (a parent is a file:
+/// "--out /dev/null/x.h5").
+class OutputParentDirs {
+ public:
+  OutputParentDirs(const std::string& option, const std::string& path)
+      : exceptions_(std::uncaught_exceptions()) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path dir = fs::path(path).parent_path();
+    if (dir.empty() || fs::is_directory(dir, ec)) return;
+    for (fs::path d = dir; !d.empty() && !fs::exists(d, ec); d = d.parent_path())
+      created_.insert(created_.begin(), d);  // outermost first
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir, ec)) {
+      remove_created();
+      throw Error(option + " " + path + ": cannot create the directory '" + dir.string() +
+                  "': " + (ec ? ec.message() : std::string("a parent is not a directory")));
+    }
+  }
+  ~OutputParentDirs() {
+    if (std::uncaught_exceptions() > exceptions_) remove_created();
+  }
+  OutputParentDirs(const OutputParentDirs&) = delete;
+  OutputParentDirs& operator=(const OutputParentDirs&) = delete;
+
+ private:
+  void remove_created() {
+    std::error_code ec;
+    for (auto it = created_.rbegin(); it != created_.rend(); ++it)
+      if (std::filesystem::is_empty(*it, ec) && !ec) std::filesystem::remove(*it, ec);
+  }
+  std::vector<std::filesystem::path> created_;  // outermost first
   int exceptions_;
 };
 

@@ -5,17 +5,27 @@
 #   P/lib/libwte_kernels.a, P/lib/libwte.a      wte::kernels, wte::wte
 #   P/lib/cmake/wte/wteConfig.cmake (+ Version, Targets)   find_package(wte [COMPONENTS kernels])
 #   P/lib/pkgconfig/wte.pc, wte-kernels.pc      pkg-config --cflags --libs wte
+#   P/lib/python3.X/dist-packages/wte/          the Python module, if built (python/CMakeLists.txt)
 include(CMakePackageConfigHelpers)
 set(WTE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/wte)
 
-install(TARGETS wte RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# Installs what was built: a target that was not (`--target wte_python` builds no `wte`) is
+# skipped with a line saying so, and the install still succeeds.
+foreach(target wte wte_simd wte_core)
+  install(CODE "
+    if(NOT EXISTS \"$<TARGET_FILE:${target}>\")
+      message(STATUS \"Skipping $<TARGET_FILE_NAME:${target}> (target ${target} not built): \"
+              \"cmake --build ${PROJECT_BINARY_DIR} --target ${target} builds it\")
+    endif()")
+endforeach()
+install(TARGETS wte RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} OPTIONAL)
 # train.h is left out: its library, wte_train (train/), links MPI and is not installed; the `wte`
 # tool and the Python module link it.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/wte DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h" PATTERN "train.h" EXCLUDE)
 # Two export sets, so a user of wte::kernels alone needs only Highway's and OpenMP's packages.
-install(TARGETS wte_simd EXPORT wteKernelsTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS wte_core EXPORT wteTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS wte_simd EXPORT wteKernelsTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} OPTIONAL)
+install(TARGETS wte_core EXPORT wteTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} OPTIONAL)
 install(EXPORT wteKernelsTargets NAMESPACE wte:: DESTINATION ${WTE_CMAKE_DIR})
 install(EXPORT wteTargets NAMESPACE wte:: DESTINATION ${WTE_CMAKE_DIR})
 

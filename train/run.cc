@@ -11,6 +11,7 @@
 #include <string>
 
 #include "src/analysis/loss_curve.h"
+#include "src/io/invocation.h"
 #include "src/io/snapshot.h"
 #include "train/distributed/grad_sync.h"
 #include "train/memory.h"
@@ -205,18 +206,19 @@ TrainSummary finish_run(Run& run, LoopState* s) {
     if (run.writer)
       std::fprintf(stderr,
                  "wte train: %s received: finished step %zu of %zu and wrote checkpoint %s; "
-                 "continue with: wte train --resume auto --out %s\n",
+                 "continue with: %s train --resume auto --out %s\n",
                  signal_name(summary.signal), finished_step, cfg.train.steps,
-                 summary.last_checkpoint.c_str(), opts.out_dir.c_str());
+                 summary.last_checkpoint.c_str(), io::invoked_program().c_str(),
+                 opts.out_dir.c_str());
     return summary;
   }
   if (summary.stopped) {
     std::printf("stopped at step %zu of %zu (%s) after %s; checkpoint %s; continue with: "
-                "wte train --resume %s\n",
+                "%s train --resume %s\n",
                 finished_step, cfg.train.steps,
                 finished_step == opts.stop_at ? "--stop-at" : "the progress callback asked",
                 format_duration(s->step_seconds).c_str(), summary.last_checkpoint.c_str(),
-                summary.last_checkpoint.c_str());
+                io::invoked_program().c_str(), summary.last_checkpoint.c_str());
     run.sync.print_share(s->step_seconds, finished_step - run.start_step);
     return summary;
   }
@@ -241,7 +243,8 @@ void first_step_finished(const RunOptions& opts) {
   if (opts.run_dir == nullptr) return;
   opts.run_dir->training_started();
   set_second_signal_note("wte train: stopped at once by a second signal; every checkpoint in '" +
-                         opts.out_dir + "' is whole: continue with wte train --resume auto --out " +
+                         opts.out_dir + "' is whole: continue with " + io::invoked_program() +
+                         " train --resume auto --out " +
                          opts.out_dir + " (from step 0 if none was written yet)\n");
 }
 

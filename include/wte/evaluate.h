@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "wte/model.h"
@@ -17,14 +18,17 @@ namespace wte {
 /// (Model::forward_losses), the per-token losses summed in double in window order and divided by
 /// windows * T. stride T: the non-overlapping windows of one token stream (the trainer's
 /// evaluation, `wte eval`); stride T + 1: separate rows (Python's Model.loss). The same tokens, T,
-/// B and thread count give the same bits. Throws wte::Error if windows, T or B is 0.
+/// B and thread count give the same bits. `progress` (may be empty) is called after each forward
+/// pass with (windows done, windows in all). Throws wte::Error if windows, T or B is 0.
 double evaluate_windows(Model& model, const int32_t* tokens, size_t windows, size_t T,
-                        size_t stride, size_t B);
+                        size_t stride, size_t B,
+                        const std::function<void(size_t done, size_t total)>& progress = {});
 
 /// evaluate_windows over the first min(max_windows, (tokens.size() - 1) / T) non-overlapping
 /// windows of the stream `tokens` (stride T): the loss of `wte train`'s evaluation and of
-/// `wte eval`. Throws wte::Error if there is no whole window.
+/// `wte eval`. `progress` as for evaluate_windows. Throws wte::Error if there is no whole window.
 double evaluate_loss(Model& model, const std::vector<int32_t>& tokens, size_t T, size_t B,
-                     size_t max_windows);
+                     size_t max_windows,
+                     const std::function<void(size_t done, size_t total)>& progress = {});
 
 }  // namespace wte

@@ -375,6 +375,26 @@ const std::vector<Key>& keys() {
   return table;
 }
 
+// "; did you mean 'VALUE'?" for a key whose allowed values are an enumeration of words ("f32 or
+// bf16", "dense, tiled or auto", "true or false"): the word closest to `value`, or "". Keys that
+// allow numbers or paths give "".
+std::string value_suggestion(const std::string& value, const std::string& allowed) {
+  std::vector<std::string> words;
+  std::string word;
+  for (size_t i = 0; i <= allowed.size(); ++i) {
+    const char c = i < allowed.size() ? allowed[i] : ' ';
+    if (c == ' ' || c == ',') {
+      if (!word.empty() && word != "or") words.push_back(word);
+      word.clear();
+    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') {
+      word += c;
+    } else {
+      return "";  // "a number in [0, 1]", "a path": not an enumeration
+    }
+  }
+  return words.size() >= 2 ? io::did_you_mean(value, words) : "";
+}
+
 // "; did you mean 'PREFIXsection.key'?" for the config key closest to `typed`, or "".
 std::string key_suggestion(const std::string& typed, const std::string& prefix) {
   std::vector<std::string> names;
@@ -488,7 +508,8 @@ void apply(Config& cfg, const po::variables_map& vm, const std::set<std::string>
       k.set(cfg, value);
     } catch (const std::invalid_argument& e) {
       const std::string msg = k.name + " = '" + printable(value) + "' from " + where + " is " +
-                              e.what() + "; allowed: " + k.allowed;
+                              e.what() + "; allowed: " + k.allowed +
+                              value_suggestion(value, k.allowed);
       if (cli || user_config) throw ConfigValueError(msg);
       throw Error(msg);
     }
@@ -674,7 +695,8 @@ std::string set_config_key(Config& config, const std::string& key, const std::st
     try {
       k.set(c, value);
     } catch (const std::invalid_argument& e) {
-      return std::string(e.what()) + "; allowed: " + k.allowed;
+      return std::string(e.what()) + "; allowed: " + k.allowed +
+             value_suggestion(value, k.allowed);
     }
     config = c;
     return "";

@@ -10,7 +10,8 @@
 namespace wte {
 
 double evaluate_windows(Model& model, const int32_t* tokens, size_t windows, size_t T,
-                        size_t stride, size_t B) {
+                        size_t stride, size_t B,
+                        const std::function<void(size_t done, size_t total)>& progress) {
   if (windows == 0 || T == 0 || B == 0)
     throw Error("evaluate_windows: needs at least one window of T + 1 tokens, T >= 1 and B >= 1 "
                 "(have " + std::to_string(windows) + " windows, T " + std::to_string(T) + ", B " +
@@ -28,17 +29,19 @@ double evaluate_windows(Model& model, const int32_t* tokens, size_t windows, siz
     }
     model.forward_losses(inputs.data(), targets.data(), b_now, T, losses.data());
     for (size_t i = 0; i < b_now * T; ++i) total += losses[i];
+    if (progress) progress(w + b_now, windows);
   }
   return total / static_cast<double>(windows * T);
 }
 
 double evaluate_loss(Model& model, const std::vector<int32_t>& tokens, size_t T, size_t B,
-                     size_t max_windows) {
+                     size_t max_windows,
+                     const std::function<void(size_t done, size_t total)>& progress) {
   if (T == 0 || B == 0 || tokens.size() < T + 1 || max_windows == 0)
     throw Error("evaluate_loss: needs at least one window of " + std::to_string(T + 1) +
                 " tokens (have " + std::to_string(tokens.size()) + ")");
   const size_t windows = std::min(max_windows, (tokens.size() - 1) / T);
-  return evaluate_windows(model, tokens.data(), windows, T, T, B);
+  return evaluate_windows(model, tokens.data(), windows, T, T, B, progress);
 }
 
 }  // namespace wte

@@ -19,6 +19,7 @@
 #include "src/model/onednn_isa.h"
 #include "wte/data.h"
 #include "wte/kernels.h"
+#include "src/io/suggest.h"
 #include "wte/error.h"
 #include "wte/simd_target.h"
 
@@ -43,9 +44,10 @@ IdDistribution parse_distribution(const std::string& text) {
     d.kind = IdDistribution::Kind::kFile;
     d.path = text.substr(5);
   } else {
-    throw Error("--dist '" + text +
-                "' is not a distribution; allowed: uniform, zipf:S (S > 0), same, sequential, "
-                "file:PATH (raw int32 token ids)");
+    throw Error("--dist '" + text + "' is not a distribution; allowed: uniform, zipf:S (S > 0), "
+                "same, sequential, file:PATH (raw int32 token ids)" +
+                io::did_you_mean(text.substr(0, text.find(':')),
+                                 {"uniform", "zipf", "same", "sequential", "file"}));
   }
   return d;
 }

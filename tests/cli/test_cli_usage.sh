@@ -191,7 +191,7 @@ expect 1 "wte profile: error: --dist file: '$dir/fifo' is not a regular file (a 
   -- profile gather --quick --dist "file:$dir/fifo"
 expect 1 "wte train: error: --resume '$dir/rundir' is a directory, not a file; to continue the run in that directory, give --resume auto --out $dir/rundir" \
   -- train --resume "$dir/rundir"
-expect 1 "--init-from '$dir/rundir' is a directory, not a file; give a checkpoint file (it holds no checkpoint_<step>.h5)" \
+expect 1 "--init-from '$dir/rundir' is a directory that holds no checkpoint_<step>.h5" \
   -- train -o "$dir/r" --init-from "$dir/rundir"
 # A run directory means its newest checkpoint in every command that reads one model; one without
 # checkpoints is named as such.

@@ -31,7 +31,7 @@ cd "$tmp/elsewhere" || exit 1
   && echo "ok   wte train (no arguments) names the default and the installed configs" \
   || fail "wte train without arguments: exit $rc, $(head -c 500 err)"
 "$wte" train -c no_such_config > out 2> err; rc=$?
-[ $rc = 1 ] && grep -qF "config 'no_such_config'" err && grep -q "default, embedding_only" err \
+[ $rc = 2 ] && grep -qF "config 'no_such_config'" err && grep -q "default, embedding_only" err \
   && echo "ok   -c no_such_config lists the configs" || fail "-c no_such_config: exit $rc, $(head -c 500 err)"
 # The default model itself (4 blocks, d_model 256), 2 steps; the corpus: the installed KJV if it
 # was made before installing, else a small text (and a vocabulary it can fill).

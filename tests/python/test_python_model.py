@@ -19,8 +19,8 @@
     - wte.train trains the same config to bit-identical weights, calls the progress callback
       every step, and stops after the step where it returns False
 Run by ctest with /usr/bin/python3 (WTE_BINARY_DIR, WTE_SOURCE_DIR, WTE_CLI set); exit 77 = skipped.
-The first run compiles the module's libraries in build-python/ (ccache reuses a Release build's
-objects); later runs rebuild only what changed.
+pip builds in the build directory under test when it has built the module (WTE_BUILD_DIR=
+WTE_BINARY_DIR: setup.py reuses it and only checks the module's target is up to date).
 """
 import os
 import shutil
@@ -100,6 +100,9 @@ def outside():
             return 77
         env = dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
         env.pop("PYTHONPATH", None)
+        built = os.path.join(os.environ.get("WTE_BINARY_DIR", ""), "python", "wte")
+        if os.path.isdir(built) and any(f.startswith("_wte.") for f in os.listdir(built)):
+            env["WTE_BUILD_DIR"] = os.environ["WTE_BINARY_DIR"]
         pip = subprocess.run([py, "-m", "pip", "install", "--no-build-isolation", "--no-index", SRC],
                              cwd=tmp, env=env, capture_output=True, text=True)
         if pip.returncode != 0:

@@ -6,7 +6,8 @@
 #   2. `wte eval` on the run directory (its newest checkpoint, its validation split) prints
 #      exactly the run's final validation loss (metrics.csv stores it in round-trip form), over
 #      the whole split (train.eval_tokens = 0) and over the run's capped evaluation (--max-tokens);
-#   3. --text and --tokens evaluate a file; bad input is an error naming it, before any work.
+#   3. --text and --tokens evaluate a file; bad input is an error naming it, before any work;
+#   4. what it scores is said on stderr, stdout keeps the result alone.
 set -uo pipefail
 : "${WTE_CLI:?}" "${WTE_BINARY_DIR:?}" "${WTE_SOURCE_DIR:?}"
 dir=$(mktemp -d "${WTE_BINARY_DIR}/eval_cli_test.XXXXXX")
@@ -46,6 +47,11 @@ grep -q 'final validation loss .* (first 384 of the validation split' "$dir/shor
 want=$(last_val "$dir/short/metrics.csv"); got=$(json_loss "$dir/e1.json")
 [ -n "$want" ] && [ "$got" = "$want" ] && echo "ok   wte eval --max-tokens 384: $got" \
   || fail "wte eval printed '$got', the run's final evaluation '$want'"
+# What it does goes to stderr (a long evaluation shows itself); stdout stays one JSON document.
+grep -q '^wte eval: scoring 12 windows of 32 tokens (4 per forward pass) of the validation split' \
+  "$dir/e1.err" && [ "$(wc -l < "$dir/e1.json")" = 1 ] \
+  && echo "ok   wte eval says on stderr what it scores; stdout is the JSON alone" \
+  || fail "no progress line on stderr ($(cat "$dir/e1.err")) or stdout is not one line"
 train --train.steps=3 --train.eval_tokens=0 --out "$dir/whole" > "$dir/whole.out" 2>&1 \
   || fail "whole-split run: $(tail -5 "$dir/whole.out")"
 grep -q 'whole validation split' "$dir/whole.out" || fail "eval_tokens = 0 is not the whole split"

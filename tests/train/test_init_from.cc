@@ -125,6 +125,24 @@ TEST_F(InitFrom, WithoutConfigUsesTheCheckpointsConfig) {
             wte::test::slurp(dir_ / "first" / "tokenizer" / "vocab.bpe"));
 }
 
+// A run directory names its newest checkpoint, as --checkpoint does everywhere: the run starts
+// from the same weights as from the file itself.
+TEST_F(InitFrom, ARunDirectoryStartsFromItsNewestCheckpoint) {
+  std::string out;
+  ASSERT_EQ(run(kCli + " train --init-from " + (dir_ / "first").string() +
+                    " --train.steps=2 --out " + (dir_ / "from_dir").string(),
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("init-from: " + ckpt_ + " (its step 40)"), std::string::npos) << out;
+  ASSERT_EQ(run(kCli + " train --init-from " + ckpt_ + " --train.steps=2 --out " +
+                    (dir_ / "from_file").string(),
+                &out),
+            0)
+      << out;
+  EXPECT_EQ(train_losses(dir_ / "from_dir"), train_losses(dir_ / "from_file"));
+}
+
 // Every model key that differs is named with both values; nothing is trained or written.
 TEST_F(InitFrom, ModelDifferencesAreNamedAndNothingIsWritten) {
   std::string out;

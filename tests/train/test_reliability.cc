@@ -866,16 +866,18 @@ TEST_F(Reliability, ADirectoryOrDeviceWhereAFileIsReadIsNamedWithItsOption) {
             std::string::npos) << out;
   EXPECT_EQ(run(hs + q(dir_ / "fifo"), &out), 1) << out;
   EXPECT_NE(out.find("is not a regular file (a FIFO)"), std::string::npos) << out;
-  // A run directory for --resume: continue it with --resume auto; for --init-from: its newest
-  // checkpoint.
+  // A run directory for --resume: continue it with --resume auto. (--init-from takes a run
+  // directory: its newest checkpoint, tests/train/test_init_from.cc.)
   EXPECT_EQ(run(kCli + " train --resume " + q(run_dir), &out), 1) << out;
   EXPECT_NE(out.find("--resume '" + run_dir + "' is a directory, not a file; to continue the run "
                      "in that directory, give --resume auto --out " + run_dir),
             std::string::npos) << out;
-  EXPECT_EQ(run(kCli + " train --init-from " + q(run_dir) + " --out " + q(dir_ / "new"), &out), 1)
+  const std::string empty_dir = (dir_ / "empty").string();
+  fs::create_directories(empty_dir);
+  EXPECT_EQ(run(kCli + " train --init-from " + q(empty_dir) + " --out " + q(dir_ / "new"), &out), 1)
       << out;
-  EXPECT_NE(out.find("--init-from '" + run_dir + "' is a directory, not a file; give a checkpoint "
-                     "file, e.g. the newest there: " + ckpt.string()),
+  EXPECT_NE(out.find("--init-from '" + empty_dir + "' is a directory that holds no "
+                     "checkpoint_<step>.h5"),
             std::string::npos) << out;
   EXPECT_FALSE(fs::exists(dir_ / "new"));
 }
