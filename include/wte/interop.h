@@ -47,7 +47,14 @@ struct HfImportSummary {
 /// No tensor needs a transpose (Conv1D stores (in, out), as wte does).
 HfImportSummary import_hf_gpt2(const HfImportSource& source, const std::string& out_checkpoint);
 
-enum class ExportFormat { kSafetensors, kNpy };
+enum class ExportFormat { kSafetensors, kNpy, kGguf };
+
+/// The type of a GGUF export's weight matrices (token_embd, the blocks' linear weights, an untied
+/// output); position_embd, LayerNorms and biases stay F32 in every case (as llama.cpp's converter
+/// keeps them). kF32 keeps every value exactly; kF16 rounds to nearest even; kQ8_0 is ggml's
+/// 8-bit blocks (32 values, one float16 scale), F16 for a matrix whose input dimension is not a
+/// multiple of 32.
+enum class GgufType { kF32, kF16, kQ8_0 };
 
 /// What export_hf_gpt2 wrote.
 struct ExportSummary {
@@ -62,12 +69,17 @@ struct ExportSummary {
 ///                 attn.c_attn.weight", ...; lm_head.weight only when untied; metadata
 ///                 {"format": "pt"}), so GPT2LMHeadModel.from_pretrained(out_dir) loads it;
 ///   kNpy:         one NAME.npy per tensor (NumPy format 1.0, '<f4', C order), NAME as above;
+///   kGguf:        model.gguf (GGUF version 3, llama.cpp's GPT-2: src/io/gguf_gpt2.h), weights
+///                 of type `gguf_type`, with the tokenizer in its metadata, so llama.cpp loads it;
 /// plus config.json, vocab.json and merges.txt (the checkpoint's tokenizer: GPT-2's encoder.json
-/// and vocab.bpe under Hugging Face's names). Every file is written to NAME.tmp first; the files
+/// and vocab.bpe under Hugging Face's names) and tokenizer.json (Hugging Face's tokenizers
+/// format of the same vocabulary). Every file is written to NAME.tmp first; the files
 /// are renamed into place (fsync, rename, fsync of the directory) only after all were written, so
 /// an error leaves no file of this export in out_dir. Throws wte::Error naming the file, or for a
-/// model Hugging Face's GPT-2 cannot express (ln_f off).
+/// model Hugging Face's GPT-2 cannot express (ln_f off), or, for kGguf kF16 / kQ8_0, naming the
+/// tensor and the index of a weight float16 cannot hold (|x| > 65504, or a Q8_0 block scale
+/// max|x| / 127 beyond it).
 ExportSummary export_hf_gpt2(const std::string& checkpoint, ExportFormat format,
-                             const std::string& out_dir);
+                             const std::string& out_dir, GgufType gguf_type = GgufType::kF32);
 
 }  // namespace wte

@@ -208,6 +208,63 @@ std::string config_json(const ModelConfig& c, const Tokenizer& tokenizer) {
   return j.dump(2) + "\n";
 }
 
+std::string tokenizer_json(const Tokenizer& tok) {
+  // Field names and values: the tokenizers library's serialization of a ByteLevel BPE, as in
+  // openai-community/gpt2's tokenizer.json.
+  nlohmann::ordered_json bpe;
+  bpe["type"] = "BPE";
+  bpe["dropout"] = nullptr;
+  bpe["unk_token"] = nullptr;
+  bpe["continuing_subword_prefix"] = "";
+  bpe["end_of_word_suffix"] = "";
+  bpe["fuse_unk"] = false;
+  bpe["byte_fallback"] = false;
+  std::vector<std::string> spelled(tok.size());
+  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
+  for (size_t i = 0; i < tok.size(); ++i) {
+    spelled[i] = Tokenizer::to_unicode_form(tok.piece(static_cast<int32_t>(i)));
+    vocab[spelled[i]] = i;
+  }
+  bpe["vocab"] = std::move(vocab);
+  nlohmann::ordered_json merges = nlohmann::ordered_json::array();
+  for (size_t r = 0; r < tok.num_merges(); ++r) {
+    const auto [a, b] = tok.merge(r);
+    merges.push_back(spelled[a] + " " + spelled[b]);
+  }
+  bpe["merges"] = std::move(merges);
+  auto byte_level = [](bool add_prefix_space, bool trim_offsets) {
+    nlohmann::ordered_json b;
+    b["type"] = "ByteLevel";
+    b["add_prefix_space"] = add_prefix_space;
+    b["trim_offsets"] = trim_offsets;
+    b["use_regex"] = true;
+    return b;
+  };
+  nlohmann::ordered_json j;
+  j["version"] = "1.0";
+  j["truncation"] = nullptr;
+  j["padding"] = nullptr;
+  j["added_tokens"] = nlohmann::ordered_json::array();
+  const int32_t eot = tok.id_of("<|endoftext|>");
+  if (eot >= 0) {
+    nlohmann::ordered_json a;
+    a["id"] = eot;
+    a["content"] = "<|endoftext|>";
+    a["single_word"] = false;
+    a["lstrip"] = false;
+    a["rstrip"] = false;
+    a["normalized"] = true;
+    a["special"] = true;
+    j["added_tokens"].push_back(std::move(a));
+  }
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = byte_level(false, true);
+  j["post_processor"] = byte_level(true, false);
+  j["decoder"] = byte_level(true, true);
+  j["model"] = std::move(bpe);
+  return j.dump(2) + "\n";
+}
+
 FileLayout check_tensors(const safetensors::View& file, const ModelConfig& c) {
   const std::string& o = file.origin();
   FileLayout layout;

@@ -60,6 +60,15 @@ ModelConfig parse_config_json(const std::string& text, const std::string& origin
 /// ln_f off (Hugging Face's GPT-2 always applies ln_f).
 std::string config_json(const ModelConfig& config, const Tokenizer& tokenizer);
 
+/// tokenizer.json (Hugging Face's tokenizers format, version "1.0") for a wte vocabulary, as
+/// GPT-2's own file has it: model BPE (vocab: GPT-2's bytes_to_unicode spelling -> id, in id
+/// order; merges "a b" in rank order; no unk token, no dropout, no subword prefix or suffix),
+/// pre_tokenizer ByteLevel (add_prefix_space false, use_regex true: GPT-2's regex), decoder and
+/// post_processor ByteLevel, no normalizer, and added_tokens <|endoftext|> (special) when the
+/// vocabulary has it. Hugging Face's tokenizers then reads "<|endoftext|>" in a text as that one
+/// token, where wte's encode() reads it as text.
+std::string tokenizer_json(const Tokenizer& tokenizer);
+
 /// What check_tensors found besides the model's tensors.
 struct FileLayout {
   bool prefixed = false;                 // names carry "transformer."

@@ -8,10 +8,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "src/io/file_checks.h"
+#include "src/io/gguf.h"
+#include "src/io/gguf_gpt2.h"
 #include "src/profile/clock.h"
 #include "src/io/hf_gpt2.h"
 #include "src/io/safetensors.h"
@@ -63,39 +67,64 @@ class PendingFiles {
   }
   // Writes `head` then `n` bytes of `data` to path + ".tmp".
   void write(const std::string& path, const std::string& head, const void* data, uint64_t n) {
+    write_with(path, head.size() + n, [&](const Emit& emit) {
+      emit(head.data(), head.size());
+      emit(data, n);
+    });
+  }
+  // Bytes handed to a write_with producer's sink, in order.
+  using Emit = std::function<void(const void* data, uint64_t n)>;
+  // Writes path + ".tmp" of exactly `total` bytes (reserved first, so a full disk fails before
+  // any byte is written), produced piece by piece by `fill` through the sink it is given.
+  void write_with(const std::string& path, uint64_t total,
+                  const std::function<void(const Emit&)>& fill) {
     const std::string tmp = path + ".tmp";
     tmps_.push_back(path);
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) throw Error("cannot create '" + tmp + "': " + std::strerror(errno));
+    // Throws the error of a failed system call; the catch below closes fd.
     auto fail = [&](const char* what) {
       const int err = errno;
-      ::close(fd);
       throw Error("writing '" + path + "' failed: " + what + ": " + std::strerror(err) +
                   (err == ENOSPC ? " (the disk is full)" : "") + "; nothing was written");
     };
-    const uint64_t total = head.size() + n;
-    if (total > 0) {
-      const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(total));
-      if (err != 0 && err != EOPNOTSUPP && err != EINVAL) {
-        errno = err;
-        fail("reserving space");
-      }
-    }
-    for (const auto& [p, len] : {std::pair<const char*, uint64_t>{head.data(), head.size()},
-                                 {static_cast<const char*>(data), n}}) {
-      const char* c = p;
-      uint64_t left = len;
-      while (left > 0) {
-        const ssize_t w = ::write(fd, c, std::min<uint64_t>(left, uint64_t{1} << 30));
-        if (w < 0) {
-          if (errno == EINTR) continue;
-          fail("write");
+    uint64_t written = 0;
+    try {
+      if (total > 0) {
+        const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(total));
+        if (err != 0 && err != EOPNOTSUPP && err != EINVAL) {
+          errno = err;
+          fail("reserving space");
         }
-        c += w;
-        left -= static_cast<uint64_t>(w);
       }
+      fill([&](const void* data, uint64_t len) {
+        const char* c = static_cast<const char*>(data);
+        uint64_t left = len;
+        while (left > 0) {
+          const ssize_t w = ::write(fd, c, std::min<uint64_t>(left, uint64_t{1} << 30));
+          if (w < 0) {
+            if (errno == EINTR) continue;
+            fail("write");
+          }
+          c += w;
+          left -= static_cast<uint64_t>(w);
+        }
+        written += len;
+      });
+    } catch (...) {
+      ::close(fd);
+      throw;
     }
-    if (::close(fd) != 0) fail("close");
+    if (written != total) {
+      ::close(fd);
+      throw Error("internal error: '" + path + "' got " + std::to_string(written) + " bytes, " +
+                  std::to_string(total) + " expected");
+    }
+    if (::close(fd) != 0) {
+      const int err = errno;
+      throw Error("writing '" + path + "' failed: close: " + std::strerror(err) +
+                  (err == ENOSPC ? " (the disk is full)" : "") + "; nothing was written");
+    }
   }
   // A file another writer left finished at path + ".tmp" (safetensors::write_file, commit=false).
   void adopt(const std::string& path) { tmps_.push_back(path); }
@@ -175,6 +204,60 @@ std::string npy_header(const std::vector<size_t>& shape) {
   return out + dict;
 }
 
+gguf::TensorType gguf_tensor_type(GgufType t) {
+  switch (t) {
+    case GgufType::kF32: return gguf::TensorType::kF32;
+    case GgufType::kF16: return gguf::TensorType::kF16;
+    case GgufType::kQ8_0: return gguf::TensorType::kQ8_0;
+  }
+  return gguf::TensorType::kF32;
+}
+
+// model.gguf of `model` (src/io/gguf_gpt2.h) into `pending`: the header, then each tensor
+// converted to its type in ggml's layout, one tensor at a time, each padded to the alignment.
+// Returns the number of tensors.
+size_t write_gguf(PendingFiles& pending, const std::string& path, const Model& model,
+                const ModelConfig& config, const Tokenizer& tokenizer, GgufType type,
+                const std::string& name) {
+  const gguf::TensorType tt = gguf_tensor_type(type);
+  const gguf::Metadata meta = gguf::gpt2_metadata(config, tokenizer, tt, name);
+  const std::vector<gguf::Gpt2Tensor> tensors = gguf::gpt2_tensors(config, tt);
+  std::vector<gguf::TensorInfo> infos;
+  uint64_t total = 0;
+  for (const gguf::Gpt2Tensor& t : tensors) {
+    infos.push_back(t.info);
+    total += gguf::align(gguf::data_bytes(t.info));
+  }
+  const std::string head = gguf::header(meta, infos);
+  total += head.size();
+  std::vector<float> values;
+  std::vector<uint8_t> bytes;
+  const char zeros[gguf::kAlignment] = {};
+  pending.write_with(path, total, [&](const PendingFiles::Emit& emit) {
+    emit(head.data(), head.size());
+    for (const gguf::Gpt2Tensor& t : tensors) {
+      const size_t n = t.rows * t.cols;
+      values.resize(n);
+      gguf::gpt2_values(model, t, values.data());
+      const uint64_t nb = gguf::data_bytes(t.info);
+      bytes.resize(nb);
+      const size_t bad = gguf::convert(values.data(), n, t.info.type, bytes.data());
+      if (bad != n) {
+        char v[32];
+        std::snprintf(v, sizeof v, "%.9g", values[bad]);
+        throw Error("tensor '" + t.wte_name + "' (" + t.info.name + ") holds " + v +
+                    " at index " + std::to_string(bad) + " (in ggml's order), which " +
+                    gguf::type_name(t.info.type) +
+                    " cannot hold (float16's largest value is 65504); export with --gguf-type "
+                    "f32; nothing was written");
+      }
+      emit(bytes.data(), nb);
+      emit(zeros, gguf::align(nb) - nb);
+    }
+  });
+  return tensors.size();
+}
+
 }  // namespace
 
 HfImportSummary import_hf_gpt2(const HfImportSource& source, const std::string& out_checkpoint) {
@@ -214,7 +297,7 @@ HfImportSummary import_hf_gpt2(const HfImportSource& source, const std::string& 
 }
 
 ExportSummary export_hf_gpt2(const std::string& checkpoint, ExportFormat format,
-                             const std::string& out_dir) {
+                             const std::string& out_dir, GgufType gguf_type) {
   const CheckpointModel ck = load_checkpoint_model(checkpoint);
   const CheckpointInfo& info = ck.info;
   const Config& cfg = ck.config;
@@ -252,6 +335,21 @@ ExportSummary export_hf_gpt2(const std::string& checkpoint, ExportFormat format,
     pending.adopt(path);
     safetensors::write_file(path, tensors, {{"format", "pt"}}, /*commit=*/false);
     s.files.push_back(path);
+  } else if (format == ExportFormat::kGguf) {
+    const std::string path = (dir / "model.gguf").string();
+    // general.name: the run directory's name (a checkpoint beside its run's config.ini), else
+    // the checkpoint file's stem.
+    const fs::path ck_path = fs::absolute(checkpoint, ec);
+    std::string name = ck_path.stem().string();
+    if (fs::is_regular_file(ck_path.parent_path() / "config.ini", ec) &&
+        !ck_path.parent_path().filename().empty())
+      name = ck_path.parent_path().filename().string();
+    try {
+      s.tensors = write_gguf(pending, path, model, cfg.model, tokenizer, gguf_type, name);
+    } catch (const Error& e) {
+      throw Error("checkpoint '" + checkpoint + "': " + e.what());
+    }
+    s.files.push_back(path);
   } else {
     for (const safetensors::OutTensor& t : tensors) {
       const std::string path = (dir / (t.name + ".npy")).string();
@@ -264,7 +362,8 @@ ExportSummary export_hf_gpt2(const std::string& checkpoint, ExportFormat format,
   for (const auto& [name, text] :
        {std::pair<const char*, std::string>{"config.json", config_json},
         {"vocab.json", tokenizer.encoder_json()},
-        {"merges.txt", tokenizer.vocab_bpe()}}) {
+        {"merges.txt", tokenizer.vocab_bpe()},
+        {"tokenizer.json", hf::tokenizer_json(tokenizer)}}) {
     const std::string path = (dir / name).string();
     pending.write(path, text, nullptr, 0);
     s.files.push_back(path);

@@ -104,6 +104,11 @@ expect 2 "unexpected argument 'stray'" -- export --checkpoint "$ck" --out "$dir/
 expect 2 "unexpected argument 'stray'" -- import stray --safetensors "$dir/m.safetensors" --out "$dir/i.h5"
 expect 2 "unexpected argument 'stray'" -- grad --checkpoint "$ck" --batch "$dir/b.txt" --out "$dir/g.h5" stray
 [ -e "$dir/e" ] && fail "export created its --out before refusing a stray argument"
+expect 2 "wte export: error: --gguf-type = 'q4_0' is not allowed; allowed: f32, f16, q8_0" \
+  -- export --checkpoint "$ck" --format gguf --gguf-type q4_0 --out "$dir/e"
+expect 2 "wte export: error: --gguf-type is given but --format is 'safetensors'; it applies to --format gguf" \
+  -- export --checkpoint "$ck" --gguf-type f16 --out "$dir/e"
+[ -e "$dir/e" ] && fail "export created its --out before refusing a bad --gguf-type"
 
 # A bad value for each command (each names its option).
 expect 2 "--stop-at"     -- train --stop-at x

@@ -412,8 +412,8 @@ TEST(HfGpt2, ImportExportImportIsBitIdentical) {
   }
   const fs::path out = dir / "exported";
   const wte::ExportSummary e = wte::export_hf_gpt2(a, wte::ExportFormat::kSafetensors, out.string());
-  EXPECT_EQ(e.files.size(), 4u);
-  for (const char* f : {"model.safetensors", "config.json", "vocab.json", "merges.txt"})
+  EXPECT_EQ(e.files.size(), 5u);
+  for (const char* f : {"model.safetensors", "config.json", "vocab.json", "merges.txt", "tokenizer.json"})
     EXPECT_TRUE(fs::exists(out / f)) << f;
   wte::import_hf_gpt2(source(out), b);
   wte::Model mb(s.model);
