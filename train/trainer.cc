@@ -72,19 +72,20 @@ struct EvalClock {
 
 // Mean next-token loss over the non-overlapping (T+1)-windows of `tokens`, at most max_windows of
 // them, in order, B windows per forward. Returns nats/token.
-double evaluate(Model& model, const std::vector<int32_t>& tokens, size_t T, size_t B,
+double evaluate(Model& model, const TokenStream& tokens, size_t T, size_t B,
                 size_t max_windows) {
   const size_t windows = std::min(max_windows, (tokens.size() - 1) / T);
   std::vector<int32_t> inputs(B * T), targets(B * T);
   std::vector<float> losses(B * T);
+  std::vector<int32_t> window(T + 1);
   double total = 0.0;
   size_t count = 0;
   for (size_t w = 0; w < windows; w += B) {
     const size_t b_now = std::min(B, windows - w);
     for (size_t b = 0; b < b_now; ++b) {
-      const int32_t* src = tokens.data() + (w + b) * T;
-      std::copy(src, src + T, inputs.begin() + static_cast<long>(b * T));
-      std::copy(src + 1, src + T + 1, targets.begin() + static_cast<long>(b * T));
+      tokens.read((w + b) * T, T + 1, window.data());
+      std::copy(window.begin(), window.begin() + static_cast<long>(T), inputs.begin() + static_cast<long>(b * T));
+      std::copy(window.begin() + 1, window.end(), targets.begin() + static_cast<long>(b * T));
     }
     model.forward_losses(inputs.data(), targets.data(), b_now, T, losses.data());
     for (size_t i = 0; i < b_now * T; ++i) total += losses[i];
@@ -192,7 +193,7 @@ struct Say {
 // The run's tokenizer and token streams, every id checked.
 struct RunData {
   Tokenizer tokenizer;
-  std::vector<int32_t> train_ids, val_ids;
+  TokenStream train_ids, val_ids;  // memory-mapped when read from token files
   uint64_t train_hash = 0, val_hash = 0;
   size_t train_bytes = 0;  // bytes of the train split's text (0 from token files)
   Clock::time_point t_prep;
@@ -231,8 +232,8 @@ RunData prepare_data(const Config& cfg, const RunOptions& opts, const Checkpoint
   }
   if (from_token_files) {
     if (ckpt == nullptr) d.tokenizer = Tokenizer::load(cfg.data.tokenizer);
-    d.train_ids = read_token_file(cfg.data.train_tokens);
-    d.val_ids = read_token_file(cfg.data.val_tokens);
+    d.train_ids = TokenStream::open(cfg.data.train_tokens, "data.train_tokens");
+    d.val_ids = TokenStream::open(cfg.data.val_tokens, "data.val_tokens");
     throw_if_stop_requested("data preparation (reading the token files)");
     say("data: %zu train tokens from %s, %zu validation tokens from %s\n", d.train_ids.size(),
         cfg.data.train_tokens.c_str(), d.val_ids.size(), cfg.data.val_tokens.c_str());
@@ -255,8 +256,8 @@ RunData prepare_data(const Config& cfg, const RunOptions& opts, const Checkpoint
     }
     d.train_bytes = split.train.size();
     if (d.tokenizer.size() == V) {
-      d.train_ids = d.tokenizer.encode(split.train);
-      d.val_ids = d.tokenizer.encode(split.val);
+      d.train_ids = TokenStream(d.tokenizer.encode(split.train));
+      d.val_ids = TokenStream(d.tokenizer.encode(split.val));
       throw_if_stop_requested("data preparation (encoding the corpus)");
     }
   }
@@ -265,10 +266,10 @@ RunData prepare_data(const Config& cfg, const RunOptions& opts, const Checkpoint
                 " tokens but model.vocab_size = " + std::to_string(V) +
                 "; they must be equal (set model.vocab_size = " +
                 std::to_string(d.tokenizer.size()) + ")");
-  check_token_ids(d.train_ids.data(), d.train_ids.size(), V,
+  check_token_ids(d.train_ids, V,
                   from_token_files ? "data.train_tokens '" + cfg.data.train_tokens + "'"
                                    : std::string("the encoded train split"));
-  check_token_ids(d.val_ids.data(), d.val_ids.size(), V,
+  check_token_ids(d.val_ids, V,
                   from_token_files ? "data.val_tokens '" + cfg.data.val_tokens + "'"
                                    : std::string("the encoded validation split"));
   if (d.val_ids.size() < T + 1)
@@ -385,8 +386,12 @@ std::ofstream write_run_files(const Config& cfg, const RunOptions& opts, const R
   will_write(dir / "tokenizer" / "encoder.json", false);
   will_write(dir / "tokenizer" / "vocab.bpe", false);
   d.tokenizer.save((dir / "tokenizer").string());
-  will_write(dir / "train.bin", true);
-  write_token_file((dir / "train.bin").string(), d.train_ids);
+  // Token files stay where they are (config.ini names them): only a stream tokenized at start-up
+  // is written.
+  if (!d.train_ids.mapped()) {
+    will_write(dir / "train.bin", true);
+    write_token_file((dir / "train.bin").string(), d.train_ids);
+  }
   will_write(dir / "val.bin", true);
   write_token_file((dir / "val.bin").string(), d.val_ids);
   *metrics_path = (dir / "metrics.csv").string();
@@ -645,8 +650,8 @@ void print_summary(const Config& cfg, const RunData& d, size_t val_windows_all,
   summary->tokens_per_second =
       static_cast<double>(trained * cfg.train.batch_size * T) / summary->train_seconds;
   // The baseline scores exactly the targets the final evaluation scored.
-  const std::vector<int32_t> val_targets(
-      d.val_ids.begin() + 1, d.val_ids.begin() + 1 + static_cast<long>(val_windows_all * T));
+  std::vector<int32_t> val_targets(val_windows_all * T);
+  d.val_ids.read(1, val_targets.size(), val_targets.data());
   summary->unigram_baseline = unigram_cross_entropy(d.train_ids, val_targets, cfg.model.vocab_size);
   const size_t split_tokens = (d.val_ids.size() - 1) / T * T;
   const std::string coverage =
@@ -732,7 +737,7 @@ void start_workers(const Config& cfg, bool writer) {
 BatchLoader restore_data_loader(const Config& cfg, const RunOptions& opts, const RunRequest& req,
                                 const RunData& d, const Say& say) {
   const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
-  BatchLoader loader(&d.train_ids, T, /*shuffle=*/true, cfg.train.seed ^ 0x5eed0da7aULL);
+  BatchLoader loader(d.train_ids, T, /*shuffle=*/true, cfg.train.seed ^ 0x5eed0da7aULL);
   if (loader.num_samples() < B)
     throw Error("train.batch_size = " + std::to_string(B) + " but the train split has only " +
                 std::to_string(loader.num_samples()) + " sequences of data.seq_len = " +
@@ -1043,7 +1048,7 @@ double evaluate_loss(Model& model, const std::vector<int32_t>& tokens, size_t T,
   if (T == 0 || B == 0 || tokens.size() < T + 1 || max_windows == 0)
     throw Error("evaluate_loss: needs at least one window of " + std::to_string(T + 1) +
                 " tokens (have " + std::to_string(tokens.size()) + ")");
-  return evaluate(model, tokens, T, B, max_windows);
+  return evaluate(model, TokenStream::view(&tokens), T, B, max_windows);
 }
 
 RunSummary run_training(const Config& cfg, const RunOptions& opts) {
