@@ -6,7 +6,9 @@
 # Usage: bench/tokenize_speed.sh [--rounds N] [--copies N] [--out [DIR]]
 # Needs build/wte (or $WTE_CLI), datasets/gpt2 (datasets/fetch_gpt2_vocab.sh) and datasets/kjv
 # (datasets/make_kjv.sh); exits 77 (skipped) without them.
-# MB/s is text bytes over the run's wall time (read, split, encode, write); cpu_s is user+sys.
+# MB/s is text bytes over the run's wall time (read, split, encode, write); cpu_s is user+sys and
+# MB/cpu_s the text bytes per CPU second (what one thread does when it has a core to itself).
+# On a shared machine the wall times need the CPUs: the load average is recorded with the results.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -18,6 +20,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --copies) copies="$2"; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "tokenize_speed.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -33,7 +36,7 @@ measure() {
   for i in $(seq "$copies"); do cat "$kjv"; printf '\n\n'; done > "$tmp/corpus.txt"
   local bytes; bytes=$(stat -c %s "$tmp/corpus.txt")
   echo "corpus: KJV x $copies, $bytes bytes; vocabulary: GPT-2 (50257); CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-  printf '%-6s %-8s %9s %9s %8s %s\n' round threads seconds MB/s cpu_s same_ids
+  printf '%-6s %-8s %9s %9s %8s %9s %s\n' round threads seconds MB/s cpu_s MB/cpu_s same_ids
   local -A all=()
   for r in $(seq "$rounds"); do
     for t in 1 2; do
@@ -52,7 +55,8 @@ measure() {
       else
         cp -r "$tmp/out$t" "$tmp/ref"
       fi
-      printf '%-6s %-8s %9.3f %9.1f %8.2f %s\n' "$r" "$t" "$secs" "$mbs" "$cpu" "$same"
+      printf '%-6s %-8s %9.3f %9.1f %8.2f %9.1f %s\n' "$r" "$t" "$secs" "$mbs" "$cpu" \
+        "$(echo "$bytes / $cpu / 1000000" | bc -l)" "$same"
       all[$t]+="$mbs "
     done
   done

@@ -19,6 +19,7 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift 2 ;;
     --dir) dir="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "big_corpus_check.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -58,7 +59,7 @@ run_size() {  # run_size NAME BYTES
   local name="$1" bytes="$2"
   echo "== $name corpus ($bytes bytes)"
   make_corpus "$dir/$name/text" "$bytes"
-  "$wte" prepare --tokenizer "$tok" --out "$dir/$name/shards" "$dir/$name/text"
+  "$wte" prepare --tokenizer "$tok" --val-fraction 0.01 --out "$dir/$name/shards" "$dir/$name/text"
   rm -rf "$dir/$name/text"   # training reads only the shards
   /usr/bin/time -v "$wte" train -c "$root/configs/default.ini" \
     --data.train_tokens="$dir/$name/shards/train_*.bin" --data.val_tokens="$dir/$name/shards/val_*.bin" \

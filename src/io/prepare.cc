@@ -286,7 +286,14 @@ PrepareSummary prepare_shards(const Tokenizer& tokenizer, const PrepareOptions& 
         if (reading.size() >= batch_tasks) start_batch();
         report(false);
       }
-      gzclose(gz);
+      // A stream that ends early (a truncated .gz) reads as a short file; zlib says so here.
+      int code = Z_OK;
+      const std::string msg = gzerror(gz, &code);
+      const int closed = gzclose(gz);
+      if (code != Z_OK || closed != Z_OK)
+        throw Error("reading input '" + path + "' failed: " +
+                    (code != Z_OK ? msg : std::string("zlib error ") + std::to_string(closed)) +
+                    " (a corrupt or truncated .gz?)");
       reader.end_file();
     }
     cut_tasks(true);

@@ -158,11 +158,11 @@ std::vector<std::string> expand_spec(const std::string& spec, const std::string&
   return paths;
 }
 
-// Page-aligned [begin, end) of bytes [a, b) of a mapping.
-void release_bytes(const TokenFile& f, size_t a, size_t b) {
+// madvise(advice) on the pages holding bytes [a, b) of a file's mapping.
+void advise_bytes(const TokenFile& f, size_t a, size_t b, int advice) {
   static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t lo = a / page * page, hi = std::min(f.map_bytes, (b + page - 1) / page * page);
-  if (hi > lo) ::madvise(static_cast<unsigned char*>(f.map) + lo, hi - lo, MADV_DONTNEED);
+  if (hi > lo) ::madvise(static_cast<unsigned char*>(f.map) + lo, hi - lo, advice);
 }
 
 }  // namespace
@@ -241,8 +241,8 @@ void TokenStream::release(size_t pos, size_t n) const {
   while (pos < end) {
     const TokenFile& f = impl_->file_at(pos);
     const size_t first = pos - f.start, take = std::min(end - pos, f.count - first);
-    release_bytes(f, f.header_bytes + first * f.token_bytes,
-                  f.header_bytes + (first + take) * f.token_bytes);
+    advise_bytes(f, f.header_bytes + first * f.token_bytes,
+                 f.header_bytes + (first + take) * f.token_bytes, MADV_DONTNEED);
     pos += take;
   }
 }
@@ -257,6 +257,14 @@ void TokenStream::for_each_chunk(
   std::vector<int32_t> buf(std::min(chunk, impl_->size));
   for (size_t pos = 0; pos < impl_->size; pos += chunk) {
     const size_t n = std::min(chunk, impl_->size - pos);
+    // The mapping is MADV_RANDOM (for training's windows): ask for this piece ahead of reading it.
+    for (size_t p = pos; p < pos + n;) {
+      const TokenFile& f = impl_->file_at(p);
+      const size_t first = p - f.start, take = std::min(pos + n - p, f.count - first);
+      advise_bytes(f, f.header_bytes + first * f.token_bytes,
+                   f.header_bytes + (first + take) * f.token_bytes, MADV_WILLNEED);
+      p += take;
+    }
     read(pos, n, buf.data());
     release(pos, n);
     fn(buf.data(), n, pos);
