@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 
@@ -158,11 +159,17 @@ std::vector<std::string> expand_spec(const std::string& spec, const std::string&
   return paths;
 }
 
-// madvise(advice) on the pages holding bytes [a, b) of a file's mapping.
+// madvise(advice) on the pages holding bytes [a, b) of a file's mapping, widened to 64 KiB
+// blocks: a fault on a file mapping also maps the cached pages of the aligned 64 KiB around it
+// (the kernel's fault-around, /sys/kernel/mm/.../fault_around_bytes, 64 KiB by default), and
+// those must be given back too, or every window read would leave 15 more pages resident.
 void advise_bytes(const TokenFile& f, size_t a, size_t b, int advice) {
-  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t lo = a / page * page, hi = std::min(f.map_bytes, (b + page - 1) / page * page);
-  if (hi > lo) ::madvise(static_cast<unsigned char*>(f.map) + lo, hi - lo, advice);
+  // Blocks aligned in the address space, as the kernel aligns fault-around, clipped to the mapping.
+  constexpr uintptr_t block = uintptr_t(64) << 10;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(f.map), end = base + f.map_bytes;
+  const uintptr_t lo = std::max(base, (base + a) / block * block);
+  const uintptr_t hi = std::min(end, (base + b + block - 1) / block * block);
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, advice);
 }
 
 }  // namespace
