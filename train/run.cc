@@ -80,7 +80,7 @@ void start_workers(const Config& cfg, bool writer) {
 BatchLoader restore_data_loader(const Config& cfg, const RunOptions& opts, const RunRequest& req,
                                 const RunData& d, const Say& say) {
   const size_t B = cfg.train.batch_size, T = cfg.data.seq_len;
-  BatchLoader loader(&d.train_ids, T, /*shuffle=*/true, cfg.train.seed ^ 0x5eed0da7aULL);
+  BatchLoader loader(d.train_ids, T, /*shuffle=*/true, cfg.train.seed ^ 0x5eed0da7aULL);
   if (loader.num_samples() < B)
     throw Error("train.batch_size = " + std::to_string(B) + " but the train split has only " +
                 std::to_string(loader.num_samples()) + " sequences of data.seq_len = " +

@@ -56,8 +56,8 @@ RunData prepare_data(const Config& cfg, const RunOptions& opts, const Checkpoint
   }
   if (from_token_files) {
     if (ckpt == nullptr) d.tokenizer = Tokenizer::load(cfg.data.tokenizer);
-    d.train_ids = read_token_file(cfg.data.train_tokens);
-    d.val_ids = read_token_file(cfg.data.val_tokens);
+    d.train_ids = TokenStream::open(cfg.data.train_tokens, "data.train_tokens");
+    d.val_ids = TokenStream::open(cfg.data.val_tokens, "data.val_tokens");
     throw_if_stop_requested("data preparation (reading the token files)");
     say("data: %zu train tokens from %s, %zu validation tokens from %s\n", d.train_ids.size(),
         cfg.data.train_tokens.c_str(), d.val_ids.size(), cfg.data.val_tokens.c_str());
@@ -80,8 +80,8 @@ RunData prepare_data(const Config& cfg, const RunOptions& opts, const Checkpoint
     }
     d.train_bytes = split.train.size();
     if (d.tokenizer.size() == V) {
-      d.train_ids = d.tokenizer.encode(split.train);
-      d.val_ids = d.tokenizer.encode(split.val);
+      d.train_ids = TokenStream(d.tokenizer.encode(split.train));
+      d.val_ids = TokenStream(d.tokenizer.encode(split.val));
       throw_if_stop_requested("data preparation (encoding the corpus)");
     }
   }
@@ -90,10 +90,10 @@ RunData prepare_data(const Config& cfg, const RunOptions& opts, const Checkpoint
                 " tokens but model.vocab_size = " + std::to_string(V) +
                 "; they must be equal (set model.vocab_size = " +
                 std::to_string(d.tokenizer.size()) + ")");
-  check_token_ids(d.train_ids.data(), d.train_ids.size(), V,
+  check_token_ids(d.train_ids, V,
                   from_token_files ? "data.train_tokens '" + cfg.data.train_tokens + "'"
                                    : std::string("the encoded train split"));
-  check_token_ids(d.val_ids.data(), d.val_ids.size(), V,
+  check_token_ids(d.val_ids, V,
                   from_token_files ? "data.val_tokens '" + cfg.data.val_tokens + "'"
                                    : std::string("the encoded validation split"));
   if (d.val_ids.size() < T + 1)

@@ -111,8 +111,12 @@ std::ofstream write_run_files(const Config& cfg, const RunOptions& opts, const R
   will_write(dir / "tokenizer" / "encoder.json", false);
   will_write(dir / "tokenizer" / "vocab.bpe", false);
   d.tokenizer.save((dir / "tokenizer").string());
-  will_write(dir / "train.bin", true);
-  write_token_file((dir / "train.bin").string(), d.train_ids);
+  // Token files stay where they are (config.ini names them): only a stream tokenized at start-up
+  // is written.
+  if (!d.train_ids.mapped()) {
+    will_write(dir / "train.bin", true);
+    write_token_file((dir / "train.bin").string(), d.train_ids);
+  }
   will_write(dir / "val.bin", true);
   write_token_file((dir / "val.bin").string(), d.val_ids);
   *metrics_path = (dir / "metrics.csv").string();

@@ -51,7 +51,7 @@ struct Say {
 // The run's tokenizer and token streams, every id checked.
 struct RunData {
   Tokenizer tokenizer;
-  std::vector<int32_t> train_ids, val_ids;
+  TokenStream train_ids, val_ids;  // memory-mapped when read from token files
   uint64_t train_hash = 0, val_hash = 0;
   size_t train_bytes = 0;  // bytes of the train split's text (0 from token files)
   Clock::time_point t_prep;

@@ -18,6 +18,7 @@
 
 #include "src/io/config_values.h"
 #include "src/io/file_checks.h"
+#include "wte/data.h"
 #include "wte/error.h"
 
 namespace fs = std::filesystem;
@@ -131,8 +132,9 @@ void check_paths(const Config& cfg, const RunOptions& opts) {
     io::require_input_file(key + ": ", path, hint);
   };
   if (!cfg.data.train_tokens.empty()) {
-    require_file("data.train_tokens", cfg.data.train_tokens, "");
-    require_file("data.val_tokens", cfg.data.val_tokens, "");
+    // A file, a directory or a glob: opening maps the files and checks their headers and sizes.
+    (void)TokenStream::open(cfg.data.train_tokens, "data.train_tokens");
+    (void)TokenStream::open(cfg.data.val_tokens, "data.val_tokens");
   } else if (cfg.data.text.empty()) {
     throw Error("data.text is not set: give the corpus path in the config's [data] section or as "
                 "--data.text=PATH");

@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "wte/data.h"
 #include "wte/model.h"
 
 namespace wte {
@@ -28,6 +29,13 @@ double evaluate_windows(Model& model, const int32_t* tokens, size_t windows, siz
 /// windows of the stream `tokens` (stride T): the loss of `wte train`'s evaluation and of
 /// `wte eval`. `progress` as for evaluate_windows. Throws wte::Error if there is no whole window.
 double evaluate_loss(Model& model, const std::vector<int32_t>& tokens, size_t T, size_t B,
+                     size_t max_windows,
+                     const std::function<void(size_t done, size_t total)>& progress = {});
+
+/// evaluate_loss over a token stream (memory-mapped shards or ids in memory): the windows are read
+/// from the stream B at a time, so memory does not grow with the stream; the same bits as
+/// evaluate_loss over the same ids in a vector. Throws wte::Error if there is no whole window.
+double evaluate_loss(Model& model, const TokenStream& tokens, size_t T, size_t B,
                      size_t max_windows,
                      const std::function<void(size_t done, size_t total)>& progress = {});
 

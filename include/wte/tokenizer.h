@@ -4,6 +4,7 @@
 // section 2.2, and GPT-2's released encoder.py (bytes_to_unicode, the pre-tokenizer regex, bpe()).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -12,6 +13,37 @@
 #include <vector>
 
 namespace wte {
+
+class Tokenizer;
+
+/// The ids of pre-tokens already encoded, so a pre-token seen before costs one hash lookup instead
+/// of a BPE pass. One cache per thread (it is not thread-safe); reuse it across
+/// Tokenizer::encode_append calls on many pieces of a corpus. It holds at most kMaxIds ids (and
+/// the pre-tokens they came from) and starts afresh when full, or when used with another
+/// Tokenizer; it never changes an id, only how fast ids are found.
+class EncodeCache {
+ public:
+  static constexpr size_t kMaxIds = size_t(1) << 22;
+  void clear();
+
+ private:
+  friend class Tokenizer;
+  // Open addressing with linear probing over a power-of-two table, at most half full. A slot with
+  // key_len 0 is empty (a pre-token is never empty).
+  struct Slot {
+    uint64_t hash;
+    uint32_t key_start, key_len;  // the pre-token's bytes in keys_
+    uint32_t ids_start, ids_len;  // its ids in ids_
+  };
+  // The ids of `key` (hashed to `hash`) appended to `out`, or false if it is not cached.
+  bool find(std::string_view key, uint64_t hash, std::vector<int32_t>& out) const;
+  void insert(std::string_view key, uint64_t hash, const int32_t* ids, size_t n);
+  const Tokenizer* owner_ = nullptr;
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+  std::string keys_;
+  std::vector<int32_t> ids_;
+};
 
 /// A byte-level BPE vocabulary. Ids 0..255 are the 256 single-byte tokens, in GPT-2's
 /// bytes_to_unicode order (as in GPT-2's encoder.json: '!'..'~', '¡'..'¬', '®'..'ÿ', then the
@@ -79,9 +111,13 @@ class Tokenizer {
   std::string vocab_bpe() const;
 
   /// Encodes any byte string. Every id is in [0, size()). Memoizes bpe() per distinct pre-token
-  /// within one call (the whole 4.1 MB KJV in 0.08-0.14 s, with GPT-2's vocabulary or a trained
-  /// one); encode a big text in one call rather than piece by piece.
+  /// within one call; to encode a corpus piece by piece, use encode_append with one cache.
   std::vector<int32_t> encode(std::string_view text) const;
+  /// Appends the ids of `text` to `ids`, remembering pre-tokens in `cache` (see EncodeCache).
+  /// The ids are encode(text)'s. A text cut into pieces gives encode(whole)'s ids only when each
+  /// cut falls where the pre-tokenizer would end a pre-token whatever follows (see
+  /// safe_cut_before).
+  void encode_append(std::string_view text, EncodeCache& cache, std::vector<int32_t>& ids) const;
   /// Decodes ids back to bytes; decode(encode(s)) == s for every byte string s.
   /// Throws wte::Error on an id outside [0, size()).
   std::string decode(const std::vector<int32_t>& ids) const;
@@ -98,6 +134,15 @@ class Tokenizer {
   /// GPT-2's pre-tokenizer on its own: the pieces the BPE then splits (exposed for tests and tools).
   /// The views point into `text`; concatenated they give `text` back.
   static std::vector<std::string_view> pretokenize(std::string_view text);
+  /// The same split found by PCRE2 alone, without the ASCII fast path pretokenize() takes where
+  /// ASCII bytes decide a match: the reference that fast path is tested against.
+  static std::vector<std::string_view> pretokenize_pcre2_only(std::string_view text);
+  /// The largest p in (0, pos] (pos <= text.size() - 1) at which `text` can be cut so that encoding
+  /// text[0, p) and text[p, end) apart gives the ids of the whole: text[p - 1] is an ASCII
+  /// character that is not whitespace and text[p] is ASCII whitespace. No pre-token spans such a p
+  /// (a run of letters, digits or other characters ends at whitespace, and the regex looks only
+  /// ahead, never behind), and the whitespace after p decides nothing before it. 0 if there is none.
+  static size_t safe_cut_before(std::string_view text, size_t pos);
 
   /// GPT-2's bytes_to_unicode form of a byte string (as used in encoder.json and vocab.bpe):
   /// e.g. " bank" -> "Ġbank". Inverse: from_unicode_form, which throws wte::Error on a

@@ -526,8 +526,8 @@ void read_resume_state(hid_t root, const std::string& path, const std::string& w
                 std::to_string(rs.train_tokens) + ") or 2^32 - 1 allow");
   rs.train_tokens_fnv1a64 = read_uint_attr(data.get(), "/data", "train_tokens_fnv1a64", path);
   rs.val_tokens_fnv1a64 = read_uint_attr(data.get(), "/data", "val_tokens_fnv1a64", path);
-  ls.order.resize(ls.num_samples);
-  hdf5::read_u32(data.get(), "order", ls.num_samples, ls.order.data(), what);
+  ls.order.resize(loader_order_words(ls.num_samples));
+  hdf5::read_u32(data.get(), "order", ls.order.size(), ls.order.data(), what);
   hdf5::read_u64(data.get(), "rng_state", 4, ls.rng_state.data(), what);
   check_loader_state(ls, "checkpoint '" + path + "'");
 }

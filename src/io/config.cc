@@ -284,13 +284,16 @@ const std::vector<Key>& keys() {
                   "a path to a text file", true, true, [](const Config& c) { return c.data.text; },
                   [](Config& c, const std::string& s) { c.data.text = s; }),
       make_string("data.train_tokens",
-                  "raw little-endian int32 token ids for training, used instead of data.text "
-                  "(e.g. a run's train.bin)",
-                  "a path to a token file", true, true,
+                  "token ids for training, used instead of data.text: a file, a directory (its "
+                  "*.bin) or a glob of llm.c shards (wte prepare) or raw little-endian int32 token "
+                  "files (e.g. a run's train.bin), read as one stream, memory-mapped",
+                  "a token file, a directory or a glob pattern", true, true,
                   [](const Config& c) { return c.data.train_tokens; },
                   [](Config& c, const std::string& s) { c.data.train_tokens = s; }),
-      make_string("data.val_tokens", "int32 token ids for validation (with data.train_tokens)",
-                  "a path to a token file", true, true,
+      make_string("data.val_tokens",
+                  "token ids for validation (with data.train_tokens): a file, directory or glob, "
+                  "as data.train_tokens",
+                  "a token file, a directory or a glob pattern", true, true,
                   [](const Config& c) { return c.data.val_tokens; },
                   [](Config& c, const std::string& s) { c.data.val_tokens = s; }),
       make_string("data.tokenizer",

@@ -205,22 +205,69 @@ double unigram_cross_entropy(const std::vector<int32_t>& train, const std::vecto
 }
 
 BatchLoader::BatchLoader(const std::vector<int32_t>* tokens, size_t T, bool shuffle, uint64_t seed)
+    : BatchLoader(TokenStream::view(tokens), T, shuffle, seed) {}
+
+BatchLoader::BatchLoader(const TokenStream& tokens, size_t T, bool shuffle, uint64_t seed)
     : tokens_(tokens), T_(T), shuffle_(shuffle), rng_(seed) {
-  if (tokens_->size() < T + 1)
-    throw Error("the token stream has " + std::to_string(tokens_->size()) +
+  if (tokens_.size() < T + 1)
+    throw Error("the token stream has " + std::to_string(tokens_.size()) +
                 " tokens, fewer than seq_len + 1 = " + std::to_string(T + 1));
-  num_samples_ = (tokens_->size() - 1) / T;
-  order_.resize(num_samples_);
+  num_samples_ = (tokens_.size() - 1) / T;
+  if (num_samples_ > UINT32_MAX)
+    throw Error("the token stream has " + std::to_string(num_samples_) + " sequences of seq_len " +
+                std::to_string(T) + ", more than 2^32 - 1: raise data.seq_len or split the data");
+  order_.resize(loader_order_words(num_samples_));
   start_epoch();
   epoch_ = 0;
 }
 
 void BatchLoader::start_epoch() {
-  for (size_t i = 0; i < num_samples_; ++i) order_[i] = static_cast<uint32_t>(i);
-  if (shuffle_) {
-    for (size_t i = num_samples_ - 1; i > 0; --i) std::swap(order_[i], order_[rng_.below(i + 1)]);
+  if (num_samples_ > kMaxStoredOrderSamples) {
+    // The order's round keys; all zero without shuffle (then sample_at is the identity).
+    for (size_t r = 0; r < 4; ++r) {
+      const uint64_t key = shuffle_ ? rng_.next() : 0;
+      order_[2 * r] = static_cast<uint32_t>(key);
+      order_[2 * r + 1] = static_cast<uint32_t>(key >> 32);
+    }
+  } else {
+    for (size_t i = 0; i < num_samples_; ++i) order_[i] = static_cast<uint32_t>(i);
+    if (shuffle_) {
+      for (size_t i = num_samples_ - 1; i > 0; --i) std::swap(order_[i], order_[rng_.below(i + 1)]);
+    }
   }
   cursor_ = 0;
+}
+
+namespace {
+// splitmix64's finalizer (Steele, Lea, Flood 2014): a bijective 64-bit mix.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+uint32_t BatchLoader::sample_at(size_t position) const {
+  if (num_samples_ <= kMaxStoredOrderSamples) return order_[position];
+  if (!shuffle_) return static_cast<uint32_t>(position);
+  // A balanced Feistel network on 2·half bits is a bijection of [0, 4^half) for any round
+  // function; walking it from `position` until the value is below num_samples restricts it to a
+  // bijection of [0, num_samples) (4^half < 4·num_samples, so under 4 steps on average).
+  size_t half = 1;
+  while ((uint64_t(1) << (2 * half)) < num_samples_) ++half;
+  const uint64_t mask = (uint64_t(1) << half) - 1;
+  uint64_t x = position;
+  do {
+    uint64_t left = x >> half, right = x & mask;
+    for (size_t r = 0; r < 4; ++r) {
+      const uint64_t key = order_[2 * r] | (static_cast<uint64_t>(order_[2 * r + 1]) << 32);
+      const uint64_t next = left ^ (mix64(right ^ key) & mask);
+      left = right;
+      right = next;
+    }
+    x = (left << half) | right;
+  } while (x >= num_samples_);
+  return static_cast<uint32_t>(x);
 }
 
 void BatchLoader::next_batch(int32_t* inputs, int32_t* targets, size_t B,
@@ -238,17 +285,21 @@ void BatchLoader::next_samples(size_t B, std::vector<uint32_t>* samples,
       ++epoch_;
       start_epoch();
     }
-    if (served != nullptr) served->push_back({epoch_, order_[cursor_]});
-    (*samples)[b] = order_[cursor_++];
+    const uint32_t k = sample_at(cursor_++);
+    if (served != nullptr) served->push_back({epoch_, k});
+    (*samples)[b] = k;
   }
 }
 
 void BatchLoader::copy_samples(const uint32_t* samples, size_t count, int32_t* inputs,
                                int32_t* targets) const {
+  std::vector<int32_t> window(T_ + 1);
   for (size_t b = 0; b < count; ++b) {
-    const int32_t* window = tokens_->data() + static_cast<size_t>(samples[b]) * T_;
-    std::memcpy(inputs + b * T_, window, T_ * sizeof(int32_t));
-    std::memcpy(targets + b * T_, window + 1, T_ * sizeof(int32_t));
+    const size_t pos = static_cast<size_t>(samples[b]) * T_;
+    tokens_.read(pos, T_ + 1, window.data());
+    tokens_.release(pos, T_ + 1);
+    std::memcpy(inputs + b * T_, window.data(), T_ * sizeof(int32_t));
+    std::memcpy(targets + b * T_, window.data() + 1, T_ * sizeof(int32_t));
   }
 }
 
@@ -265,14 +316,16 @@ LoaderState BatchLoader::state() const {
 
 void check_loader_state(const LoaderState& s, const std::string& where) {
   auto fail = [&](const std::string& what) { throw Error(where + ": data order " + what); };
-  if (s.order.size() != s.num_samples)
+  if (s.order.size() != loader_order_words(s.num_samples))
     fail("has " + std::to_string(s.order.size()) + " entries but num_samples = " +
-         std::to_string(s.num_samples));
+         std::to_string(s.num_samples) + " needs " +
+         std::to_string(loader_order_words(s.num_samples)));
   if (s.cursor > s.num_samples)
     fail("cursor " + std::to_string(s.cursor) + " exceeds num_samples = " +
          std::to_string(s.num_samples));
   if (s.rng_state == std::array<uint64_t, 4>{})
     fail("has an all-zero shuffle RNG state (not a state xoshiro256** can reach)");
+  if (s.num_samples > kMaxStoredOrderSamples) return;  // any 8 words are keys of an order
   std::vector<bool> seen(s.num_samples, false);
   for (size_t i = 0; i < s.order.size(); ++i) {
     const uint32_t k = s.order[i];

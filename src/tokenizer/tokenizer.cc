@@ -143,13 +143,97 @@ struct MatchData {
   ~MatchData() { pcre2_match_data_free(md); }
 };
 
-// Calls emit(piece) for each pre-token of `run`, which must be valid UTF-8.
-template <typename Emit>
+// The class of each ASCII byte under the pattern's \s, \p{L} and \p{N} (asked of PCRE2 itself,
+// with the pattern's flags, so the fast path below cannot disagree with the regex about a byte).
+enum ByteClass : uint8_t { kLetter, kNumber, kSpace, kOther, kNonAscii };
+
+const std::array<ByteClass, 256>& byte_classes() {
+  static const std::array<ByteClass, 256> table = [] {
+    auto compile = [](const char* pattern) {
+      int err = 0;
+      PCRE2_SIZE off = 0;
+      pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
+                                       PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &err, &off, nullptr);
+      if (code == nullptr) throw Error(std::string("compiling ") + pattern + " with PCRE2 failed");
+      return code;
+    };
+    pcre2_code* space = compile(R"(\s)");
+    pcre2_code* letter = compile(R"(\p{L})");
+    pcre2_code* number = compile(R"(\p{N})");
+    pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
+    std::array<ByteClass, 256> t{};
+    for (int b = 0; b < 256; ++b) {
+      if (b >= 0x80) {
+        t[b] = kNonAscii;
+        continue;
+      }
+      const auto c = static_cast<unsigned char>(b);
+      auto is = [&](pcre2_code* code) { return pcre2_match(code, &c, 1, 0, 0, md, nullptr) >= 0; };
+      t[b] = is(letter) ? kLetter : is(number) ? kNumber : is(space) ? kSpace : kOther;
+    }
+    pcre2_match_data_free(md);
+    pcre2_code_free(space);
+    pcre2_code_free(letter);
+    pcre2_code_free(number);
+    return t;
+  }();
+  return table;
+}
+
+// The end of the regex's match at `pos` of `run`, found without PCRE2 when the ASCII bytes around
+// decide it, or 0 when a non-ASCII character could change it (then PCRE2 decides). Follows the
+// alternatives in the pattern's order:
+//   's 't 're 've 'm 'll 'd; " ?" then a run of letters, of digits, or of other characters;
+//   \s+(?!\S), a whitespace run minus its last character when a non-space follows;
+//   \s+, the one whitespace character left before a non-space.
+size_t ascii_match_end(std::string_view s, size_t pos) {
+  const auto& cls = byte_classes();
+  const size_t n = s.size();
+  auto at = [&](size_t i) { return cls[static_cast<uint8_t>(s[i])]; };
+  const char c = s[pos];
+  if (c == '\'' && pos + 1 < n) {
+    const char d = s[pos + 1];
+    if (d == 's' || d == 't' || d == 'm' || d == 'd') return pos + 2;
+    if (pos + 2 < n) {
+      const char e = s[pos + 2];
+      if ((d == 'r' && e == 'e') || (d == 'v' && e == 'e') || (d == 'l' && e == 'l')) return pos + 3;
+    }
+  }
+  size_t i = pos;
+  ByteClass k = at(pos);
+  if (c == ' ' && pos + 1 < n && at(pos + 1) != kSpace) {
+    i = pos + 1;
+    k = at(i);
+  }
+  if (k == kNonAscii) return 0;
+  if (k != kSpace) {  // a run of one class: letters, digits or other characters
+    size_t j = i + 1;
+    while (j < n && at(j) == k) ++j;
+    return j < n && at(j) == kNonAscii ? 0 : j;
+  }
+  size_t j = pos + 1;
+  while (j < n && at(j) == kSpace) ++j;
+  if (j == n) return n;
+  if (at(j) == kNonAscii) return 0;  // it may be a space (U+00A0, U+2003, ...)
+  return j - pos >= 2 ? j - 1 : j;
+}
+
+// Calls emit(piece) for each pre-token of `run`, which must be valid UTF-8. With ascii_fast, the
+// matches that ASCII bytes decide are found by ascii_match_end; PCRE2 finds the others.
+template <bool ascii_fast, typename Emit>
 void regex_split(std::string_view run, Emit&& emit) {
   thread_local MatchData data;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(run.data());
   size_t pos = 0;
   while (pos < run.size()) {
+    if constexpr (ascii_fast) {
+      const size_t end = ascii_match_end(run, pos);
+      if (end != 0) {
+        emit(run.substr(pos, end - pos));
+        pos = end;
+        continue;
+      }
+    }
     const int rc = pcre2_match(regex(), subject, run.size(), pos, PCRE2_NO_UTF_CHECK, data.md,
                                nullptr);
     if (rc < 0) {
@@ -173,20 +257,47 @@ void regex_split(std::string_view run, Emit&& emit) {
 
 // Splits any byte string into pre-tokens: the regex on maximal valid-UTF-8 runs, each invalid
 // byte on its own.
-template <typename Emit>
+template <bool ascii_fast = true, typename Emit>
 void for_each_pretoken(std::string_view text, Emit&& emit) {
   size_t run_start = 0, i = 0;
   while (i < text.size()) {
+    if (static_cast<uint8_t>(text[i]) < 0x80) {  // ASCII: valid on its own
+      ++i;
+      continue;
+    }
     const size_t n = utf8_len(text, i);
     if (n > 0) {
       i += n;
       continue;
     }
-    if (i > run_start) regex_split(text.substr(run_start, i - run_start), emit);
+    if (i > run_start) regex_split<ascii_fast>(text.substr(run_start, i - run_start), emit);
     emit(text.substr(i, 1));
     run_start = ++i;
   }
-  if (i > run_start) regex_split(text.substr(run_start, i - run_start), emit);
+  if (i > run_start) regex_split<ascii_fast>(text.substr(run_start, i - run_start), emit);
+}
+
+// A fast hash of a short byte string for EncodeCache: 8 bytes at a time, each word mixed in by a
+// multiply and xor-shift (the finalizer of MurmurHash3's 64-bit variant). Not cryptographic.
+uint64_t hash_bytes(std::string_view s) {
+  constexpr uint64_t k = 0x9E3779B97F4A7C15ULL;
+  uint64_t h = s.size() * k;
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * k;
+    h ^= h >> 32;
+  }
+  if (i < s.size()) {
+    uint64_t w = 0;
+    std::memcpy(&w, s.data() + i, s.size() - i);
+    h = (h ^ w) * k;
+  }
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDULL;
+  h ^= h >> 33;
+  return h;
 }
 
 uint64_t pair_key(int32_t a, int32_t b) {
@@ -346,6 +457,22 @@ std::vector<std::string_view> Tokenizer::pretokenize(std::string_view text) {
   return out;
 }
 
+size_t Tokenizer::safe_cut_before(std::string_view text, size_t pos) {
+  const auto& cls = byte_classes();
+  for (size_t p = std::min(pos, text.size() == 0 ? 0 : text.size() - 1); p > 0; --p) {
+    const ByteClass before = cls[static_cast<uint8_t>(text[p - 1])];
+    if (cls[static_cast<uint8_t>(text[p])] == kSpace && before != kSpace && before != kNonAscii)
+      return p;
+  }
+  return 0;
+}
+
+std::vector<std::string_view> Tokenizer::pretokenize_pcre2_only(std::string_view text) {
+  std::vector<std::string_view> out;
+  for_each_pretoken</*ascii_fast=*/false>(text, [&](std::string_view p) { out.push_back(p); });
+  return out;
+}
+
 // GPT-2's bpe(): while some adjacent pair has a merge rank, take the lowest-ranked pair and merge
 // all its occurrences left to right, then look again. Done here in O(n log n) instead of GPT-2's
 // O(n^2): symbols form a linked list and a min-heap holds (rank, left position) of candidate
@@ -408,22 +535,69 @@ void Tokenizer::bpe(std::string_view word, std::vector<int32_t>& out) const {
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 16);
-  // Memo of bpe() per distinct pre-token: (start, length) of its ids in `ids` the first time.
-  std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
+  EncodeCache cache;
+  encode_append(text, cache, ids);
+  return ids;
+}
+
+void Tokenizer::encode_append(std::string_view text, EncodeCache& cache,
+                              std::vector<int32_t>& ids) const {
+  // A cache filled by another vocabulary would give that vocabulary's ids: start it afresh.
+  if (cache.owner_ != this) {
+    cache.clear();
+    cache.owner_ = this;
+  }
   for_each_pretoken(text, [&](std::string_view p) {
-    const auto it = cache.find(p);
-    if (it != cache.end()) {
-      const auto [start, len] = it->second;
-      for (uint32_t k = 0; k < len; ++k) ids.push_back(ids[start + k]);
-      return;
-    }
+    const uint64_t hash = hash_bytes(p);
+    if (cache.find(p, hash, ids)) return;
     const size_t start = ids.size();
     bpe(p, ids);
-    if (start <= std::numeric_limits<uint32_t>::max())
-      cache.emplace(p, std::make_pair(static_cast<uint32_t>(start),
-                                      static_cast<uint32_t>(ids.size() - start)));
+    cache.insert(p, hash, ids.data() + start, ids.size() - start);
   });
-  return ids;
+}
+
+void EncodeCache::clear() {
+  slots_.clear();
+  used_ = 0;
+  keys_.clear();
+  ids_.clear();
+}
+
+bool EncodeCache::find(std::string_view key, uint64_t hash, std::vector<int32_t>& out) const {
+  if (slots_.empty()) return false;
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.key_len == 0) return false;
+    if (s.hash == hash && s.key_len == key.size() &&
+        std::memcmp(keys_.data() + s.key_start, key.data(), key.size()) == 0) {
+      out.insert(out.end(), ids_.begin() + s.ids_start, ids_.begin() + s.ids_start + s.ids_len);
+      return true;
+    }
+  }
+}
+
+void EncodeCache::insert(std::string_view key, uint64_t hash, const int32_t* ids, size_t n) {
+  if (ids_.size() + n > kMaxIds || keys_.size() + key.size() > (size_t(1) << 31)) clear();
+  if (2 * (used_ + 1) > slots_.size()) {  // grow to keep the table at most half full
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(std::max<size_t>(1024, 2 * old.size()), Slot{0, 0, 0, 0, 0});
+    const size_t mask = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.key_len == 0) continue;
+      size_t i = s.hash & mask;
+      while (slots_[i].key_len != 0) i = (i + 1) & mask;
+      slots_[i] = s;
+    }
+  }
+  const size_t mask = slots_.size() - 1;
+  size_t i = hash & mask;
+  while (slots_[i].key_len != 0) i = (i + 1) & mask;
+  slots_[i] = Slot{hash, static_cast<uint32_t>(keys_.size()), static_cast<uint32_t>(key.size()),
+                   static_cast<uint32_t>(ids_.size()), static_cast<uint32_t>(n)};
+  keys_.append(key);
+  ids_.insert(ids_.end(), ids, ids + n);
+  ++used_;
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {

@@ -196,6 +196,90 @@ TEST(Pretokenize, ConcatenationIsTheInput) {
   }
 }
 
+// Texts of the characters whose classes the ASCII fast path decides on or hands to PCRE2: every
+// ASCII byte, contractions, whitespace runs before letters, non-ASCII letters, digits and spaces.
+std::vector<std::string> ascii_heavy_texts(size_t count, uint32_t seed) {
+  const std::vector<std::string> parts = {
+      "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'x", "'", " '", "  ", " ", "\n", "\n\n", "\r\n",
+      "\t", "\x0b", "\x0c", "a", "Zq", " the", "09", " 7", "!", "?!", " ...", "é", " é", "\xc2\xa0",
+      "\xe2\x80\x83", "\xc2\x85", "\xd9\xa3", "\xe2\x85\xa0", "中", "😀", "\xff"};
+  std::mt19937 rng(seed);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < count; ++i) {
+    std::string s;
+    const size_t n = rng() % 24;
+    for (size_t k = 0; k < n; ++k)
+      s += rng() % 5 == 0 ? std::string(1, static_cast<char>(rng() % 128)) : parts[rng() % parts.size()];
+    out.push_back(s);
+  }
+  return out;
+}
+
+TEST(Pretokenize, AsciiFastPathSplitsAsPcre2) {
+  for (const std::string& s : ascii_heavy_texts(20000, 3)) {
+    const auto fast = Tokenizer::pretokenize(s);
+    const auto slow = Tokenizer::pretokenize_pcre2_only(s);
+    ASSERT_EQ(fast, slow) << "text: \"" << escape_piece(s) << "\"";
+  }
+  for (const std::string& s : random_texts(2000, 4))
+    ASSERT_EQ(Tokenizer::pretokenize(s), Tokenizer::pretokenize_pcre2_only(s))
+        << "text: \"" << escape_piece(s) << "\"";
+}
+
+// A text cut at safe_cut_before points and encoded piece by piece with one cache gives the ids
+// of the whole text, with a trained vocabulary and with GPT-2's.
+TEST(Encode, PiecesCutAtSafePointsGiveTheWholeTextsIds) {
+  std::string corpus;
+  for (const std::string& s : ascii_heavy_texts(3000, 5)) corpus += s;
+  std::vector<const Tokenizer*> toks;
+  const Tokenizer trained = Tokenizer::train(corpus, 600);
+  toks.push_back(&trained);
+  if (have_gpt2()) toks.push_back(&gpt2());
+  for (const Tokenizer* tok : toks) {
+    const std::vector<int32_t> whole = tok->encode(corpus);
+    for (size_t piece : {7u, 64u, 1000u}) {
+      EncodeCache cache;
+      std::vector<int32_t> ids;
+      size_t start = 0, cuts = 0;
+      while (start < corpus.size()) {
+        const std::string_view rest = std::string_view(corpus).substr(start);
+        // The last safe point in the next `piece` bytes (or twice as many, ... when there is none).
+        size_t cut = 0;
+        for (size_t reach = piece; cut == 0 && reach < rest.size(); reach *= 2)
+          cut = Tokenizer::safe_cut_before(rest, reach);
+        if (cut == 0) cut = rest.size();
+        tok->encode_append(rest.substr(0, cut), cache, ids);
+        start += cut;
+        ++cuts;
+      }
+      EXPECT_GT(cuts, corpus.size() / (16 * piece)) << "too few cuts to test anything";
+      ASSERT_EQ(ids, whole) << "vocabulary of " << tok->size() << ", pieces of about " << piece;
+    }
+  }
+}
+
+TEST(Encode, SafeCutBeforeFindsTheLastAsciiWordEnd) {
+  EXPECT_EQ(Tokenizer::safe_cut_before("ab cd", 4), 2u);
+  EXPECT_EQ(Tokenizer::safe_cut_before("ab  cd", 3), 2u);   // after 'b', not between the spaces
+  EXPECT_EQ(Tokenizer::safe_cut_before("ab\n\ncd", 6), 2u);
+  EXPECT_EQ(Tokenizer::safe_cut_before("abcd", 3), 0u);
+  EXPECT_EQ(Tokenizer::safe_cut_before("\xc3\xa9 x", 3), 0u);  // "é x": é is not ASCII
+  EXPECT_EQ(Tokenizer::safe_cut_before("a\xc2\xa0" "b", 3), 0u);  // U+00A0 is not ASCII whitespace
+  EXPECT_EQ(Tokenizer::safe_cut_before("", 0), 0u);
+}
+
+// A cache used with one vocabulary and then another gives the second one's ids.
+TEST(Encode, CacheFollowsTheTokenizer) {
+  const std::string text = "the cat sat on the mat, the cat sat on the hat";
+  const Tokenizer a = Tokenizer::train(text, 280), b = Tokenizer::train(text + text, 300);
+  EncodeCache cache;
+  std::vector<int32_t> ids_a, ids_b;
+  a.encode_append(text, cache, ids_a);
+  b.encode_append(text, cache, ids_b);
+  EXPECT_EQ(ids_a, a.encode(text));
+  EXPECT_EQ(ids_b, b.encode(text));
+}
+
 // ------------------------------------------------------------------------------------------------
 // Training
 
