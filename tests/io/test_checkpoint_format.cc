@@ -229,7 +229,11 @@ TEST_F(CheckpointFormat, ResumeAutoSkipsVersionTwoFilesThatCrashOrHangHdf5) {
             0)
       << out;
   EXPECT_NE(out.find("skipping checkpoint '" + ckpt("run", 3) + "' is corrupt"), std::string::npos) << out;
-  EXPECT_NE(out.find("skipping checkpoint '" + ckpt("run", 5) + "'"), std::string::npos) << out;
+  // Where HDF5 loops on this damage depends on what it reads first (the self-contained check
+  // reads every object header before the datasets): skipped either way, with an error.
+  EXPECT_TRUE(out.find("skipping checkpoint '" + ckpt("run", 5) + "'") != std::string::npos ||
+              out.find("skipping '" + ckpt("run", 5) + "'") != std::string::npos)
+      << out;
   EXPECT_NE(out.find("resumed: " + ckpt("run", 2) + " at step 2"), std::string::npos) << out;
   EXPECT_NE(out.find("mv '" + ckpt("run", 5) + "' '" + ckpt("run", 5) + ".corrupt'"), std::string::npos) << out;
   EXPECT_EQ(load(ckpt("run", 4)).info.step, 4);

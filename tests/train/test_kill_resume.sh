@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Crash safety: `wte train` is killed with SIGKILL at a random moment (data
-# preparation, a step, a checkpoint or snapshot write, the final evaluation), then the
-# `wte train --resume auto` that continues it is killed too, at a random moment of its own (odd
-# trials: anywhere in its run; even trials: while its validation child reads the checkpoints). No
-# process of the run may be left (the validation child dies with its parent), and a last
-# `wte train --resume auto` finishes the run; its final checkpoint must be bit-identical (h5diff:
-# every dataset and attribute) to an uninterrupted run's. KILL_TRIALS trials (default 10);
-# scripts/kill_test.sh N runs N. KILL_SEED makes the moments reproducible.
+# Crash safety: `wte train` is killed with SIGKILL at a random moment (data preparation, a step, a
+# checkpoint or snapshot write, the final evaluation), then the `wte train --resume auto` that
+# continues it is killed too, at a random moment of its own (odd trials: anywhere in its run; even
+# trials: while its validation child validates the checkpoints, held there by a test hook as a
+# slow file would hold it). No process of the run may be left (the validation child dies with its
+# parent), and a last `wte train --resume auto` finishes the run; its final checkpoint must be
+# bit-identical (h5diff: every dataset and attribute) to an uninterrupted run's. KILL_TRIALS trials
+# (default 10); scripts/kill_test.sh N runs N. KILL_SEED makes the moments reproducible.
 set -uo pipefail
 cli="${WTE_CLI:?}"
 trials="${KILL_TRIALS:-10}"
@@ -72,19 +72,26 @@ for i in $(seq 1 "$trials"); do
   # The --resume auto that continues it is killed too: odd trials at a random moment of the
   # reference run's duration, even trials as soon as its validation child exists.
   if [ -d "$work/run" ]; then
-    "$cli" train --quiet --resume auto --config "$work/tiny.ini" --out "$work/run" > "$work/second.log" 2>&1 &
+    # Even trials hold the validation child before it reads (a test hook), as a slow or hung
+    # file would: the kill surely lands while it validates, and a child that outlived its parent
+    # would stay, holding the run directory.
+    stall=()
+    [ $((i % 2)) -eq 0 ] && stall=(WTE_TEST_STALL_VALIDATION=1)
+    env "${stall[@]}" "$cli" train --quiet --resume auto --config "$work/tiny.ini" \
+      --out "$work/run" > "$work/second.log" 2>&1 &
     pid=$!
     if [ $((i % 2)) -eq 1 ]; then
       second_ms=$(( (RANDOM * 32768 + RANDOM) % (ref_ms + 1) ))
       sleep "$(printf '%d.%03d' $((second_ms / 1000)) $((second_ms % 1000)))"
       second_ms="${second_ms}ms"
     else
+      # (No checkpoint on disk: no validation, the run goes on and is killed after 4 s or ends.)
+      second_ms="4s-without-validation"
       for _ in $(seq 1 2000); do
-        pgrep -P "$pid" > /dev/null && break
+        pgrep -P "$pid" > /dev/null && { second_ms="in-validation"; break; }
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.002
       done
-      second_ms="in-validation"
     fi
     kill -KILL "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
