@@ -4,11 +4,14 @@
 // JOB.json: {"models": [{"label", "path", "texts": [string], "prompts": [[id]], "n_new": [n],
 //            "generate": bool}]}
 // RESULT:   {"models": [{"label", "version", "metadata": {dotted key: value}, "tensors":
-//            [{"name", "dimensions", "ggmlType"}], "tokens": [[id]], "generated": [[id]]}]}
+//            [{"name", "dimensions", "ggmlType"}], "tokens": [[id]], "generated": [[id]],
+//            "probabilities": [[p for each id]]}]}
 // Token ids: model.tokenize(text, false) (special-token text such as "<|endoftext|>" is read as
 // text, as `wte tokenize` does). Generation: one sequence, its history cleared per prompt, the
 // prompt's ids evaluated, then n_new tokens at temperature 0 (greedy: the argmax of the logits),
 // end-of-generation tokens included; float32 KV cache so an F32 model runs in float32 throughout.
+// Probabilities: llama.cpp's distribution of the token after each prompt, softmax(logits) over
+// the whole vocabulary (temperature 1, no top-k, top-p or min-p cut).
 import fs from "node:fs";
 import path from "node:path";
 import {pathToFileURL} from "node:url";
@@ -42,6 +45,7 @@ for (const m of job.models) {
     })),
     tokens: [],
     generated: [],
+    probabilities: [],
   };
   const model = await llama.loadModel({modelPath: m.path, gpuLayers: 0});
   for (const text of m.texts) r.tokens.push(Array.from(model.tokenize(text, false)));
@@ -62,6 +66,16 @@ for (const m of job.models) {
         }
       }
       r.generated.push(out);
+      await sequence.clearHistory();
+      const everyToken = {temperature: 1, topK: m.vocab_size, topP: 1, minP: 0,
+        yieldEogToken: true};
+      for await (const next of sequence.evaluateWithMetadata(m.prompts[i], {probabilities: true},
+                                                             everyToken)) {
+        const p = new Array(m.vocab_size).fill(0);
+        for (const [token, prob] of next.probabilities) p[token] = prob;
+        r.probabilities.push(p);
+        break;
+      }
     }
     await context.dispose();
   }

@@ -12,9 +12,13 @@ Three models, each exported with `wte export --format gguf` at F32, F16 and Q8_0
 For each file llama.cpp must: read back every metadata key wte wrote (node-llama-cpp's
 readGgufFileInfo: architecture, shapes, tokenizer tokens, types and merges, ids) and every tensor's
 name, dimensions and type; tokenize 100 texts (ASCII, Unicode, whitespace runs, "<|endoftext|>")
-to exactly `wte tokenize`'s ids; and continue 8 prompts greedily like `wte sample --temperature 0`
-(32 new tokens, fewer where n_ctx ends first): every token equal at F32, the first token equal at
-F16 and Q8_0 (their rounding moves logits; how many of the tokens agree is printed).
+to exactly `wte tokenize`'s ids; give, after each of 8 prompts, next-token probabilities over the
+whole vocabulary within PROB_TOL of softmax(wte's logits) at F32 (`wte hidden-states --out`; the
+largest difference is printed for every type); and continue the prompts greedily like `wte sample
+--temperature 0` (32 new tokens, fewer where n_ctx ends first): every token equal at F32, the
+first token equal at F16 and Q8_0 (their rounding moves logits; how many of the tokens agree is
+printed). The models are trained only a few steps, so many continuations repeat a word; the
+probabilities are the check that every weight arrived.
 
 Needs node and node-llama-cpp@3.21.1 (scripts/quickstart.sh test installs it into
 $WTE_NODE_LLAMA_CPP, default ~/.cache/wte/node-llama-cpp-3.21.1); exits 77 saying so when either
@@ -37,6 +41,10 @@ NODE_DIR = os.environ.get("WTE_NODE_LLAMA_CPP",
                           os.path.expanduser("~/.cache/wte/node-llama-cpp-3.21.1"))
 MODULES = os.path.join(NODE_DIR, "node_modules")
 failures = []
+# Bound on |p_llama.cpp - p_wte| (next-token probabilities) at F32: float32 arithmetic in a
+# different order, and ggml's GELU read from a float16 table (relative error up to 2^-11 per
+# activation); the F32 runs measured stay far below it (the test prints the value).
+PROB_TOL = 5e-4
 
 
 def skip(why):
@@ -93,6 +101,25 @@ def wte_sample(ckpt, prompt, n_new):
     p = prompt.encode()
     check(out.startswith(p) and out.endswith(b"\n"), f"wte sample's output frames the prompt {prompt!r}")
     return out[len(p):-1]
+
+
+def wte_next_token_probabilities(work, label, ckpt, prompt_texts):
+    """softmax of wte's logits after each prompt (`wte hidden-states --out`: the logits of every
+    position), in float64."""
+    import h5py  # noqa: E402 (Debian's, under /usr/bin/python3)
+    import numpy as np  # noqa: E402
+    out = os.path.join(work, f"{label}_logits.h5")
+    args = [WTE, "hidden-states", "--checkpoint", ckpt, "--out", out]
+    for p in prompt_texts:
+        args += ["--text", p]
+    run(args)
+    probs = []
+    with h5py.File(out, "r") as f:
+        for i in range(len(prompt_texts)):
+            logits = f[f"text{i}/logits"][-1].astype(np.float64)
+            e = np.exp(logits - logits.max())
+            probs.append(e / e.sum())
+    return probs
 
 
 def train(work, name, ini, steps, extra=()):
@@ -200,10 +227,11 @@ def main():
         prompt_ids = wte_tokenize(tok_dir_arg, prompt_texts)
         n_new = [min(32, n_ctx - len(p)) for p in prompt_ids]
         want_text = [wte_sample(ckpt, p, n) for p, n in zip(prompt_texts, n_new)]
+        want_probs = wte_next_token_probabilities(work, label, ckpt, prompt_texts)
         for gtype, d in exports.items():
             jobs.append({"label": f"{label} {gtype}", "path": os.path.join(d, "model.gguf"),
                          "texts": items if gtype == "f32" else [], "prompts": prompt_ids,
-                         "n_new": n_new, "generate": True})
+                         "n_new": n_new, "generate": True, "vocab_size": cfg["vocab_size"]})
         job_path = os.path.join(work, f"{label}_job.json")
         json.dump({"models": jobs}, open(job_path, "w"))
         res = json.loads(run(["node", os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -263,8 +291,15 @@ def main():
                 else:
                     check(k >= 1, f"{label} {gtype}: prompt {prompt!r}: the first token differs "
                                   f"(llama.cpp {b''.join(got_bytes[:4])!r}, wte {want[:20]!r})")
+            worst = max(max(abs(a - b) for a, b in zip(want_p, got_p))
+                        for want_p, got_p in zip(want_probs, r["probabilities"]))
+            if gtype == "f32":
+                # float32 on both sides; llama.cpp rounds GELU's output through a float16 table.
+                check(worst <= PROB_TOL, f"{label} f32: max |p_llama.cpp - p_wte| of the token after a "
+                                         f"prompt is {worst:.2e} > {PROB_TOL:g}")
             summary.append(f"{label} {gtype}: greedy tokens agreeing with wte sample per prompt: "
-                           f"{agree} of {n_new} ({sum(agree)}/{sum(n_new)})")
+                           f"{agree} of {n_new} ({sum(agree)}/{sum(n_new)}); max |p_llama.cpp - "
+                           f"p_wte| over the vocabulary after each prompt: {worst:.2e}")
         print(f"{label}: {len(items)} texts tokenized, prompts {prompt_texts} continued; wte "
               f"sample's greedy continuation of {prompt_texts[3]!r}: {want_text[3][:120]!r}", flush=True)
     print("\n".join(summary))
