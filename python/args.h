@@ -90,7 +90,7 @@ class Args {
   void check_memory(double bytes, const std::string& what, const std::string& lower) const {
     const uint64_t available = wte::available_memory_bytes();
     if (available == 0 || bytes <= static_cast<double>(available)) return;
-    memory_error(what + " need about " + gib(bytes) + " of memory but " +
+    memory_error(what + ": about " + gib(bytes) + " of memory, but " +
                  gib(static_cast<double>(available)) + " is available; " + lower);
   }
 

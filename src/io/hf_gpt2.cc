@@ -7,12 +7,16 @@
 #include <nlohmann/json.hpp>
 
 #include "src/io/json_util.h"
+#include "src/tokenizer/quoted_excerpt.h"
 #include "src/model/parameters.h"
 #include "wte/config.h"
 #include "wte/error.h"
 
 namespace wte::hf {
 namespace {
+
+// A tensor name from the file in single quotes, escaped and cut (quoted_excerpt).
+std::string named(const std::string& name) { return quoted_excerpt(name, 80, '\''); }
 
 constexpr const char* kPrefix = "transformer.";
 
@@ -289,14 +293,14 @@ FileLayout check_tensors(const safetensors::View& file, const ModelConfig& c) {
       without_prefix = true;
     }
     if (!by_name.emplace(n, &t).second)
-      throw Error(o + ": tensor '" + n + "' is in the file twice (as '" + n + "' and '" + kPrefix +
-                  n + "')");
+      throw Error(o + ": tensor " + named(n) + " is in the file twice (as " + named(n) + " and " +
+                  named(kPrefix + n) + ")");
   }
   layout.prefixed = with_prefix && !without_prefix;
   auto check_float = [&](const safetensors::TensorInfo& t) {
     if (t.dtype != safetensors::Dtype::F32 && t.dtype != safetensors::Dtype::F16 &&
         t.dtype != safetensors::Dtype::BF16)
-      throw Error(o + ": tensor '" + t.name + "' has dtype " + safetensors::dtype_name(t.dtype) +
+      throw Error(o + ": tensor " + named(t.name) + " has dtype " + safetensors::dtype_name(t.dtype) +
                   "; wte imports F32, F16 and BF16 weights");
   };
   // Every tensor's shape, from the model's table (src/model/parameters.h), lm_head included.
@@ -321,7 +325,7 @@ FileLayout check_tensors(const safetensors::View& file, const ModelConfig& c) {
                   ")");
     check_float(*t);
     if (t->shape != want.at(p.wte))
-      throw Error(o + ": tensor '" + t->name + "' has shape " + shape_str(t->shape) +
+      throw Error(o + ": tensor " + named(t->name) + " has shape " + shape_str(t->shape) +
                   ", but config.json's GPT-2 needs " + shape_str(want.at(p.wte)) + " for wte's " +
                   p.wte + (p.wte.find("/w") != std::string::npos
                                ? " (Conv1D weights are stored (in, out))"
@@ -336,7 +340,7 @@ FileLayout check_tensors(const safetensors::View& file, const ModelConfig& c) {
   }
   if (!by_name.empty()) {
     const safetensors::TensorInfo* t = by_name.begin()->second;
-    throw Error(o + ": tensor '" + t->name + "' " + shape_str(t->shape) +
+    throw Error(o + ": tensor " + named(t->name) + " " + shape_str(t->shape) +
                 " is not part of GPT-2 as wte has it (n_layer " + std::to_string(c.n_layer) +
                 "; " + std::to_string(by_name.size()) +
                 " such tensor(s)): an architecture wte does not have, or another config.json");
@@ -358,7 +362,7 @@ void load_tensors(const safetensors::View& file, const FileLayout& layout, Model
     for (size_t k = 0; k < n; ++k)
       if (!std::isfinite(dst[k])) {
         const size_t cols = t.shape.size() == 2 ? t.shape[1] : n;
-        throw Error(o + ": tensor '" + t.name + "' holds " + std::to_string(dst[k]) + " at [" +
+        throw Error(o + ": tensor " + named(t.name) + " holds " + std::to_string(dst[k]) + " at [" +
                     (t.shape.size() == 2 ? std::to_string(k / cols) + ", " + std::to_string(k % cols)
                                          : std::to_string(k)) +
                     "] (" + safetensors::dtype_name(t.dtype) +

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "src/io/json_util.h"
+#include "src/tokenizer/quoted_excerpt.h"
 #include "wte/data.h"
 #include "wte/error.h"
 
@@ -65,6 +66,9 @@ bool whole(const nlohmann::json& j, uint64_t* out) {
 
 // A JSON value shortened for a message (bounded depth and length: the header is hostile).
 std::string brief(const nlohmann::json& j) { return json::brief(j, 80); }
+// A name from the file's header (a tensor's, a key) in single quotes, escaped and cut
+// (quoted_excerpt: a hostile header's escape codes never reach the terminal raw).
+std::string named(const std::string& name) { return quoted_excerpt(name, 80, '\''); }
 
 // One tensor's header entry `entry` (named `name`), validated: exactly the fields dtype, shape and
 // data_offsets; a known dtype; a shape of at most kMaxDims whole numbers whose product fits 2^64;
@@ -73,14 +77,14 @@ std::string brief(const nlohmann::json& j) { return json::brief(j, 80); }
 // Throws wte::Error naming `o` and the tensor.
 TensorInfo parse_tensor(const std::string& o, const std::string& name, const nlohmann::json& entry,
                         uint64_t data_start, uint64_t buffer, size_t size) {
-  const std::string t = o + ": tensor '" + name + "'";
+  const std::string t = o + ": tensor " + named(name);
   if (!entry.is_object())
     throw Error(t + " is " + brief(entry) +
                 ", expected {\"dtype\": ..., \"shape\": [...], \"data_offsets\": [begin, end]}");
   for (const auto& [k, v] : entry.items())
     if (k != "dtype" && k != "shape" && k != "data_offsets")
-      throw Error(t + " has an unknown field '" + k +
-                  "' (allowed: dtype, shape, data_offsets)");
+      throw Error(t + " has an unknown field " + named(k) +
+                  " (allowed: dtype, shape, data_offsets)");
   for (const char* k : {"dtype", "shape", "data_offsets"})
     if (!entry.contains(k)) throw Error(t + " has no '" + k + "'");
   TensorInfo info;
@@ -153,12 +157,13 @@ void check_coverage(const std::string& o, const std::vector<TensorInfo>& tensors
   const TensorInfo* prev = nullptr;
   for (const TensorInfo* t : by_offset) {
     if (t->begin < at)
-      throw Error(o + ": tensor '" + t->name + "' at data offset " + std::to_string(t->begin) +
-                  " overlaps tensor '" + prev->name + "' (which ends at " + std::to_string(at) + ")");
+      throw Error(o + ": tensor " + named(t->name) + " at data offset " +
+                  std::to_string(t->begin) + " overlaps tensor " + named(prev->name) +
+                  " (which ends at " + std::to_string(at) + ")");
     if (t->begin > at)
       throw Error(o + ": data bytes [" + std::to_string(at) + ", " + std::to_string(t->begin) +
                   ") (file offset " + std::to_string(data_start + at) +
-                  ") belong to no tensor; tensor '" + t->name + "' starts at " +
+                  ") belong to no tensor; tensor " + named(t->name) + " starts at " +
                   std::to_string(t->begin));
     at = t->end;
     prev = t;
@@ -251,7 +256,7 @@ View::View(const uint8_t* bytes, size_t size, std::string origin) : origin_(std:
   if (!header.is_object())
     throw Error(o + ": the header (offset 8) is not a JSON object");
   if (!duplicate.empty())
-    throw Error(o + ": the header names '" + duplicate + "' twice");
+    throw Error(o + ": the header names " + named(duplicate) + " twice");
 
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
@@ -259,7 +264,7 @@ View::View(const uint8_t* bytes, size_t size, std::string origin) : origin_(std:
         throw Error(o + ": __metadata__ is " + brief(entry) + ", expected an object of strings");
       for (const auto& [k, v] : entry.items()) {
         if (!v.is_string())
-          throw Error(o + ": __metadata__ '" + k + "' is " + brief(v) + ", expected a string");
+          throw Error(o + ": __metadata__ " + named(k) + " is " + brief(v) + ", expected a string");
         metadata_[k] = v.get<std::string>();
       }
       continue;
@@ -297,7 +302,7 @@ void View::to_f32(const TensorInfo& t, float* dst) const {
       }
       return;
     default:
-      throw Error(origin_ + ": tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) +
+      throw Error(origin_ + ": tensor " + named(t.name) + " has dtype " + dtype_name(t.dtype) +
                   "; wte reads F32, F16 and BF16 tensors");
   }
 }

@@ -350,8 +350,8 @@ std::string escape_piece(std::string_view bytes) {
   return out;
 }
 
-std::string quoted_excerpt(std::string_view text, size_t max_bytes) {
-  std::string out = "\"" + escape_piece(text.substr(0, max_bytes)) + "\"";
+std::string quoted_excerpt(std::string_view text, size_t max_bytes, char quote) {
+  std::string out = quote + escape_piece(text.substr(0, max_bytes)) + quote;
   if (text.size() > max_bytes)
     out += " (its first " + std::to_string(max_bytes) + " of " + std::to_string(text.size()) +
            " bytes)";

@@ -220,6 +220,24 @@ TEST(Safetensors, EveryBrokenFileHasItsOwnError) {
             std::string::npos) << parse_error(past);
 }
 
+// Names and keys from a hostile header are escaped and cut in errors: an escape code in a tensor
+// name or a __metadata__ key shows as \x1b, a 5000-byte name by its first 80 bytes.
+TEST(Safetensors, ErrorsEscapeTheHeadersNames) {
+  const std::string esc = "\\u001b]0;owned\\u0007\\u001b[31m";  // JSON escapes of ESC ] ... BEL ESC [
+  for (const std::string& bytes :
+       {frame("{\"" + esc + "w\":{\"dtype\":\"F128\",\"shape\":[1],\"data_offsets\":[0,16]}}",
+              std::string(16, '\0')),
+        frame("{\"__metadata__\":{\"" + esc + "k\":1}}", ""),
+        frame("{\"" + esc + std::string(5000, 'n') + "\":{\"dtype\":\"F32\",\"shape\":[2],"
+              "\"data_offsets\":[0,4]}}", std::string(4, '\0'))}) {
+    const std::string msg = parse_error(bytes);
+    EXPECT_EQ(msg.find('\x1b'), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\x07'), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'\\x1b]0;owned\\x07\\x1b[31m"), std::string::npos) << msg;
+    EXPECT_LT(msg.size(), 600u) << msg;
+  }
+}
+
 TEST(Safetensors, WriterHeaderIsAlignedAndReadsBack) {
   const std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {7};
   const std::string header = st::header_bytes({{"x.weight", {2, 3}, a.data()}, {"y", {1}, b.data()}},
