@@ -64,8 +64,9 @@ else
   echo "existing: $existing had built target wte, not the module (the README's tool-only build)"
 fi
 echo
-echo "| case | build directory | wall time (s) | ccache hits | ccache misses | load after (1, 5, 15 min) |"
 echo "(ccache's counters are the cache's: compiles of other builds sharing it meanwhile count too)"
+echo
+echo "| case | build directory | wall time (s) | ccache hits | ccache misses | load after (1, 5, 15 min) |"
 echo "|---|---|---:|---:|---:|---|"
 measure existing "$existing"
 measure fresh "$fresh"
