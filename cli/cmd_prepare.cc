@@ -97,6 +97,8 @@ int cmd_prepare(int argc, char** argv) {
   p.threads = vm.count("threads") ? vm["threads"].as<size_t>() : cpus_available();
   if (p.threads < 1 || p.threads > 1024)
     throw UsageError("--threads = " + std::to_string(p.threads) + " is outside [1, 1024]");
+  // About a MiB of text per task: many tasks per batch keep the threads busy to the end.
+  p.chunk_bytes = size_t(1) << 20;
   const Tokenizer tok = Tokenizer::load(vm["tokenizer"].as<std::string>());
 
   const auto t0 = std::chrono::steady_clock::now();

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "train/run_directory.h"  // available_memory_bytes
+#include "train/memory.h"  // available_memory_bytes
 
 namespace wte_python {
 
@@ -84,7 +84,7 @@ class Args {
   }
 
   // Raises MemoryError, before anything is allocated, when `bytes` exceed what this process may
-  // still allocate (wte::available_memory_bytes, train/run_directory.h: MemAvailable capped by the
+  // still allocate (wte::available_memory_bytes, train/memory.h: MemAvailable capped by the
   // cgroup's limit, as `wte train` checks; nothing is checked when that is unknown). `what` says
   // what the bytes hold and which argument sizes them; `lower` what to pass instead.
   void check_memory(double bytes, const std::string& what, const std::string& lower) const {

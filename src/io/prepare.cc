@@ -259,7 +259,9 @@ PrepareSummary prepare_shards(const Tokenizer& tokenizer, const PrepareOptions& 
       text.erase(0, cut);
     }
   };
-  const size_t batch_tasks = 2 * opts.threads;
+  // Enough tasks per batch that the threads finish together (tasks differ in length), while the
+  // next batch is read.
+  const size_t batch_tasks = 4 * opts.threads;
   try {
     std::vector<char> buf(size_t(1) << 20);
     for (const std::string& path : files) {
