@@ -67,6 +67,7 @@ CLAIM_CODE = {
     "attention": WHOLE_STEP + ["bench/attention_bench.cc"],
     "hf_import": ["src/io/safetensors*", "src/io/hf_gpt2*", "src/io/interop.cc", "src/io/checkpoint.cc",
                   "src/io/hdf5_util*", "cli/cmd_import.cc"],
+    "tokenize": ["src/tokenizer", "src/io/prepare.cc", "cli/cmd_prepare.cc"],
     "pip_install": ["setup.py", "pyproject.toml", "python", "cmake", "src", "simd", "train"],
 }
 SCRIPT = {"embedding": "bench/torch_embedding.py", "loss": "bench/torch_loss.py",
@@ -74,7 +75,8 @@ SCRIPT = {"embedding": "bench/torch_embedding.py", "loss": "bench/torch_loss.py"
           "module_backward": "bench/torch_module_backward.py", "hf_import": "bench/hf_gpt2_import.py",
           "bf16": "bench/bf16_speed.sh", "mpi_scaling": "bench/mpi_scaling.sh",
           "attention": "bench/attention_speed.sh", "busy_machine": "bench/busy_machine.sh",
-          "pip_install": "bench/pip_install.sh"}
+          "pip_install": "bench/pip_install.sh", "gemm": "bench/gemm_speed.sh",
+          "tokenize": "bench/tokenize_speed.sh"}
 
 
 def claim_paths(kind):
