@@ -61,9 +61,6 @@ struct ResumeState {
 /// file at PATH whole and never a partial file at PATH. `optimizer` and `resume` may be null
 /// (then no /optimizer, or no /schedule and /data). Throws wte::Error naming the path on failure,
 /// after removing the temporary file.
-/// Test hook: if the environment variable WTE_TEST_PAUSE_IN_CHECKPOINT_WRITE equals `step`, the
-/// writer stops itself with SIGSTOP after the parameters are written to PATH.tmp and flushed, so a
-/// test can SIGKILL it mid-write.
 void save_checkpoint(const std::string& path, const Model& model, const AdamW* optimizer,
                      const Tokenizer& tokenizer, const Config& config, int64_t step,
                      const ResumeState* resume = nullptr);
