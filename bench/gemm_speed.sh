@@ -17,7 +17,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 results_parse_out "$@"
 if [ -n "$results_out" ]; then
   results_run gemm "each float32 GEMM of a step as wte runs it (model.gemm = auto) against the fastest of oneDNN, OpenBLAS and BLIS at that shape, same run" \
-    's/^summary B=\([0-9]*\) T=\([0-9]*\) C=\([0-9]*\) V=\([0-9]*\) threads=\([12]\): wte\/best min \([0-9]*\)%, median \([0-9]*\)%.*/slowest GEMM of wte against the fastest library, B \1 T \2 d_model \3 vocab_size \4, \5 threads=\6/p' \
+    's/^summary B=\([0-9]*\) T=\([0-9]*\) C=\([0-9]*\) V=\([0-9]*\) threads=\([12]\): wte\/best min \([0-9]*\)%, median \([0-9]*\)%.*/slowest GEMM of wte against the fastest library, B \1 T \2 d_model \3 vocab_size \4, \5 threads=\6=%/p' \
     -- "$0" "${results_args[@]}"
   exit
 fi
