@@ -37,8 +37,9 @@ enum class MatmulPrecision { f32, bf16 };
 /// GEMMs with the softmax probabilities kept per layer, (B,NH,T,T) floats. tiled: FlashAttention-2's
 /// scheme (src/model/attention_tiled.h): key blocks up to the diagonal only, keeping the output and
 /// one log-sum-exp per row, (B,NH,T) floats, and recomputing the probabilities in the backward.
-/// automatic (`auto`): tiled from T = kTiledAttentionMinT tokens per sequence on, where it measures
-/// faster (bench/attention_speed.sh), dense below.
+/// automatic (`auto`): tiled from a number of tokens per sequence on, dense below; the number
+/// depends on the vector width of the CPU's kernels (a table measured with
+/// bench/attention_speed.sh: tiled_attention_min_t in src/model/attention_tiled.h).
 enum class AttentionImpl { dense, tiled, automatic };
 /// Which library runs the model's float32 GEMMs of rank 2 (model.gemm; docs/kernels.md, "The GEMM
 /// layer"). automatic (`auto`): per GEMM shape, the fastest of oneDNN, OpenBLAS and BLIS as timed
@@ -47,9 +48,6 @@ enum class AttentionImpl { dense, tiled, automatic };
 /// attention's batched GEMMs and bf16 GEMMs always run on oneDNN. Results are bit-identical for a
 /// fixed config, seed, thread count and choice; different libraries give different bits.
 enum class GemmChoice { automatic, onednn, openblas, blis };
-
-/// model.attention = auto runs the tiled attention for sequences of at least this many tokens.
-inline constexpr size_t kTiledAttentionMinT = 128;
 
 // The built-in defaults of every config key (a default-constructed Config) are configs/default.ini's
 // values (the Quick start's 4-block model and its 600-step job), so a command run without a config

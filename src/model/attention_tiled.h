@@ -52,9 +52,16 @@ struct AttentionTiles {
 /// before the rounding to the vector width.
 AttentionTiles attention_tiles(AttentionTiles tiles, bool bf16_inputs);
 
+/// model.attention = auto runs the tiled attention on sequences of at least this many tokens, on the
+/// Highway target the kernels run now (the table in attention_tiled.cc: per vector width, each
+/// entry citing the measurement that chose it).
+size_t tiled_attention_min_t();
+
 /// Whether a model of `config` runs the tiled attention on sequences of T tokens
-/// (model.attention: tiled, or auto with T >= kTiledAttentionMinT); otherwise the dense one.
-bool use_tiled_attention(const ModelConfig& config, size_t T);
+/// (model.attention: tiled, or auto with T >= auto_min_t); otherwise the dense one. A model passes
+/// the threshold it read when it was made.
+bool use_tiled_attention(const ModelConfig& config, size_t T,
+                         size_t auto_min_t = tiled_attention_min_t());
 
 /// out (B,T,C) written: merge_heads(causal_softmax(q·kᵀ/√hs)·v); lse (B,NH,T) written: the
 /// log-sum-exp of each row's scaled scores, log Σ_{j<=t} exp(q_t·k_j/√hs). qkv (B,T,3C) is c_attn's

@@ -53,6 +53,9 @@ struct Model::Impl : ActivationViews {
   Gemm gemm;
   dnnl::stream& stream = gemm.stream();
   size_t cap_rows = 0, cap_btt = 0;  // the arena holds N <= cap_rows and B·T·T <= cap_btt
+  // model.attention = auto's threshold on this CPU, fixed when the model is made: the arena's
+  // size and every forward and backward agree on the path even if the SIMD target changes later.
+  size_t tiled_min_t = tiled_attention_min_t();
   size_t micro_batches = 1;          // backward passes per zero_grad the buffers are sized for
   Buffer arena;                      // every activation view, one allocation
   size_t arena_floats = 0;
@@ -90,7 +93,7 @@ struct Model::Impl : ActivationViews {
   // Sizes the arenas for N = B·T rows and `k` backward passes per zero_grad, as plan_memory does.
   void reserve(size_t B_, size_t T_, size_t k, const ModelConfig& c) {
     // the dense attention's probabilities: none when this T runs the tiled attention
-    const size_t N = B_ * T_, BTT = use_tiled_attention(c, T_) ? 0 : B_ * T_ * T_;
+    const size_t N = B_ * T_, BTT = use_tiled_attention(c, T_, tiled_min_t) ? 0 : B_ * T_ * T_;
     if (N > cap_rows || BTT > cap_btt) {
       cap_rows = std::max(cap_rows, N);
       cap_btt = std::max(cap_btt, BTT);
@@ -427,7 +430,7 @@ const float* Model::run_forward(const int32_t* inputs, size_t B, size_t T) {
   for (size_t l = 0; l < L; ++l)
     block_forward(m.residual[l + 1], m.blocks[l], m.scratch, m.residual[l], params_.h[l],
                   m.bf16 ? &m.w16[l] : nullptr, B, T, C, config_.n_head, config_.ln_eps,
-                  use_tiled_attention(config_, T), m.gemm);
+                  use_tiled_attention(config_, T, m.tiled_min_t), m.gemm);
   // h' = ln_f(residual(n_layer)); bf16 GEMMs: the unembedding's GEMMs (fused or not) read h'
   // through its bf16 copy, which ln_f writes in the same pass
   const float* h = m.residual[L];
@@ -589,7 +592,7 @@ void Model::backward() {
   for (size_t l = L; l-- > 0;)
     block_backward(dx, grads_.h[l], m.scratch, m.blocks[l], m.residual[l], params_.h[l],
                    m.bf16 ? &m.w16[l] : nullptr, B, T, C, config_.n_head,
-                   use_tiled_attention(config_, T), m.gemm);
+                   use_tiled_attention(config_, T, m.tiled_min_t), m.gemm);
   // residual(0) = wte[x] + wpe[t]  =>  dwte[x] += dres (scatter), dwpe[t] += sum_b dres
   m.gemm.part("scatter");
   if (config_.tie_embeddings) {

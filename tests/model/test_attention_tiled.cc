@@ -281,18 +281,34 @@ TEST(AttentionTiled, AgreesWithDenseLayer) {
 }
 
 // model.attention: dense and tiled are what they say at every T; auto is dense below
-// kTiledAttentionMinT tokens and tiled from there on.
+// tiled_attention_min_t() tokens and tiled from there on.
 TEST(AttentionTiled, AutoChoosesTiledFromTheThreshold) {
   ModelConfig c;
-  for (size_t T : {size_t{1}, kTiledAttentionMinT - 1, kTiledAttentionMinT, size_t{4096}}) {
+  const size_t min_t = tiled_attention_min_t();
+  for (size_t T : {size_t{1}, min_t - 1, min_t, size_t{8192}}) {
     c.attention = AttentionImpl::dense;
     EXPECT_FALSE(use_tiled_attention(c, T)) << T;
     c.attention = AttentionImpl::tiled;
     EXPECT_TRUE(use_tiled_attention(c, T)) << T;
     c.attention = AttentionImpl::automatic;
-    EXPECT_EQ(use_tiled_attention(c, T), T >= kTiledAttentionMinT) << T;
+    EXPECT_EQ(use_tiled_attention(c, T), T >= min_t) << T;
   }
   EXPECT_EQ(ModelConfig{}.attention, AttentionImpl::automatic) << "auto is the default";
+}
+
+// auto's threshold follows the vector width of the Highway target in force (the measured table in
+// src/model/attention_tiled.cc): tiled from T 128 on 512-bit vectors, from T 384 on narrower ones,
+// where the dense attention is faster up to T 256.
+TEST(AttentionTiled, AutoThresholdFollowsTheVectorWidthOfTheTargetInForce) {
+  for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    const bool wide = target == HWY_AVX3 || target == HWY_AVX3_DL;
+    EXPECT_EQ(tiled_attention_min_t(), wide ? 128u : 384u) << hwy::TargetName(target);
+    ModelConfig c;
+    EXPECT_FALSE(use_tiled_attention(c, 256, tiled_attention_min_t()) && !wide)
+        << hwy::TargetName(target) << ": T 256 runs dense below 512-bit vectors";
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 }  // namespace

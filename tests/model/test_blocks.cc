@@ -25,6 +25,7 @@
 #include "wte/model.h"
 #include "wte/optimizer.h"
 #include "wte/rng.h"
+#include "wte/simd_target.h"
 #include "src/model/onednn_isa.h"
 #include "tests/model_test_util.h"
 #include "tests/test_util.h"
@@ -221,7 +222,9 @@ TEST(NLayerZero, LossesMatchTheGoldenFile) {
 // (where the CPU has more), so the float32 sums run in other orders. oneDNN's cap only takes effect
 // before its first primitive: ctest runs each test in its own process; run alone otherwise.
 TEST(NLayerZero, GoldenLossesOnAvx2KernelsAreWithinTolerance) {
-  if ((hwy::SupportedTargets() & HWY_AVX2) == 0) GTEST_SKIP() << "no AVX2 on this CPU";
+  if ((hwy::SupportedTargets() & HWY_AVX2) == 0)
+    GTEST_SKIP() << "Highway's AVX2 target does not run here (the CPU lacks it, or WTE_MAX_SIMD="
+                 << simd_target_cap() << " caps below it)";
   try {
     dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
   } catch (const dnnl::error& e) {
