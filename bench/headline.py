@@ -98,7 +98,7 @@ def git(source, *args):
 
 def code_status(source, commit, kind):
     """"current code", "code changed since" or another parenthesised note for the commit cell."""
-    if git(source, "rev-parse", "--git-dir") is None:
+    if source is None or git(source, "rev-parse", "--git-dir") is None:
         return "not checked"
     dirty = commit.endswith("-dirty")
     commit = commit[:-len("-dirty")] if dirty else commit
@@ -156,7 +156,7 @@ def group_order(cls):
     return (ISA_ORDER.index(cls) if cls in ISA_ORDER else len(ISA_ORDER), cls)
 
 
-def table(results_dir, link_base, source):
+def table(results_dir, link_base, source=None):
     rows = ["| measured | result | CPU | load before | wte commit | date (UTC) | results file |",
             "|---|---:|---|---:|---|---|---|"]
     newest = newest_by_kind(results_dir)

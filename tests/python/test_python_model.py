@@ -33,6 +33,11 @@ BIN = os.environ.get("WTE_BINARY_DIR", "build")
 SRC = os.path.abspath(os.environ.get("WTE_SOURCE_DIR", "."))
 CLI = os.path.abspath(os.environ.get("WTE_CLI", os.path.join(BIN, "wte")))
 INSIDE = os.environ.get("WTE_TEST_INSIDE_VENV")  # set when this file runs in the venv
+# The module's results equal the CLI's bit for bit for one GEMM library: under model.gemm = auto
+# a forward of another batch shape (Model.loss of a few rows against the trainer's evaluation
+# batches) may be planned onto another library, with other last bits. The CLI runs and the venv
+# child inherit this.
+os.environ["WTE_GEMM"] = "onednn"
 
 TINY_INI = """[model]
 vocab_size = 300
