@@ -44,10 +44,19 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELEASE=-O1 -DNDEBUG" \
     -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 "${launcher[@]}" >/dev/null
 fi
+# fuzz_python_threads embeds a Python interpreter: built on request only (WTE_FUZZ_PYTHON), and run
+# without leak detection (the interpreter keeps its allocations to the end of the process).
+if [ "${target:-}" = python_threads ]; then
+  cmake -S . -B "$build" -DWTE_FUZZ_PYTHON=ON >/dev/null
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1}"
+fi
 if [ "$build_only" = 1 ]; then
   # Only the fuzz targets (the build's `wte` and Python module are not needed).
   all_targets=()
-  for src in fuzz/fuzz_*.cc; do all_targets+=("$(basename "$src" .cc)"); done
+  for src in fuzz/fuzz_*.cc; do
+    [ "$src" = fuzz/fuzz_python_threads.cc ] && continue  # on request: scripts/fuzz.sh python_threads
+    all_targets+=("$(basename "$src" .cc)")
+  done
   cmake --build "$build" -j "${JOBS:-$(nproc)}" --target "${all_targets[@]}"
   exit 0
 fi
