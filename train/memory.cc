@@ -188,11 +188,14 @@ void print_memory(Model& model, const Config& cfg, size_t B, size_t T, size_t be
   const double other = total - params - grads - adamw - acts - loss;
   const double outside = static_cast<double>(before) * mb;
   const double onednn = static_cast<double>(beyond) * mb;
-  say("memory: parameters %.1f MiB, gradients %.1f MiB, AdamW m and v %.1f MiB, activations "
-      "%.1f MiB (B %zu, T %zu per micro-batch), loss workspace %.1f MiB (%s), other buffers "
-      "%.1f MiB; planned %.1f MiB + resident before the model %.1f MiB (program, libraries, "
-      "tokenizer, tokens) + beyond the plan after a warm-up pass %.1f MiB (oneDNN primitives "
-      "and scratch, threads) = total %.1f MiB\n",
+  // Lines of at most about 100 columns.
+  say("memory: parameters %.1f MiB, gradients %.1f MiB, AdamW m and v %.1f MiB,\n"
+      "  activations %.1f MiB (B %zu, T %zu per micro-batch),\n"
+      "  loss workspace %.1f MiB (%s), other buffers %.1f MiB;\n"
+      "  planned %.1f MiB + resident before the model %.1f MiB (program, libraries, tokenizer, "
+      "tokens)\n"
+      "  + beyond the plan after a warm-up pass %.1f MiB (oneDNN primitives and scratch, threads)\n"
+      "  = total %.1f MiB\n",
       params, grads, adamw, acts, B, T, loss, loss_text, other, total, outside, onednn,
       total + outside + onednn);
 }
